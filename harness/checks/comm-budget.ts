@@ -1,0 +1,36 @@
+import { meshesOf, reductionGroup } from "../world/context.ts";
+import { defineCheck, fail, pass } from "./types.ts";
+
+/**
+ * Collectives per rank per clip <= distinct reduction groups + 1 (PP), SPEC §10. A group is a set of
+ * ranks: the ranks along a parameter's non-Replicate axes. A rank whose stage holds no parameter
+ * still gets one group (the stage), so a subject may always reduce once over its stage.
+ */
+export default defineCheck({
+  id: "comm.budget",
+  description: "collectives per rank per clip <= distinct reduction groups + 1 (pp)",
+  judge(ctx) {
+    const meshes = meshesOf(ctx.cell.layout);
+    for (const [rank, params] of ctx.plan.entries()) {
+      const groups = new Set<string>();
+      for (const p of params) {
+        groups.add(reductionGroup(meshes, rank, p.mesh, p.placements.map((x) => x.kind !== "replicate")).key);
+      }
+      const budget = Math.max(1, groups.size) + 1;
+      const c = ctx.comm[rank];
+      if (c.calls > budget) {
+        const kinds = Object.entries(c.byKind)
+          .filter(([, v]) => v.calls)
+          .map(([k, v]) => `${v.calls} ${k}`)
+          .join(", ");
+        return fail(
+          this.id,
+          `rank ${rank} issued ${c.calls} collectives (${kinds}) in one clip; budget ${budget} = ` +
+            `${Math.max(1, groups.size)} distinct reduction groups + 1 (pp)`,
+        );
+      }
+    }
+    const most = Math.max(...ctx.comm.map((c) => c.calls));
+    return pass(this.id, `at most ${most} collectives per rank`);
+  },
+});

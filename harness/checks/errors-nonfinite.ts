@@ -1,0 +1,23 @@
+import { defineCheck, fail, pass, skip } from "./types.ts";
+
+/** With error_if_nonfinite and a non-finite norm, every rank raises: none hangs, none goes on. */
+export default defineCheck({
+  id: "errors.nonfinite",
+  description: "with error_if_nonfinite, a non-finite norm raises on every rank and never hangs",
+  judge(ctx) {
+    if (ctx.backend.isMeta) return skip(this.id, "the meta backend holds no values");
+    if (!ctx.errorIfNonfinite || Number.isFinite(ctx.reference.totalNorm)) {
+      return skip(this.id, "the cell does not ask for an error on a non-finite norm");
+    }
+    if (ctx.liveness) return fail(this.id, `a non-finite norm led to a hang instead of an error: ${ctx.liveness}`);
+    const quiet = ctx.outcomes.filter((o) => !o.error);
+    if (quiet.length) {
+      return fail(
+        this.id,
+        `the norm is ${ctx.reference.totalNorm} but rank(s) ${quiet.map((o) => o.rank).join(",")} returned ` +
+          `${quiet[0].value} instead of raising`,
+      );
+    }
+    return pass(this.id, `raised on all ${ctx.outcomes.length} ranks`);
+  },
+});

@@ -1,0 +1,16 @@
+import { defineCheck, fail, pass, skip } from "./types.ts";
+
+/** The subject frees all it allocates: the ledger is back where it was before the clip. */
+export default defineCheck({
+  id: "memory.leak",
+  description: "the subject leaves no tensor allocated after the clip",
+  judge(ctx) {
+    if (ctx.liveness) return skip(this.id, "liveness failed: aborted ranks could not free their tensors");
+    for (const m of ctx.memory) {
+      if (m.leakedBytes !== 0) {
+        return fail(this.id, `rank ${m.rank}: ${m.leakedBytes.toLocaleString("en-US")} bytes still allocated after the clip`);
+      }
+    }
+    return pass(this.id);
+  },
+});

@@ -1,0 +1,35 @@
+import { defineCheck, fail, notComparable, pass, sameNorm, skip } from "./types.ts";
+
+const ULP_FACTOR = { fp32: 4 * 2 ** -24, bf16: 4 * 2 ** -8 } as const;
+
+/** The reported norm against the reference, within the subject's tolerance class (SPEC §6). */
+export default defineCheck({
+  id: "parity.norm",
+  description: "every rank's total norm equals the reference within the subject's tolerance class",
+  judge(ctx) {
+    if (ctx.backend.isMeta) return skip(this.id, "the meta backend holds no values");
+    if (ctx.liveness) return skip(this.id, "liveness failed");
+    const ref = ctx.reference.totalNorm;
+    const expectRaise = ctx.errorIfNonfinite && !Number.isFinite(ref);
+    for (const o of ctx.outcomes) {
+      if (o.error) {
+        if (expectRaise) continue;
+        return fail(this.id, `rank ${o.rank} raised on a cell whose reference norm is ${ref}: ${o.error.message}`);
+      }
+      const norm = o.value as number;
+      if (typeof norm !== "number") return fail(this.id, `rank ${o.rank} returned ${String(norm)}, not a number`);
+      let ok: boolean;
+      if (!Number.isFinite(ref) || !Number.isFinite(norm) || ctx.tolerance === "exact") ok = sameNorm(norm, ref);
+      else ok = Math.abs(norm - ref) <= ULP_FACTOR[ctx.tolerance] * ref;
+      if (!ok) {
+        const rel = ref === 0 ? Infinity : Math.abs(norm - ref) / ref;
+        return fail(
+          this.id,
+          `rank ${o.rank}: total norm ${norm} != reference ${ref} (relative error ${rel.toExponential(3)}, ` +
+            `tolerance ${ctx.tolerance})`,
+        );
+      }
+    }
+    return pass(this.id);
+  },
+});

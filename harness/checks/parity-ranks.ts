@@ -1,0 +1,18 @@
+import { defineCheck, fail, notComparable, pass, sameNorm, skip } from "./types.ts";
+
+/** Every rank returns the same norm: a rank that reduced over fewer ranks shows here. */
+export default defineCheck({
+  id: "parity.ranks",
+  description: "every rank returns the same total norm, bitwise",
+  judge(ctx) {
+    const why = notComparable(ctx);
+    if (why) return skip(this.id, why);
+    const first = ctx.outcomes[0].value as number;
+    for (const o of ctx.outcomes) {
+      if (!sameNorm(o.value as number, first)) {
+        return fail(this.id, `rank ${o.rank} returned ${o.value} but rank 0 returned ${first}`);
+      }
+    }
+    return pass(this.id);
+  },
+});

@@ -1,0 +1,34 @@
+import { clipCoefficient } from "../clip/api.ts";
+import { defineCheck, fail, globalIndex, notComparable, pass, skip } from "./types.ts";
+
+/**
+ * Every clipped element equals round(float32(g) * c): c is the reference's coefficient for the
+ * `exact` class, else the one the rank's own norm gives (SPEC §6).
+ */
+export default defineCheck({
+  id: "parity.tensors",
+  description: "every clipped gradient element equals round(float32(g) * clip_coef)",
+  judge(ctx) {
+    const why = notComparable(ctx);
+    if (why) return skip(this.id, why);
+    let checked = 0;
+    for (const [rank, params] of ctx.plan.entries()) {
+      const norm = ctx.outcomes[rank].value as number;
+      const coef = ctx.tolerance === "exact" ? ctx.clipCoef : clipCoefficient(ctx.maxNorm, norm);
+      for (const [i, p] of params.entries()) {
+        const grad = ctx.grads[rank][i];
+        if (!grad) continue;
+        checked++;
+        const m = ctx.backend.verifyScaled(grad, ctx.genSpec(p), p.block, coef);
+        if (m) {
+          return fail(
+            this.id,
+            `rank ${rank}, ${p.fqn}${p.canonical ? "" : ` (replica of ${p.name})`}, element ${globalIndex(p.block, m.index)}: ` +
+              `got ${m.actual}, expected ${m.expected} = round(g * ${coef})`,
+          );
+        }
+      }
+    }
+    return pass(this.id, `${checked} local gradients`);
+  },
+});

@@ -1,0 +1,32 @@
+import { clipCoefficient } from "../clip/api.ts";
+import { defineCheck, fail, notComparable, pass, skip } from "./types.ts";
+
+/**
+ * When clip_coef < 1 every present gradient was really scaled: catches grads passed where
+ * parameters were expected, so nothing is scaled while the reported norm still looks right.
+ * Absent gradients stay absent by construction: a subject gets frozen views and cannot add one.
+ */
+export default defineCheck({
+  id: "scaling.nonempty",
+  description: "when clip_coef < 1, every present gradient was scaled",
+  judge(ctx) {
+    const why = notComparable(ctx);
+    if (why) return skip(this.id, why);
+    if (!(ctx.clipCoef < 1)) return skip(this.id, `clip_coef is ${ctx.clipCoef}: nothing to scale`);
+    for (const [rank, params] of ctx.plan.entries()) {
+      const coef = clipCoefficient(ctx.maxNorm, ctx.outcomes[rank].value as number);
+      for (const [i, p] of params.entries()) {
+        const grad = ctx.grads[rank][i];
+        if (!grad) continue;
+        const gen = ctx.genSpec(p);
+        if (ctx.backend.verifyScaled(grad, gen, p.block, coef) && !ctx.backend.verifyScaled(grad, gen, p.block, 1)) {
+          return fail(
+            this.id,
+            `rank ${rank}, ${p.fqn}: the gradient was not scaled (it still holds its unclipped values; clip_coef ${coef})`,
+          );
+        }
+      }
+    }
+    return pass(this.id);
+  },
+});

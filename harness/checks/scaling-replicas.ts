@@ -1,0 +1,50 @@
+import { clipCoefficient, type Tensor } from "../clip/api.ts";
+import { defineCheck, fail, globalIndex, notComparable, pass, skip } from "./types.ts";
+
+/** Every physical copy of a tied parameter is scaled by one coefficient and stays bitwise equal. */
+export default defineCheck({
+  id: "scaling.replicas",
+  description: "all physical copies of a tied parameter are scaled alike and stay bitwise equal",
+  judge(ctx) {
+    const why = notComparable(ctx);
+    if (why) return skip(this.id, why);
+    const canonical = new Map<string, { rank: number; grad: Tensor }>();
+    for (const [rank, params] of ctx.plan.entries()) {
+      params.forEach((p, i) => {
+        const grad = ctx.grads[rank][i];
+        if (p.canonical && p.tieGroup && grad) canonical.set(`${p.name}@${p.block.start}:${p.block.len}`, { rank, grad });
+      });
+    }
+    let compared = 0;
+    for (const [rank, params] of ctx.plan.entries()) {
+      for (const [i, p] of params.entries()) {
+        const grad = ctx.grads[rank][i];
+        if (p.canonical || !grad) continue;
+        compared++;
+        const twin = canonical.get(`${p.name}@${p.block.start}:${p.block.len}`);
+        if (twin) {
+          const m = ctx.backend.compare(grad, twin.grad);
+          if (m) {
+            return fail(
+              this.id,
+              `rank ${rank}, replica ${p.fqn} differs from ${p.name} on rank ${twin.rank} at element ` +
+                `${globalIndex(p.block, m.index)}: ${m.expected} (replica) vs ${m.actual} (canonical)`,
+            );
+          }
+          continue;
+        }
+        // Shards that line up with no canonical shard: check against the coefficient directly.
+        const coef = clipCoefficient(ctx.maxNorm, ctx.outcomes[rank].value as number);
+        const m = ctx.backend.verifyScaled(grad, ctx.genSpec(p), p.block, coef);
+        if (m) {
+          return fail(
+            this.id,
+            `rank ${rank}, replica ${p.fqn} of ${p.name}, element ${globalIndex(p.block, m.index)}: ` +
+              `got ${m.actual}, expected ${m.expected} (scaled by ${coef} like its canonical copy)`,
+          );
+        }
+      }
+    }
+    return compared ? pass(this.id, `${compared} replica shards`) : skip(this.id, "no tied replica in this cell");
+  },
+});

@@ -1,0 +1,58 @@
+/**
+ * A check: one named pass/fail criterion with a stable id (SPEC §8), judged from a cell's outcome.
+ */
+import type { CheckContext } from "../run/cell.ts";
+
+export type CheckStatus = "pass" | "fail" | "skip";
+
+export interface CheckResult {
+  id: string;
+  status: CheckStatus;
+  message: string;
+}
+
+export interface Check {
+  id: string;
+  /** One line: what it catches. */
+  description: string;
+  judge(ctx: CheckContext): CheckResult;
+}
+
+export function defineCheck(check: Check): Check {
+  return check;
+}
+
+export const pass = (id: string, message = ""): CheckResult => ({ id, status: "pass", message });
+export const fail = (id: string, message: string): CheckResult => ({ id, status: "fail", message });
+export const skip = (id: string, message: string): CheckResult => ({ id, status: "skip", message });
+
+/** Ranks whose clip did not return a norm, as a reason to skip value checks. */
+export function notComparable(ctx: CheckContext): string | null {
+  if (ctx.backend.isMeta) return "the meta backend holds no values";
+  if (ctx.liveness) return "liveness failed";
+  const threw = ctx.outcomes.filter((o) => o.error);
+  if (threw.length) return `rank ${threw[0].rank} raised: ${threw[0].error!.message}`;
+  return null;
+}
+
+/** Equal as float32 norms: bitwise, with NaN equal to NaN. */
+export function sameNorm(a: number, b: number): boolean {
+  return Object.is(a, b) || (Number.isNaN(a) && Number.isNaN(b)) || a === b;
+}
+
+/** The global row-major flat index of local element `j` of a block. */
+export function globalIndex(block: { globalShape: number[]; start: number[]; len: number[] }, j: number): number {
+  let rem = j;
+  let idx = 0;
+  let stride = 1;
+  const coords: number[] = new Array(block.len.length);
+  for (let d = block.len.length - 1; d >= 0; d--) {
+    coords[d] = rem % block.len[d];
+    rem = Math.floor(rem / block.len[d]);
+  }
+  for (let d = block.globalShape.length - 1; d >= 0; d--) {
+    idx += (block.start[d] + coords[d]) * stride;
+    stride *= block.globalShape[d];
+  }
+  return idx;
+}

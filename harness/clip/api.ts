@@ -1,0 +1,161 @@
+/**
+ * The subject API: what an implementation of distributed clipping sees on one rank.
+ *
+ * A subject is SPMD code. The harness runs one instance of `clip` per rank, concurrently; each
+ * instance sees only its own rank: its mesh coordinates, its process groups, its local gradient
+ * shards, the backend's ops and collectives that rendezvous across ranks like c10d.
+ */
+import type { AxisName, Group, MeshName } from "../layout/mesh.ts";
+import type { Layout } from "../layout/layout.ts";
+import type { Block, Placement } from "../model/plan.ts";
+import type { ParamKind } from "../model/manifest.ts";
+
+export type DType = "f32" | "bf16" | "f16";
+export type ToleranceClass = "exact" | "fp32" | "bf16";
+export type ReduceOp = "sum" | "max";
+
+/** A tensor owned by the backend and charged to one rank's memory ledger. */
+export interface Tensor {
+  readonly id: number;
+  readonly dtype: DType;
+  readonly shape: readonly number[];
+  readonly numel: number;
+  /** The rank whose ledger pays for it. */
+  readonly rank: number;
+}
+
+/**
+ * An exact partial sum of |g|^p: an integer `sum` worth sum * 2^-1074, plus the non-finite part
+ * (0, +Infinity or NaN) that no integer can hold. Exact values add without rounding on any rank
+ * in any order, so a norm reduced from them does not depend on the layout.
+ */
+export interface Exact {
+  readonly sum: bigint;
+  readonly nonfinite: number;
+}
+
+/** One physical copy of one logical parameter, as this rank holds it (like a DTensor's local view). */
+export interface ParamView {
+  /** Physical name: a tied replica has its own FQN. */
+  readonly fqn: string;
+  /** Canonical logical name (the tie group's canonical FQN for a replica). */
+  readonly name: string;
+  /** True for the canonical physical copy of the logical parameter; false for tied replicas. */
+  readonly canonical: boolean;
+  readonly tieGroup: string | null;
+  readonly kind: ParamKind;
+  readonly layer: number | null;
+  readonly stage: number;
+  /** "dense" or "sparse" (expert parameters live on the sparse mesh). */
+  readonly mesh: MeshName;
+  /** The parameter's mesh axes, without pp (each PP stage has its own sub-mesh, as in torchtitan). */
+  readonly meshAxes: readonly AxisName[];
+  readonly placements: readonly Placement[];
+  readonly globalShape: readonly number[];
+  /** This rank's local shard of the global tensor. */
+  readonly block: Block;
+  /** The local gradient shard, or null when the parameter has no gradient. Scale it in place. */
+  readonly grad: Tensor | null;
+}
+
+/** Backend ops on this rank's tensors. New tensors are charged to this rank. */
+export interface Ops {
+  /** Sum of |x|^p accumulated in float64 (p finite). */
+  sumAbsPow(t: Tensor, p: number): number;
+  /** Exact sum of float64(|x|^p). */
+  exactSumAbsPow(t: Tensor, p: number): Exact;
+  /** Max |x|; NaN when any element is NaN. */
+  maxAbs(t: Tensor): number;
+  nonFiniteCount(t: Tensor): number;
+  /** x = round_to_dtype(float32(x) * float32(coef)), in place. */
+  scale_(t: Tensor, coef: number): void;
+  empty(dtype: DType, shape: readonly number[]): Tensor;
+  clone(t: Tensor): Tensor;
+  narrow(t: Tensor, dim: number, start: number, length: number): Tensor;
+  cat(ts: readonly Tensor[], dim: number): Tensor;
+  copy_(dst: Tensor, src: Tensor): void;
+  free(t: Tensor): void;
+  exactZero(): Exact;
+  exactAdd(a: Exact, b: Exact): Exact;
+  /** The exact value rounded once to float64. */
+  exactToNumber(x: Exact): number;
+}
+
+/** What `clip` is called with: the arguments of torch.nn.utils.clip_grad_norm_. */
+export interface ClipArgs {
+  /** Every physical parameter copy on this rank, with or without a gradient. */
+  readonly params: readonly ParamView[];
+  readonly maxNorm: number;
+  /** 2, 1, Infinity or any other p > 0. */
+  readonly normType: number;
+  readonly errorIfNonfinite: boolean;
+}
+
+/** One rank of the simulated world, as a subject sees it. */
+export interface RankContext {
+  readonly rank: number;
+  readonly world: number;
+  readonly layout: Layout;
+  /** This rank's coordinate on every axis of both meshes. */
+  readonly coords: Readonly<Record<AxisName, number>>;
+  /** The group of ranks that differ from this one only on `axes` (efsdp/ep refer to the sparse mesh). */
+  group(...axes: AxisName[]): Group;
+  /**
+   * The group a parameter reduces over: the ranks that differ from this one only on the mesh axes
+   * flagged true (aligned with `meshAxes`), or named.
+   */
+  groupOf(mesh: MeshName, axes: readonly boolean[] | readonly AxisName[]): Group;
+  allReduce(group: Group, value: number, op: ReduceOp): Promise<number>;
+  allReduce(group: Group, value: Exact, op: "sum"): Promise<Exact>;
+  /** Gathers every member's tensor (group rank order) into one new tensor, concatenated on `dim`. */
+  allGather(group: Group, t: Tensor, dim: number): Promise<Tensor>;
+  broadcast(group: Group, value: number, srcRank: number): Promise<number>;
+  barrier(group: Group): Promise<void>;
+  readonly ops: Ops;
+}
+
+export interface Subject {
+  name: string;
+  /** One line: what it models. */
+  description: string;
+  /** The tolerance class it claims (SPEC §6); default "fp32". */
+  tolerance?: ToleranceClass;
+  /** For known-bad subjects: the check ids that must catch it. */
+  catchBy?: readonly string[];
+  /** Scale the gradients in place and return the total norm (as float32, in a JS number). */
+  clip(rank: RankContext, args: ClipArgs): Promise<number>;
+}
+
+/** Raised by a subject when error_if_nonfinite is set and the total norm is not finite. */
+export class NonFiniteNormError extends Error {
+  constructor(normType: number, norm: number) {
+    super(
+      `The total norm of order ${normType} for gradients is non-finite (${norm}), so it cannot be clipped. ` +
+        "To disable this error and scale the gradients by the non-finite norm anyway, set " +
+        "`error_if_nonfinite=False`",
+    );
+    this.name = "NonFiniteNormError";
+  }
+}
+
+/** Identity with types: a subject module's default export. */
+export function defineSubject(subject: Subject): Subject {
+  return subject;
+}
+
+/**
+ * The float32 clip coefficient exactly as PyTorch computes it:
+ * clamp(max_norm / (total_norm + 1e-6), max=1.0), every operation in float32.
+ */
+export function clipCoefficient(maxNorm: number, totalNorm: number): number {
+  const f32 = Math.fround;
+  const coef = f32(f32(maxNorm) / f32(f32(totalNorm) + f32(1e-6)));
+  return Number.isNaN(coef) ? coef : Math.min(1, coef);
+}
+
+/** total = S^(1/p) in float64, then rounded to float32 (SPEC §6). */
+export function normFromPowerSum(s: number, normType: number): number {
+  if (normType === Infinity || normType === 1) return Math.fround(s);
+  if (normType === 2) return Math.fround(Math.sqrt(s));
+  return Math.fround(s ** (1 / normType));
+}

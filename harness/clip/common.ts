@@ -1,0 +1,97 @@
+/**
+ * Small helpers the built-in subjects share, so that each subject module reads like the framework
+ * code it models and only the part that differs between frameworks (or bugs) is spelled out.
+ *
+ * Nothing here issues a collective: every all_reduce stays visible in the subject itself.
+ */
+import type { Group } from "../layout/mesh.ts";
+import type { ClipArgs, Ops, ParamView, RankContext, ReduceOp, Tensor } from "./api.ts";
+import { clipCoefficient, NonFiniteNormError, normFromPowerSum } from "./api.ts";
+
+/** The dense mesh axes of one PP stage (every non-pp axis); the sparse mesh spans the same ranks. */
+export const STAGE_AXES = ["dp_replicate", "dp_shard", "cp", "tp"] as const;
+/** The sparse (expert) mesh axes of one PP stage. */
+export const SPARSE_STAGE_AXES = ["dp_replicate", "efsdp", "ep"] as const;
+
+export const isInf = (normType: number): boolean => normType === Infinity;
+
+/** The collective op that combines partials of a p-norm: MAX for inf, SUM otherwise. */
+export const reduceOp = (normType: number): ReduceOp => (isInf(normType) ? "max" : "sum");
+
+/**
+ * One tensor's local contribution: sum |g|^p in float64 for finite p, max |g| for inf
+ * (`torch.linalg.vector_norm(g, p) ** p` without the root, as a partial sum).
+ */
+export function localPartial(ops: Ops, grad: Tensor, normType: number): number {
+  return isInf(normType) ? ops.maxAbs(grad) : ops.sumAbsPow(grad, normType);
+}
+
+/** Combines two partials: max for inf (NaN wins, as Math.max does), + otherwise. */
+export function combine(a: number, b: number, normType: number): number {
+  return isInf(normType) ? Math.max(a, b) : a + b;
+}
+
+/** Whether the param's copy on this rank counts in the norm at all: it has a gradient and is canonical. */
+export function counts(p: ParamView): p is ParamView & { grad: Tensor } {
+  return p.grad !== null && p.canonical;
+}
+
+/** The placements' "reduce" flags: every axis that is not Replicate (aligned with meshAxes). */
+export function reduceFlags(p: ParamView): boolean[] {
+  return p.placements.map((x) => x.kind !== "replicate");
+}
+
+/**
+ * The group a param's local partial must be reduced over: the ranks that differ from this one only on
+ * its non-Replicate axes (Replicate axes hold identical copies, which must not be summed again).
+ */
+export function reductionGroupOf(rank: RankContext, p: ParamView): Group {
+  return rank.groupOf(p.mesh, reduceFlags(p));
+}
+
+/**
+ * True on the one rank of each set of replicas that counts the param: coordinate 0 on every Replicate
+ * axis of its mesh. Its partial may then be reduced over any group that contains the others.
+ */
+export function isReplicaLeader(rank: RankContext, p: ParamView): boolean {
+  return p.placements.every((x, i) => x.kind !== "replicate" || rank.coords[p.meshAxes[i]] === 0);
+}
+
+/** Every rank of this rank's PP stage (the dense mesh without pp). */
+export function stageGroup(rank: RankContext): Group {
+  return rank.group(...STAGE_AXES);
+}
+
+/** Scales every gradient present, replicas included, by one coefficient (PyTorch always scales). */
+export function scaleAll(rank: RankContext, params: readonly ParamView[], coef: number): void {
+  for (const p of params) if (p.grad) rank.ops.scale_(p.grad, coef);
+}
+
+/** torch's `error_if_nonfinite` check on the reduced norm; call it after every collective. */
+export function checkFinite(norm: number, args: ClipArgs): void {
+  if (args.errorIfNonfinite && !Number.isFinite(norm)) throw new NonFiniteNormError(args.normType, norm);
+}
+
+/**
+ * The common tail of every correct clip, once the global power sum (or max) is known on this rank:
+ * norm = S^(1/p) as float32, raise if asked and non-finite, else scale every copy by the clip coefficient.
+ */
+export function finishClip(rank: RankContext, args: ClipArgs, total: number): number {
+  const norm = normFromPowerSum(total, args.normType);
+  checkFinite(norm, args);
+  scaleAll(rank, args.params, clipCoefficient(args.maxNorm, norm));
+  return norm;
+}
+
+/**
+ * Rounds to bfloat16 (round to nearest, ties to even) the way PyTorch does from a float32 value:
+ * add 0x7FFF plus the lowest kept bit, then drop the low 16 bits. NaN stays NaN; overflow gives ±Inf.
+ */
+export function toBf16(x: number): number {
+  if (Number.isNaN(x)) return NaN;
+  const f = new Float32Array([x]);
+  const u = new Uint32Array(f.buffer);
+  const bits = u[0]!;
+  u[0] = ((bits + 0x7fff + ((bits >>> 16) & 1)) & 0xffff0000) >>> 0;
+  return f[0]!;
+}

@@ -1,0 +1,57 @@
+/**
+ * `padding-counted`: FSDP-style padded shards in the norm. FSDP pads every dim-0 shard to the even
+ * chunk size ceil(n/k); a rank whose shard is shorter (uneven shards: the trailing chunks of
+ * torch.chunk) computes its local norm on the padded buffer, whose padding rows hold stale data
+ * instead of zeros. Modelled as the shard's first `pad` rows counted a second time. With even shards
+ * it is correct. Caught by `parity.norm` (any layout with an uneven dim-0 shard, finite p).
+ */
+import { defineSubject, type Ops, type ParamView, type RankContext, type Tensor } from "../api.ts";
+import type { Group } from "../../layout/mesh.ts";
+import { combine, counts, finishClip, localPartial, reduceOp, reductionGroupOf } from "../common.ts";
+
+/** Rows of padding after this rank's shard: the even (padded) dim-0 length minus the real one. */
+function paddingRows(rank: RankContext, p: ParamView): number {
+  let even = p.globalShape[0] ?? 0;
+  p.placements.forEach((x, i) => {
+    if (x.kind === "shard" && x.dim === 0) even = Math.ceil(even / sizeOf(rank, p, i));
+  });
+  return Math.max(0, even - (p.block.len[0] ?? 0));
+}
+
+function sizeOf(rank: RankContext, p: ParamView, i: number): number {
+  return rank.groupOf(p.mesh, [p.meshAxes[i]!]).ranks.length;
+}
+
+/** The norm^p of the padded local buffer: the shard plus `pad` stale rows (a copy of its first rows). */
+function paddedPartial(ops: Ops, grad: Tensor, pad: number, normType: number): number {
+  const local = localPartial(ops, grad, normType);
+  const stale = Math.min(pad, grad.shape[0] ?? 0);
+  if (stale === 0) return local;
+  const rows = ops.narrow(grad, 0, 0, stale);
+  const extra = localPartial(ops, rows, normType); // BUG: the padding is not zero and is counted
+  ops.free(rows);
+  return combine(local, extra, normType);
+}
+
+export default defineSubject({
+  name: "padding-counted",
+  description: "uneven FSDP shards: stale padding rows counted in the local norm",
+  tolerance: "fp32",
+  catchBy: ["parity.norm"],
+  async clip(rank, args) {
+    const { params, normType } = args;
+    const op = reduceOp(normType);
+    const buckets = new Map<string, { group: Group; acc: number }>();
+    for (const p of params) {
+      if (!counts(p)) continue;
+      const group = reductionGroupOf(rank, p);
+      const b = buckets.get(group.key) ?? { group, acc: 0 };
+      b.acc = combine(b.acc, paddedPartial(rank.ops, p.grad, paddingRows(rank, p), normType), normType);
+      buckets.set(group.key, b);
+    }
+    let total = 0;
+    for (const b of buckets.values()) total = combine(total, await rank.allReduce(b.group, b.acc, op), normType);
+    total = await rank.allReduce(rank.group("pp"), total, op);
+    return finishClip(rank, args, total);
+  },
+});

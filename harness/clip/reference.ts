@@ -1,0 +1,69 @@
+/**
+ * The reference clip (SPEC §6): torch.nn.utils.clip_grad_norm_ on the LOGICAL parameters with their
+ * full gradients, with the norm computed exactly (one rounding to float64, then to float32).
+ *
+ * It does not depend on the layout, so it is computed once per (model, dtype, norm type, regime,
+ * seed, step) and cached; the clipped tensors are never materialised: each rank's shard is checked
+ * against round(float32(g) * coef) by regenerating g (native verifyScaled).
+ */
+import type { DType } from "./api.ts";
+import { normFromPowerSum } from "./api.ts";
+import { exactToNumber } from "../backend/exact.ts";
+import { native } from "../backend/native.ts";
+import type { ModelManifest } from "../model/manifest.ts";
+import { numel } from "../model/manifest.ts";
+import { regimeSpec } from "./regimes.ts";
+import type { GenSpec } from "../backend/backend.ts";
+
+export interface Reference {
+  /** S: the exact sum of |g|^p (or max |g| for inf), rounded once to float64. */
+  powerSum: number;
+  /** S^(1/p) rounded to float32: the reported norm. */
+  totalNorm: number;
+  /** Logical parameters with a gradient. */
+  paramsWithGrad: number;
+}
+
+const cache = new Map<string, Reference>();
+
+export function computeReference(
+  model: ModelManifest,
+  dtype: DType,
+  normType: number,
+  regime: string,
+  seed: number,
+  step: number,
+): Reference {
+  const key = [model.name, dtype, normType, regime, seed, step].join("|");
+  const hit = cache.get(key);
+  if (hit) return hit;
+  const spec = regimeSpec(regime);
+  const n = native();
+  let sum = 0n;
+  let max = 0;
+  let nonfinite = 0;
+  let paramsWithGrad = 0;
+  let specialDone = spec.special === null;
+  for (const p of model.params) {
+    if (!spec.hasGrad(p.index)) continue;
+    paramsWithGrad++;
+    const gen: GenSpec = { seed: BigInt(seed), step, name: p.name, dtype, exp: spec.exp, mode: spec.mode };
+    if (!specialDone) {
+      gen.specialIndex = 0;
+      gen.specialValue = spec.special!;
+      nonfinite += spec.special!; // Inf, or NaN: the exact sum skips it, so account for it here
+      specialDone = true;
+    }
+    const count = numel(p.shape);
+    if (normType === Infinity) {
+      const m = n.maxAbsFull(gen, count);
+      max = Number.isNaN(m) || Number.isNaN(max) ? NaN : Math.max(max, m);
+    } else {
+      sum += n.exactFull(gen, count, normType);
+    }
+  }
+  const powerSum = normType === Infinity ? max : exactToNumber({ sum, nonfinite });
+  const ref: Reference = { powerSum, totalNorm: normFromPowerSum(powerSum, normType), paramsWithGrad };
+  cache.set(key, ref);
+  return ref;
+}

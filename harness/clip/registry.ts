@@ -1,0 +1,140 @@
+/**
+ * The built-in subjects by name, and `loadSubject`: a built-in name or the path of a user's module.
+ *
+ * A user module's default export (or its export named `subject`) must be a Subject: a `name` string,
+ * a `clip` function and, if given, a `tolerance` of exact / fp32 / bf16. Anything else is refused
+ * with an InputError that names the path, the field and the value found.
+ */
+import { resolve } from "node:path";
+import { pathToFileURL } from "node:url";
+import { InputError } from "../errors.ts";
+import type { Subject, ToleranceClass } from "./api.ts";
+
+import reference from "./subjects/reference.ts";
+import bucketed from "./subjects/bucketed.ts";
+import titan from "./subjects/titan.ts";
+import exact from "./subjects/exact.ts";
+
+import hfReplicate from "./known-bad/hf-replicate.ts";
+import noPpReduce from "./known-bad/no-pp-reduce.ts";
+import replicaTwice from "./known-bad/replica-twice.ts";
+import replicaUnscaled from "./known-bad/replica-unscaled.ts";
+import tpReplicateSummed from "./known-bad/tp-replicate-summed.ts";
+import infAsSum from "./known-bad/inf-as-sum.ts";
+import unbucketed from "./known-bad/unbucketed.ts";
+import epSkipEmpty from "./known-bad/ep-skip-empty.ts";
+import paddingCounted from "./known-bad/padding-counted.ts";
+import bf16Norm from "./known-bad/bf16-norm.ts";
+
+const CORRECT: readonly Subject[] = [reference, bucketed, titan, exact];
+const KNOWN_BAD: readonly Subject[] = [
+  hfReplicate,
+  noPpReduce,
+  replicaTwice,
+  replicaUnscaled,
+  tpReplicateSummed,
+  infAsSum,
+  unbucketed,
+  epSkipEmpty,
+  paddingCounted,
+  bf16Norm,
+];
+
+/** Correct subjects: each must pass every check under the tolerance it claims. */
+export const CORRECT_SUBJECTS: string[] = CORRECT.map((s) => s.name);
+/** Known-bad subjects: each models one bug of SPEC §1 and declares the checks that must catch it. */
+export const KNOWN_BAD_SUBJECTS: string[] = KNOWN_BAD.map((s) => s.name);
+
+export const BUILTIN_SUBJECTS: Record<string, Subject> = Object.fromEntries([...CORRECT, ...KNOWN_BAD].map((s) => [s.name, s]));
+
+export const TOLERANCE_CLASSES: readonly ToleranceClass[] = ["exact", "fp32", "bf16"];
+
+/** Whether a subject spec names a module file rather than a built-in subject. */
+export function isSubjectPath(spec: string): boolean {
+  return /^(\.{1,2}[\\/]|\/)/.test(spec) || /\.(ts|js|mjs)$/.test(spec);
+}
+
+/** Checks that `value` (what a module exported) is a usable Subject; `where` names it in errors. */
+export function validateSubject(value: unknown, where: string): Subject {
+  if (value === null || typeof value !== "object") {
+    throw new InputError(`${where}: a subject must be an object (use defineSubject({...})); got ${describe(value)}`);
+  }
+  const s = value as Record<string, unknown>;
+  if (typeof s.name !== "string" || s.name.length === 0) {
+    throw new InputError(`${where}: field "name" must be a non-empty string; got ${describe(s.name)}`);
+  }
+  if (typeof s.clip !== "function") {
+    throw new InputError(`${where}: field "clip" must be a function (rank, args) => Promise<number>; got ${describe(s.clip)}`);
+  }
+  if (s.tolerance !== undefined && !TOLERANCE_CLASSES.includes(s.tolerance as ToleranceClass)) {
+    throw new InputError(`${where}: field "tolerance" must be one of ${TOLERANCE_CLASSES.join(", ")}; got ${describe(s.tolerance)}`);
+  }
+  if (s.description !== undefined && typeof s.description !== "string") {
+    throw new InputError(`${where}: field "description" must be a string; got ${describe(s.description)}`);
+  }
+  if (s.catchBy !== undefined && !(Array.isArray(s.catchBy) && s.catchBy.every((c) => typeof c === "string"))) {
+    throw new InputError(`${where}: field "catchBy" must be an array of check ids; got ${describe(s.catchBy)}`);
+  }
+  const subject = value as Subject;
+  if (typeof subject.description === "string") return subject;
+  // A description is optional for user modules; keep `this` for subjects that are class instances.
+  return {
+    name: subject.name,
+    description: "",
+    tolerance: subject.tolerance,
+    catchBy: subject.catchBy,
+    clip: subject.clip.bind(subject),
+  };
+}
+
+function describe(v: unknown): string {
+  if (typeof v === "function") return "a function";
+  if (typeof v === "string") return JSON.stringify(v);
+  if (v === undefined) return "undefined";
+  try {
+    return JSON.stringify(v) ?? String(v);
+  } catch {
+    return String(v);
+  }
+}
+
+/**
+ * A built-in subject by name, or a user subject from a module path (relative to the working
+ * directory; `.ts` works because the harness runs under tsx/vitest). `torch:module:function` is
+ * reserved for the Python adapter.
+ */
+export async function loadSubject(spec: string): Promise<Subject> {
+  if (typeof spec !== "string" || spec.length === 0) {
+    throw new InputError(`subject: expected a built-in name or a module path; got ${describe(spec)}`);
+  }
+  if (spec.startsWith("torch:")) {
+    throw new InputError(
+      `subject "${spec}": torch:module:function subjects run through the Python adapter (adapters/torch), ` +
+        "which is not available from loadSubject yet",
+    );
+  }
+  if (!isSubjectPath(spec)) {
+    const builtin = Object.hasOwn(BUILTIN_SUBJECTS, spec) ? BUILTIN_SUBJECTS[spec] : undefined;
+    if (!builtin) {
+      throw new InputError(
+        `subject "${spec}" is not a built-in subject (built in: ${Object.keys(BUILTIN_SUBJECTS).join(", ")}); ` +
+          "a module path must start with ./, ../ or / or end in .ts, .js or .mjs",
+      );
+    }
+    return builtin;
+  }
+  const path = resolve(process.cwd(), spec);
+  let mod: Record<string, unknown>;
+  try {
+    mod = (await import(pathToFileURL(path).href)) as Record<string, unknown>;
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    const why = e.code === "ERR_MODULE_NOT_FOUND" && e.message.includes(path) ? "no such file" : (e.message ?? String(err)).split("\n")[0];
+    throw new InputError(`subject module ${spec} (${path}) could not be loaded: ${why}`);
+  }
+  const exported = mod.default ?? mod.subject;
+  if (exported === undefined) {
+    throw new InputError(`subject module ${spec}: it has no default export and no export named "subject" (exports: ${Object.keys(mod).join(", ") || "none"})`);
+  }
+  return validateSubject(exported, `subject module ${spec}`);
+}

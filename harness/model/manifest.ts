@@ -1,0 +1,120 @@
+/**
+ * Model manifests (SPEC §4): the ordered list of logical parameters of a model, with shape, kind, layer
+ * and TP style, plus tie groups (one logical parameter, several physical copies on different PP stages).
+ */
+import { ModelError } from "../errors.ts";
+
+export type ParamKind = "embedding" | "attention" | "ffn" | "expert" | "router" | "norm" | "output" | "mtp";
+
+/** How TP splits it (SPEC §4 default placements). "expert": the [E,out,in] expert rule on the sparse mesh. */
+export type TpStyle = "colwise" | "rowwise" | "replicate" | "expert";
+
+export interface LogicalParam {
+  /** position in the manifest (the `sparse` regime drops index % 3 == 1) */
+  index: number;
+  /** canonical FQN, e.g. "layers.3.attention.wq.weight" */
+  name: string;
+  shape: number[];
+  kind: ParamKind;
+  /** transformer layer index; null for embedding/final norm/output/mtp */
+  layer: number | null;
+  tp: TpStyle;
+}
+
+/** A tied/shared weight: the canonical logical param and its extra physical copies (replicas). */
+export interface TieGroup {
+  canonical: string;
+  replicas: { fqn: string; stage: "last"; tp: TpStyle }[];
+}
+
+export interface ModelManifest {
+  name: string;
+  nLayers: number;
+  params: LogicalParam[];
+  ties: TieGroup[];
+  /** logical elements (replicas not counted); a number is exact up to 2^53 */
+  totalParams: number;
+  description: string;
+}
+
+/** Product of a shape's dims (1 for a scalar). */
+export function numel(shape: readonly number[]): number {
+  let n = 1;
+  for (const d of shape) n *= d;
+  return n;
+}
+
+/** Accumulates parameters in order and assigns indices. */
+export class ManifestBuilder {
+  readonly params: LogicalParam[] = [];
+  readonly ties: TieGroup[] = [];
+  private readonly names = new Set<string>();
+
+  constructor(
+    readonly name: string,
+    readonly nLayers: number,
+  ) {}
+
+  add(name: string, shape: number[], kind: ParamKind, layer: number | null, tp: TpStyle): this {
+    if (this.names.has(name)) throw new ModelError(`model ${this.name}: duplicate parameter ${name}`);
+    for (const d of shape) {
+      if (!Number.isSafeInteger(d) || d < 1) throw new ModelError(`model ${this.name}: ${name} has a bad shape [${shape.join(", ")}]`);
+    }
+    if (tp === "colwise" && shape.length < 1) throw new ModelError(`model ${this.name}: colwise ${name} needs a dim 0`);
+    if (tp === "rowwise" && shape.length < 2) throw new ModelError(`model ${this.name}: rowwise ${name} needs a dim 1`);
+    if (tp === "expert" && shape.length !== 3) throw new ModelError(`model ${this.name}: expert ${name} must be [E, out, in]`);
+    this.names.add(name);
+    this.params.push({ index: this.params.length, name, shape: [...shape], kind, layer, tp });
+    return this;
+  }
+
+  /** A torch nn.Linear(inDim, outDim, bias=False): weight [out, in]. */
+  linear(name: string, outDim: number, inDim: number, kind: ParamKind, layer: number | null, tp: TpStyle): this {
+    return this.add(`${name}.weight`, [outDim, inDim], kind, layer, tp);
+  }
+
+  /** An RMSNorm weight [dim], replicated on TP. */
+  norm(name: string, dim: number, layer: number | null, kind: ParamKind = "norm"): this {
+    return this.add(`${name}.weight`, [dim], kind, layer, "replicate");
+  }
+
+  tie(canonical: string, replicaFqn: string, tp: TpStyle): this {
+    if (!this.names.has(canonical)) throw new ModelError(`model ${this.name}: tie to unknown parameter ${canonical}`);
+    if (this.names.has(replicaFqn)) throw new ModelError(`model ${this.name}: replica ${replicaFqn} is also a logical parameter`);
+    let g = this.ties.find((t) => t.canonical === canonical);
+    if (!g) {
+      g = { canonical, replicas: [] };
+      this.ties.push(g);
+    }
+    g.replicas.push({ fqn: replicaFqn, stage: "last", tp });
+    return this;
+  }
+
+  build(description: string): ModelManifest {
+    let total = 0;
+    for (const p of this.params) total += numel(p.shape);
+    if (!Number.isSafeInteger(total)) throw new ModelError(`model ${this.name}: total ${total} is not exact`);
+    return {
+      name: this.name,
+      nLayers: this.nLayers,
+      params: this.params,
+      ties: this.ties,
+      totalParams: total,
+      description,
+    };
+  }
+}
+
+/** Logical param by canonical name; ModelError when absent. */
+export function findParam(m: ModelManifest, name: string): LogicalParam {
+  const p = m.params.find((x) => x.name === name);
+  if (!p) throw new ModelError(`model ${m.name} has no parameter "${name}"`);
+  return p;
+}
+
+/** Sum of logical elements of the params for which `pred` holds. */
+export function countParams(m: ModelManifest, pred: (p: LogicalParam) => boolean = () => true): number {
+  let n = 0;
+  for (const p of m.params) if (pred(p)) n += numel(p.shape);
+  return n;
+}

@@ -1,0 +1,65 @@
+/**
+ * Builds what one rank's subject instance sees: coordinates, process groups, ops and collectives.
+ */
+import type { Exact, RankContext, ReduceOp, Tensor } from "../clip/api.ts";
+import type { Backend } from "../backend/backend.ts";
+import type { Layout } from "../layout/layout.ts";
+import { coordsOf, denseMesh, groupRanks, makeGroup, sparseMesh, type AxisName, type Group, type Mesh, type MeshName } from "../layout/mesh.ts";
+import type { World } from "./world.ts";
+
+const SPARSE_ONLY: readonly AxisName[] = ["efsdp", "ep"];
+
+export interface Meshes {
+  dense: Mesh;
+  sparse: Mesh;
+}
+
+export function meshesOf(layout: Layout): Meshes {
+  return { dense: denseMesh(layout), sparse: sparseMesh(layout) };
+}
+
+/** Axes of `mesh` without pp, in mesh order: the per-stage sub-mesh a parameter lives on. */
+export function stageAxes(mesh: Mesh): AxisName[] {
+  return mesh.axes.filter((a) => a !== "pp");
+}
+
+/** The group of ranks that differ from `rank` only on the flagged (or named) axes of a stage sub-mesh. */
+export function reductionGroup(meshes: Meshes, rank: number, mesh: MeshName, axes: readonly boolean[] | readonly AxisName[]): Group {
+  const m = meshes[mesh];
+  const named: AxisName[] =
+    typeof axes[0] === "boolean"
+      ? stageAxes(m).filter((_, i) => (axes as readonly boolean[])[i])
+      : [...(axes as readonly AxisName[])];
+  for (const a of named) {
+    if (!m.axes.includes(a)) throw new Error(`mesh ${mesh} has no axis "${a}" (axes: ${m.axes.join(", ")})`);
+  }
+  return makeGroup(groupRanks(m, rank, named));
+}
+
+export function rankContext(rank: number, layout: Layout, meshes: Meshes, world: World, backend: Backend): RankContext {
+  const coords = {} as Record<AxisName, number>;
+  for (const m of [meshes.dense, meshes.sparse]) {
+    coordsOf(m, rank).forEach((c, i) => (coords[m.axes[i]] = c));
+  }
+  function allReduce(group: Group, value: number, op: ReduceOp): Promise<number>;
+  function allReduce(group: Group, value: Exact, op: "sum"): Promise<Exact>;
+  function allReduce(group: Group, value: number | Exact, op: ReduceOp): Promise<number | Exact> {
+    return world.allReduce(rank, group, value, op);
+  }
+  return {
+    rank,
+    world: world.size,
+    layout,
+    coords,
+    group: (...axes: AxisName[]) => {
+      const sparse = axes.some((a) => SPARSE_ONLY.includes(a));
+      return makeGroup(groupRanks(sparse ? meshes.sparse : meshes.dense, rank, axes));
+    },
+    groupOf: (mesh, axes) => reductionGroup(meshes, rank, mesh, axes),
+    allReduce,
+    allGather: (group: Group, t: Tensor, dim: number) => world.allGather(rank, group, t, dim),
+    broadcast: (group, value, src) => world.broadcast(rank, group, value, src),
+    barrier: (group) => world.barrier(rank, group),
+    ops: backend.opsFor(rank),
+  };
+}

@@ -1,0 +1,265 @@
+/**
+ * The SPMD world: one async instance of a function per rank, and collectives that rendezvous
+ * across those instances like c10d process groups.
+ *
+ * Every member of a group must issue the group's collectives in the same order with the same
+ * kind and reduction. A mismatch, or a rank that never arrives (it returned, threw, or waits on
+ * another collective), is what a real NCCL job would hang on: here it is detected as soon as no
+ * rank can make progress, and reported as a liveness failure naming the ranks, the group and the
+ * call; a wall-clock limit catches subjects that wait on something else entirely.
+ */
+import type { Exact, ReduceOp, Tensor } from "../clip/api.ts";
+import type { Group } from "../layout/mesh.ts";
+import type { Backend } from "../backend/backend.ts";
+import { exactAdd } from "../backend/exact.ts";
+
+export type CollectiveKind = "all_reduce" | "all_gather" | "broadcast" | "barrier";
+
+export class LivenessError extends Error {
+  readonly code = "E_LIVENESS";
+  constructor(message: string) {
+    super(message);
+    this.name = "LivenessError";
+  }
+}
+
+/** Per rank: calls and bytes of each collective kind, and calls per group. */
+export interface CommRecord {
+  calls: number;
+  bytes: number;
+  byKind: Record<CollectiveKind, { calls: number; bytes: number }>;
+  byGroup: Record<string, number>;
+}
+
+function emptyComm(): CommRecord {
+  const k = () => ({ calls: 0, bytes: 0 });
+  return { calls: 0, bytes: 0, byKind: { all_reduce: k(), all_gather: k(), broadcast: k(), barrier: k() }, byGroup: {} };
+}
+
+interface Arrival {
+  rank: number;
+  kind: CollectiveKind;
+  /** What must agree across the group: kind, op, dtype, dim... */
+  signature: string;
+  payload: unknown;
+  resolve: (v: unknown) => void;
+  reject: (e: Error) => void;
+}
+
+interface Slot {
+  group: Group;
+  seq: number;
+  arrivals: Map<number, Arrival>;
+}
+
+type RankState = { state: "running" } | { state: "blocked"; slot: Slot } | { state: "done"; threw: boolean };
+
+export interface RankOutcome<T> {
+  rank: number;
+  value?: T;
+  error?: Error;
+}
+
+export interface WorldResult<T> {
+  ranks: RankOutcome<T>[];
+  /** The first liveness failure, or null. */
+  liveness: string | null;
+  comm: CommRecord[];
+}
+
+export interface WorldOptions {
+  /** Wall-clock limit for the whole world, in ms. */
+  timeoutMs?: number;
+  backend?: Backend;
+}
+
+/** Bytes a number or an exact value occupies on the wire (a float64, or the accumulator's limbs). */
+function payloadBytes(v: number | Exact): number {
+  if (typeof v === "number") return 8;
+  return 8 + Math.ceil(v.sum.toString(16).length / 2);
+}
+
+export class World {
+  private readonly states: RankState[];
+  private readonly seqs = new Map<string, number[]>();
+  private readonly slots = new Map<string, Slot>();
+  private failure: string | null = null;
+  readonly comm: CommRecord[];
+
+  constructor(
+    readonly size: number,
+    private readonly backend?: Backend,
+  ) {
+    this.states = Array.from({ length: size }, () => ({ state: "running" }) as RankState);
+    this.comm = Array.from({ length: size }, emptyComm);
+  }
+
+  get livenessFailure(): string | null {
+    return this.failure;
+  }
+
+  allReduce(rank: number, group: Group, value: number | Exact, op: ReduceOp): Promise<number | Exact> {
+    const exact = typeof value !== "number";
+    if (exact && op !== "sum") throw new Error(`all_reduce of an exact value supports op "sum" only, got "${op}"`);
+    return this.arrive(rank, group, "all_reduce", `all_reduce(${op}, ${exact ? "exact" : "float64"})`, value, payloadBytes(value), (arrivals) => {
+      const vals = arrivals.map((a) => a.payload as number | Exact);
+      let out: number | Exact;
+      if (exact) out = (vals as Exact[]).reduce(exactAdd);
+      else if (op === "max") out = (vals as number[]).reduce((a, b) => (Number.isNaN(a) || Number.isNaN(b) ? NaN : Math.max(a, b)));
+      else out = (vals as number[]).reduce((a, b) => a + b); // group rank order: deterministic
+      return arrivals.map(() => out);
+    }) as Promise<number | Exact>;
+  }
+
+  allGather(rank: number, group: Group, t: Tensor, dim: number): Promise<Tensor> {
+    const backend = this.backend;
+    if (!backend) throw new Error("all_gather needs a backend");
+    return this.arrive(rank, group, "all_gather", `all_gather(${t.dtype}, dim ${dim}, ${t.shape.length}-d)`, t, 0, (arrivals) => {
+      const parts = arrivals.map((a) => a.payload as Tensor);
+      return arrivals.map((a) => {
+        const out = backend.catFor(a.rank, parts, dim);
+        const bytes = (out.numel - (a.payload as Tensor).numel) * (t.dtype === "f32" ? 4 : 2);
+        this.comm[a.rank].bytes += bytes;
+        this.comm[a.rank].byKind.all_gather.bytes += bytes;
+        return out;
+      });
+    }) as Promise<Tensor>;
+  }
+
+  broadcast(rank: number, group: Group, value: number, srcRank: number): Promise<number> {
+    return this.arrive(rank, group, "broadcast", `broadcast(src ${srcRank})`, value, 8, (arrivals) => {
+      const src = arrivals.find((a) => a.rank === srcRank);
+      if (!src) throw new LivenessError(`broadcast source rank ${srcRank} is not in group [${group.ranks.join(",")}]`);
+      return arrivals.map(() => src.payload);
+    }) as Promise<number>;
+  }
+
+  barrier(rank: number, group: Group): Promise<void> {
+    return this.arrive(rank, group, "barrier", "barrier", null, 0, (arrivals) => arrivals.map(() => undefined)) as Promise<void>;
+  }
+
+  /** Runs `fn` on every rank concurrently and waits for all of them, or for a liveness failure. */
+  async run<T>(fn: (rank: number) => Promise<T>, options: WorldOptions = {}): Promise<WorldResult<T>> {
+    const timeoutMs = options.timeoutMs ?? 60_000;
+    const outcomes: RankOutcome<T>[] = Array.from({ length: this.size }, (_, rank) => ({ rank }));
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<void>((resolve) => {
+      timer = setTimeout(() => {
+        if (!this.failure) this.fail(`timed out after ${timeoutMs} ms: ${this.describeWaiting()}`);
+        resolve();
+      }, timeoutMs);
+    });
+    const all = Promise.all(
+      outcomes.map(async (o) => {
+        try {
+          o.value = await fn(o.rank);
+          this.states[o.rank] = { state: "done", threw: false };
+        } catch (err) {
+          o.error = err instanceof Error ? err : new Error(String(err));
+          this.states[o.rank] = { state: "done", threw: true };
+        }
+        this.checkProgress();
+      }),
+    );
+    await Promise.race([all, timeout]);
+    clearTimeout(timer);
+    return { ranks: outcomes, liveness: this.failure, comm: this.comm };
+  }
+
+  private arrive(
+    rank: number,
+    group: Group,
+    kind: CollectiveKind,
+    signature: string,
+    payload: unknown,
+    bytes: number,
+    complete: (arrivals: Arrival[]) => unknown[],
+  ): Promise<unknown> {
+    if (this.failure) return Promise.reject(new LivenessError(this.failure));
+    if (!group.ranks.includes(rank)) {
+      return Promise.reject(new Error(`rank ${rank} called ${kind} on group [${group.ranks.join(",")}], which it is not a member of`));
+    }
+    const comm = this.comm[rank];
+    comm.calls++;
+    comm.bytes += bytes;
+    comm.byKind[kind].calls++;
+    comm.byKind[kind].bytes += bytes;
+    comm.byGroup[group.key] = (comm.byGroup[group.key] ?? 0) + 1;
+
+    let seqs = this.seqs.get(group.key);
+    if (!seqs) this.seqs.set(group.key, (seqs = new Array(this.size).fill(0)));
+    const seq = seqs[rank]++;
+    const slotKey = `${group.key}#${seq}`;
+    let slot = this.slots.get(slotKey);
+    if (!slot) this.slots.set(slotKey, (slot = { group, seq, arrivals: new Map() }));
+    const promise = new Promise<unknown>((resolve, reject) => {
+      slot.arrivals.set(rank, { rank, kind, signature, payload, resolve, reject });
+    });
+    this.states[rank] = { state: "blocked", slot };
+
+    if (slot.arrivals.size === group.ranks.length) {
+      this.slots.delete(slotKey);
+      const arrivals = group.ranks.map((r) => slot.arrivals.get(r)!);
+      const signatures = new Set(arrivals.map((a) => a.signature));
+      if (signatures.size > 1) {
+        const what = arrivals.map((a) => `rank ${a.rank} ${a.signature}`).join(", ");
+        this.fail(`collective mismatch on group [${group.ranks.join(",")}] call #${seq}: ${what}`);
+      } else {
+        let results: unknown[];
+        try {
+          results = complete(arrivals);
+        } catch (err) {
+          this.fail((err as Error).message);
+          return promise;
+        }
+        arrivals.forEach((a, i) => {
+          this.states[a.rank] = { state: "running" };
+          a.resolve(results[i]);
+        });
+      }
+    } else {
+      this.checkProgress();
+    }
+    return promise;
+  }
+
+  /** No rank running and some rank blocked: nobody can ever complete that collective. */
+  private checkProgress(): void {
+    if (this.failure) return;
+    if (this.states.some((s) => s.state === "running")) return;
+    if (!this.states.some((s) => s.state === "blocked")) return;
+    this.fail(`hang: ${this.describeWaiting()}`);
+  }
+
+  private describeWaiting(): string {
+    const parts: string[] = [];
+    for (const slot of this.slots.values()) {
+      const arrived = [...slot.arrivals.values()];
+      const missing = slot.group.ranks.filter((r) => !slot.arrivals.has(r));
+      const missingWhy = missing.map((r) => {
+        const s = this.states[r];
+        if (s.state === "done") return `rank ${r} ${s.threw ? "raised" : "returned"} without calling it`;
+        if (s.state === "blocked") {
+          const a = s.slot.arrivals.get(r)!;
+          return `rank ${r} is in ${a.signature} call #${s.slot.seq} on group [${s.slot.group.ranks.join(",")}]`;
+        }
+        return `rank ${r} never arrived`;
+      });
+      parts.push(
+        `ranks ${arrived.map((a) => a.rank).join(",")} wait in ${arrived[0].signature} call #${slot.seq} on group ` +
+          `[${slot.group.ranks.join(",")}]; ${missingWhy.join("; ")}`,
+      );
+    }
+    return parts.join(" | ") || "no collective pending";
+  }
+
+  private fail(message: string): void {
+    if (this.failure) return;
+    this.failure = message;
+    const err = new LivenessError(message);
+    for (const slot of this.slots.values()) for (const a of slot.arrivals.values()) a.reject(err);
+    this.slots.clear();
+    // Ranks blocked in a mismatched slot that was already removed are rejected too.
+    for (const s of this.states) if (s.state === "blocked") for (const a of s.slot.arrivals.values()) a.reject(err);
+  }
+}

@@ -1,0 +1,228 @@
+/**
+ * Matrices: what to run. A matrix is a named list of cases (a cell without its subject) and the
+ * subjects to run on every case; user matrices are JSON files validated here with clear errors.
+ */
+import { readFileSync } from "node:fs";
+import { z } from "zod";
+import type { DType } from "../harness/clip/api.ts";
+import { REGIMES, type Regime } from "../harness/clip/regimes.ts";
+import { InputError } from "../harness/errors.ts";
+import { formatLayout, parseLayout, validateLayout, type Layout } from "../harness/layout/layout.ts";
+import { MODEL_NAMES } from "../harness/model/models.ts";
+import type { Cell } from "../harness/run/cell.ts";
+
+export type Case = Omit<Cell, "subject">;
+
+export interface Matrix {
+  name: string;
+  description: string;
+  /** The backend its cells are meant for: "cuda" matrices refuse to run elsewhere unless told. */
+  backend: "cpu" | "cuda";
+  cases: Case[];
+  /** Subjects to run on every case; undefined = the correct built-in subjects. */
+  subjects?: string[];
+}
+
+const DEBUG_MODELS = ["llama3-debug", "deepseek-v3-debug"] as const;
+const NORMS = [2, 1, Infinity] as const;
+
+/**
+ * Layouts of world sizes 1 to 8 for the cpu matrix: every axis alone, the gpu4 shapes, HSDP, EP
+ * sharing ranks with FSDP/TP, PP stages that own no expert layer (pp4+ on deepseek-v3-debug: stage 0
+ * holds only the dense layer 0), empty stages (pp7, pp8 on 6 layers) and uneven shards (tp3, dp_shard5,
+ * tp7: 256 and 2048 do not divide).
+ */
+export const CPU_LAYOUTS = [
+  "single",
+  "dp_shard2", "tp2", "pp2", "dp_replicate2", "cp2", "dp_shard2,ep2",
+  "tp3", "dp_shard3", "pp3",
+  "pp2,dp_shard2,ep2", "pp4", "dp_shard2,tp2", "dp_replicate2,dp_shard2", "pp2,tp2", "tp4", "dp_shard4,ep4", "cp2,tp2,ep2",
+  "dp_shard5", "pp5",
+  "pp2,tp3", "dp_shard3,tp2,ep2", "pp6",
+  "tp7", "pp7",
+  "pp2,dp_shard2,tp2,ep2", "pp8", "dp_replicate2,dp_shard2,tp2", "pp4,dp_shard2,ep2", "dp_shard8,ep8", "pp2,cp2,tp2",
+];
+
+export const GPU_LAYOUTS: Record<"gpu1" | "gpu4" | "gpu8", string[]> = {
+  gpu1: ["single"],
+  gpu4: ["pp2,dp_shard2,ep2", "pp4", "dp_shard2,tp2", "dp_replicate2,dp_shard2", "pp2,tp2", "tp4", "dp_shard4,ep4"],
+  gpu8: ["pp2,dp_shard2,tp2,ep2", "pp8", "dp_shard4,tp2,ep4", "dp_replicate2,dp_shard2,tp2", "pp4,dp_shard2,ep2", "tp8", "dp_shard8,ep8", "pp2,tp4"],
+};
+
+function dtypeAt(i: number): DType {
+  return i % 2 === 0 ? "f32" : "bf16";
+}
+
+/**
+ * A sweep that covers every layout with both models at norm 2 in the `active` regime (where every
+ * known bug shows), plus every (layout, model, norm) once with a rotating regime and dtype, so each
+ * regime meets many layouts without a full cartesian product.
+ */
+function sweep(layouts: string[], seed: number, norms: readonly number[] = NORMS): Case[] {
+  const cases: Case[] = [];
+  layouts.forEach((spec, k) => {
+    const layout = parseLayout(spec);
+    DEBUG_MODELS.forEach((model, mi) => {
+      cases.push({ layout, model, dtype: "f32", normType: 2, regime: "active", seed });
+      norms.forEach((normType, ni) => {
+        const regime = REGIMES[(k * 3 + ni * 4 + mi * 5) % REGIMES.length];
+        cases.push({ layout, model, dtype: dtypeAt(k + ni + mi), normType, regime, seed });
+      });
+    });
+  });
+  return cases;
+}
+
+/** Cases that exercise error_if_nonfinite=False too (NaN/Inf propagate through the scaling). */
+function nonfiniteNoError(layouts: string[], seed: number): Case[] {
+  return layouts.flatMap((spec) =>
+    (["nonfinite-inf", "nonfinite-nan"] as const).map((regime) => ({
+      layout: parseLayout(spec),
+      model: "llama3-debug",
+      dtype: "f32" as DType,
+      normType: 2,
+      regime,
+      seed,
+      errorIfNonfinite: false,
+    })),
+  );
+}
+
+function builtin(): Record<string, Matrix> {
+  return {
+    cpu: {
+      name: "cpu",
+      description: "world sizes 1 to 8, both debug models, f32 and bf16, norms 2, 1 and inf, every regime",
+      backend: "cpu",
+      cases: [...sweep(CPU_LAYOUTS, 0), ...nonfiniteNoError(["single", "pp2,tp2", "dp_shard3"], 0)],
+    },
+    gpu1: { name: "gpu1", description: "one rank", backend: "cuda", cases: sweep(GPU_LAYOUTS.gpu1, 0) },
+    gpu4: {
+      name: "gpu4",
+      description: "4 ranks: PP2/DP2/EP2, PP4/EP1, FSDP2xTP2, HSDP 2x2, PP2xTP2, TP4, EP4",
+      backend: "cuda",
+      cases: sweep(GPU_LAYOUTS.gpu4, 0),
+    },
+    gpu8: { name: "gpu8", description: "8 ranks", backend: "cuda", cases: sweep(GPU_LAYOUTS.gpu8, 0) },
+    nightly: {
+      name: "nightly",
+      description: "everything: the cpu layouts and world-16 layouts, every regime, f16 too, three seeds",
+      backend: "cpu",
+      cases: [
+        ...[0, 1, 2].flatMap((seed) => sweep(CPU_LAYOUTS, seed)),
+        ...sweep(["pp2,dp_shard2,tp2,ep4", "dp_replicate2,dp_shard2,tp4", "pp4,dp_shard4,ep4", "pp2,cp2,tp4,ep2", "tp16", "dp_shard16,ep16"], 0),
+        ...CPU_LAYOUTS.flatMap((spec) =>
+          REGIMES.map((regime) => ({ layout: parseLayout(spec), model: "llama3-debug", dtype: "f16" as DType, normType: 2, regime, seed: 0 })),
+        ),
+        ...nonfiniteNoError(CPU_LAYOUTS, 0),
+      ],
+    },
+  };
+}
+
+let matrices: Record<string, Matrix> | undefined;
+
+export function builtinMatrices(): Record<string, Matrix> {
+  return (matrices ??= builtin());
+}
+
+export const MATRIX_NAMES = ["cpu", "gpu1", "gpu4", "gpu8", "nightly"] as const;
+
+// ---- user matrix files -------------------------------------------------------------------------
+
+const normSchema = z.union([z.number().positive(), z.literal("inf")]).transform((v) => (v === "inf" ? Infinity : v));
+const layoutSchema = z.string().transform((s, ctx) => {
+  try {
+    return parseLayout(s);
+  } catch (err) {
+    ctx.addIssue({ code: "custom", message: (err as Error).message });
+    return z.NEVER;
+  }
+});
+
+const caseSchema = z.strictObject({
+  layout: layoutSchema,
+  model: z.enum(MODEL_NAMES as [string, ...string[]]),
+  dtype: z.enum(["f32", "bf16", "f16"]),
+  norm: normSchema,
+  regime: z.enum(REGIMES),
+  seed: z.number().int().nonnegative().default(0),
+  maxNorm: z.number().positive().optional(),
+  errorIfNonfinite: z.boolean().optional(),
+});
+
+const sweepSchema = z.strictObject({
+  layouts: z.array(layoutSchema).min(1),
+  models: z.array(z.enum(MODEL_NAMES as [string, ...string[]])).min(1),
+  dtypes: z.array(z.enum(["f32", "bf16", "f16"])).min(1).default(["f32"]),
+  norms: z.array(normSchema).min(1).default([2]),
+  regimes: z.array(z.enum(REGIMES)).min(1).default(["active"]),
+  seeds: z.array(z.number().int().nonnegative()).min(1).default([0]),
+});
+
+export const matrixFileSchema = z
+  .strictObject({
+    name: z.string().min(1),
+    description: z.string().default(""),
+    backend: z.enum(["cpu", "cuda"]).default("cpu"),
+    subjects: z.array(z.string().min(1)).optional(),
+    cases: z.array(caseSchema).optional(),
+    sweep: sweepSchema.optional(),
+  })
+  .refine((m) => m.cases || m.sweep, { message: "a matrix needs `cases`, `sweep` or both" });
+
+function issuePath(path: readonly PropertyKey[]): string {
+  return path.map((p) => (typeof p === "number" ? `[${p}]` : `.${String(p)}`)).join("").replace(/^\./, "") || "(top level)";
+}
+
+export function loadMatrixFile(path: string): Matrix {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(path, "utf8"));
+  } catch (err) {
+    throw new InputError(`matrix file ${path}: ${(err as Error).message}`);
+  }
+  const parsed = matrixFileSchema.safeParse(raw);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.slice(0, 5).map((i) => `  ${issuePath(i.path)}: ${i.message}`);
+    throw new InputError(`matrix file ${path} is not valid:\n${lines.join("\n")}`);
+  }
+  const m = parsed.data;
+  const cases: Case[] = (m.cases ?? []).map((c) => ({
+    layout: c.layout,
+    model: c.model,
+    dtype: c.dtype,
+    normType: c.norm,
+    regime: c.regime as Regime,
+    seed: c.seed,
+    ...(c.maxNorm !== undefined ? { maxNorm: c.maxNorm } : {}),
+    ...(c.errorIfNonfinite !== undefined ? { errorIfNonfinite: c.errorIfNonfinite } : {}),
+  }));
+  if (m.sweep) {
+    const s = m.sweep;
+    for (const layout of s.layouts)
+      for (const model of s.models)
+        for (const dtype of s.dtypes)
+          for (const normType of s.norms)
+            for (const regime of s.regimes)
+              for (const seed of s.seeds) cases.push({ layout, model, dtype, normType, regime: regime as Regime, seed });
+  }
+  return { name: m.name, description: m.description, backend: m.backend, cases, subjects: m.subjects };
+}
+
+/** A built-in matrix name, or a path to a JSON matrix file. */
+export function resolveMatrix(nameOrPath: string): Matrix {
+  const named = builtinMatrices()[nameOrPath];
+  if (named) return named;
+  if (/[\\/]|\.json$/.test(nameOrPath)) return loadMatrixFile(nameOrPath);
+  throw new InputError(`--matrix: "${nameOrPath}" is neither a built-in matrix (${MATRIX_NAMES.join(", ")}) nor a .json file`);
+}
+
+/** The cells of a matrix: each subject on each case. */
+export function cellsOf(matrix: Matrix, subjects: readonly string[]): Cell[] {
+  return subjects.flatMap((subject) => matrix.cases.map((c) => ({ subject, ...c })));
+}
+
+export function describeLayout(l: Layout): string {
+  return formatLayout(validateLayout(l));
+}

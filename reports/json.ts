@@ -1,0 +1,51 @@
+/**
+ * The `--json` shape, which other tools and CI scripts rely on:
+ * { cells: [{ id, subject, layout, model, dtype, normType, regime, seed, maxNorm, totalNorm,
+ *   referenceNorm, clipCoef, checks: [{ id, status, message }] }], summary: { cells, passed, failed, skipped } }
+ * normType is a number or "inf"; non-finite norms are written as the strings "inf", "-inf" and "nan".
+ */
+import type { CellResult } from "../harness/run/cell.ts";
+import type { RunSummary } from "../harness/run/runner.ts";
+
+export function jsonNumber(x: number | null): number | string | null {
+  if (x === null) return null;
+  if (Number.isNaN(x)) return "nan";
+  if (x === Infinity) return "inf";
+  if (x === -Infinity) return "-inf";
+  return x;
+}
+
+export function cellJson(r: CellResult) {
+  return {
+    id: r.id,
+    subject: r.cell.subject,
+    layout: { ...r.cell.layout },
+    model: r.cell.model,
+    dtype: r.cell.dtype,
+    normType: r.cell.normType === Infinity ? "inf" : r.cell.normType,
+    regime: r.cell.regime,
+    seed: r.cell.seed,
+    maxNorm: jsonNumber(r.maxNorm),
+    errorIfNonfinite: r.errorIfNonfinite,
+    backend: r.backend,
+    totalNorm: jsonNumber(r.totalNorm),
+    referenceNorm: jsonNumber(r.referenceNorm),
+    clipCoef: jsonNumber(r.clipCoef),
+    checks: r.checks.map((c) => ({ id: c.id, status: c.status, message: c.message })),
+    ranks: r.ranks.map((x) => ({ rank: x.rank, norm: jsonNumber(x.norm ?? null), ...(x.error ? { error: x.error } : {}) })),
+    memory: r.memory.map((m) => ({
+      rank: m.rank,
+      gradBytes: m.gradBytes,
+      scratchPeakBytes: m.scratchPeakBytes,
+      budgetBytes: m.budgetBytes,
+      leakedBytes: m.leakedBytes,
+    })),
+    comm: r.comm.map((c, rank) => ({ rank, collectives: c.calls, bytes: c.bytes })),
+    repro: r.repro,
+    durationMs: Math.round(r.durationMs),
+  };
+}
+
+export function jsonReport(results: readonly CellResult[], summary: RunSummary) {
+  return { cells: results.map(cellJson), summary };
+}

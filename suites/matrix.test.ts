@@ -1,0 +1,50 @@
+/**
+ * The matrix suite: `npm test -- --matrix NAME [--backend B]` (default: cpu on cpu).
+ * Correct subjects must pass every check of every cell; each known-bad subject must be caught by the
+ * check that targets its bug on at least one cell of the matrix.
+ */
+import { describe, expect, it } from "vitest";
+import { cellsOf, resolveMatrix } from "../matrix/index.ts";
+import { BUILTIN_SUBJECTS, CORRECT_SUBJECTS, KNOWN_BAD_SUBJECTS } from "../harness/clip/registry.ts";
+import { runCell } from "../harness/run/cell.ts";
+import type { BackendKind } from "../harness/backend/backend.ts";
+
+const matrix = resolveMatrix(process.env.CLIP_PARITY_MATRIX ?? "cpu");
+const backend = (process.env.CLIP_PARITY_BACKEND ?? "cpu") as BackendKind;
+
+describe(`matrix ${matrix.name} on ${backend}: correct subjects pass every check`, () => {
+  const subjects = matrix.subjects?.filter((s) => CORRECT_SUBJECTS.includes(s)) ?? CORRECT_SUBJECTS;
+  for (const cell of cellsOf(matrix, subjects)) {
+    const subject = BUILTIN_SUBJECTS[cell.subject];
+    it(`${cell.subject} ${cell.model} ${cell.dtype} n${cell.normType} ${cell.regime} ${JSON.stringify(cell.layout)}`, async () => {
+      const r = await runCell(cell, { backend, subject });
+      const failures = r.checks.filter((c) => c.status === "fail").map((c) => `${c.id}: ${c.message}`);
+      expect(failures).toEqual([]);
+      expect(r.checks.filter((c) => c.status === "pass").length).toBeGreaterThan(0);
+    });
+  }
+});
+
+describe(`matrix ${matrix.name} on ${backend}: every known-bad subject is caught by its own check`, () => {
+  for (const name of KNOWN_BAD_SUBJECTS) {
+    const subject = BUILTIN_SUBJECTS[name];
+    const targets = subject.catchBy ?? [];
+    it(`${name} is caught by ${targets.join(" and ")}`, { timeout: 900_000 }, async () => {
+      expect(targets.length).toBeGreaterThan(0);
+      const missing = new Set(targets);
+      const caughtAt: Record<string, string> = {};
+      for (const cell of cellsOf(matrix, [name])) {
+        const r = await runCell(cell, { backend, subject });
+        for (const c of r.checks) {
+          if (c.status === "fail" && missing.has(c.id)) {
+            missing.delete(c.id);
+            caughtAt[c.id] = r.id;
+          }
+        }
+        if (missing.size === 0) break;
+      }
+      expect([...missing], `not caught on any of ${matrix.cases.length} cells`).toEqual([]);
+      expect(Object.keys(caughtAt).sort()).toEqual([...targets].sort());
+    });
+  }
+});
