@@ -9,7 +9,7 @@ import { REGIMES, type Regime } from "../harness/clip/regimes.ts";
 import { InputError } from "../harness/errors.ts";
 import { formatLayout, parseLayout, validateLayout, type Layout } from "../harness/layout/layout.ts";
 import { MODEL_NAMES } from "../harness/model/models.ts";
-import type { Cell } from "../harness/run/cell.ts";
+import type { Budgets, Cell } from "../harness/run/cell.ts";
 
 export type Case = Omit<Cell, "subject">;
 
@@ -21,6 +21,8 @@ export interface Matrix {
   cases: Case[];
   /** Subjects to run on every case; undefined = the correct built-in subjects. */
   subjects?: string[];
+  /** Overrides of the default memory and collective budgets (SPEC §10). */
+  budgets?: Budgets;
 }
 
 const DEBUG_MODELS = ["llama3-debug", "deepseek-v3-debug"] as const;
@@ -166,6 +168,9 @@ export const matrixFileSchema = z
     description: z.string().default(""),
     backend: z.enum(["cpu", "cuda"]).default("cpu"),
     subjects: z.array(z.string().min(1)).optional(),
+    budgets: z
+      .strictObject({ scratchBytes: z.number().int().nonnegative().optional(), collectives: z.number().int().positive().optional() })
+      .optional(),
     cases: z.array(caseSchema).optional(),
     sweep: sweepSchema.optional(),
   })
@@ -207,7 +212,7 @@ export function loadMatrixFile(path: string): Matrix {
             for (const regime of s.regimes)
               for (const seed of s.seeds) cases.push({ layout, model, dtype, normType, regime: regime as Regime, seed });
   }
-  return { name: m.name, description: m.description, backend: m.backend, cases, subjects: m.subjects };
+  return { name: m.name, description: m.description, backend: m.backend, cases, subjects: m.subjects, budgets: m.budgets };
 }
 
 /** A built-in matrix name, or a path to a JSON matrix file. */

@@ -3,6 +3,8 @@
  * { cells: [{ id, subject, layout, model, dtype, normType, regime, seed, maxNorm, totalNorm,
  *   referenceNorm, clipCoef, checks: [{ id, status, message }] }], summary: { cells, passed, failed, skipped } }
  * normType is a number or "inf"; non-finite norms are written as the strings "inf", "-inf" and "nan".
+ * Each cell also carries ranks, memory (per rank: gradBytes, scratchPeakBytes, budgetBytes, leakedBytes),
+ * comm (per rank: collectives, bytes, byKind), repro and durationMs. reports/schema.ts validates it.
  */
 import type { CellResult } from "../harness/run/cell.ts";
 import type { RunSummary } from "../harness/run/runner.ts";
@@ -40,7 +42,12 @@ export function cellJson(r: CellResult) {
       budgetBytes: m.budgetBytes,
       leakedBytes: m.leakedBytes,
     })),
-    comm: r.comm.map((c, rank) => ({ rank, collectives: c.calls, bytes: c.bytes })),
+    comm: r.comm.map((c, rank) => ({
+      rank,
+      collectives: c.calls,
+      bytes: c.bytes,
+      byKind: Object.fromEntries(Object.entries(c.byKind ?? {}).map(([k, v]) => [k, v.calls])),
+    })),
     repro: r.repro,
     durationMs: Math.round(r.durationMs),
   };

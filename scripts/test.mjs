@@ -3,6 +3,7 @@
 // vitest refuses flags it does not know, so the matrix and backend travel as environment variables.
 import { spawnSync } from "node:child_process";
 import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
 
 const args = process.argv.slice(2);
 const env = { ...process.env };
@@ -40,6 +41,7 @@ if (/^gpu\d+$/.test(matrix) && !env.CLIP_PARITY_BACKEND) {
   env.CLIP_PARITY_BACKEND = "cuda";
 }
 
-const vitest = createRequire(import.meta.url).resolve("vitest/vitest.mjs");
+// vitest's package exports do not include vitest.mjs: find it beside its package.json.
+const vitest = join(dirname(createRequire(import.meta.url).resolve("vitest/package.json")), "vitest.mjs");
 const r = spawnSync(process.execPath, [vitest, "run", ...rest], { stdio: "inherit", env });
 process.exit(r.status ?? 1);

@@ -17,7 +17,7 @@ describe(`matrix ${matrix.name} on ${backend}: correct subjects pass every check
   for (const cell of cellsOf(matrix, subjects)) {
     const subject = BUILTIN_SUBJECTS[cell.subject];
     it(`${cell.subject} ${cell.model} ${cell.dtype} n${cell.normType} ${cell.regime} ${JSON.stringify(cell.layout)}`, async () => {
-      const r = await runCell(cell, { backend, subject });
+      const r = await runCell(cell, { backend, subject, budgets: matrix.budgets });
       const failures = r.checks.filter((c) => c.status === "fail").map((c) => `${c.id}: ${c.message}`);
       expect(failures).toEqual([]);
       expect(r.checks.filter((c) => c.status === "pass").length).toBeGreaterThan(0);
@@ -34,7 +34,7 @@ describe(`matrix ${matrix.name} on ${backend}: every known-bad subject is caught
       const missing = new Set(targets);
       const caughtAt: Record<string, string> = {};
       for (const cell of cellsOf(matrix, [name])) {
-        const r = await runCell(cell, { backend, subject });
+        const r = await runCell(cell, { backend, subject, budgets: matrix.budgets });
         for (const c of r.checks) {
           if (c.status === "fail" && missing.has(c.id)) {
             missing.delete(c.id);

@@ -16,7 +16,8 @@ export default defineCheck({
       for (const p of params) {
         groups.add(reductionGroup(meshes, rank, p.mesh, p.placements.map((x) => x.kind !== "replicate")).key);
       }
-      const budget = Math.max(1, groups.size) + 1;
+      const budget = ctx.budgets.collectives ?? Math.max(1, groups.size) + 1;
+      const why = ctx.budgets.collectives === undefined ? `${Math.max(1, groups.size)} distinct reduction groups + 1 (pp)` : "the matrix's budget";
       const c = ctx.comm[rank];
       if (c.calls > budget) {
         const kinds = Object.entries(c.byKind)
@@ -25,8 +26,7 @@ export default defineCheck({
           .join(", ");
         return fail(
           this.id,
-          `rank ${rank} issued ${c.calls} collectives (${kinds}) in one clip; budget ${budget} = ` +
-            `${Math.max(1, groups.size)} distinct reduction groups + 1 (pp)`,
+          `rank ${rank} issued ${c.calls} collectives (${kinds}) in one clip; budget ${budget} = ${why}`,
         );
       }
     }

@@ -12,7 +12,7 @@ export default defineCheck({
         return fail(
           this.id,
           `rank ${m.rank}: scratch peak ${fmt(m.scratchPeakBytes)} bytes during the clip > budget ` +
-            `${fmt(m.budgetBytes)} bytes (float32 size of its largest local shard + 1 MiB)`,
+            `${fmt(m.budgetBytes)} bytes (${ctx.budgets.scratchBytes === undefined ? "float32 size of its largest local shard + 1 MiB" : "the matrix's budget"})`,
         );
       }
     }

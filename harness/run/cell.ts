@@ -139,9 +139,19 @@ export interface CheckContext {
   comm: CommRecord[];
   genSpec(p: LocalParam): GenSpec;
   repro: string;
+  budgets: Budgets;
+}
+
+/** Per-matrix overrides of the default budgets of SPEC §10. */
+export interface Budgets {
+  /** Scratch bytes allowed per rank during the clip (default: float32 size of the largest local shard + 1 MiB). */
+  scratchBytes?: number;
+  /** Collectives allowed per rank per clip (default: distinct reduction groups + 1). */
+  collectives?: number;
 }
 
 export interface RunCellOptions {
+  budgets?: Budgets;
   backend?: BackendKind;
   /** The subject, when the caller already loaded it. */
   subject: Subject;
@@ -242,7 +252,7 @@ export async function runCell(cell: Cell, options: RunCellOptions): Promise<Cell
         rank,
         gradBytes: before[rank],
         scratchPeakBytes: backend.peakBytes(rank) - before[rank],
-        budgetBytes: largest * DTYPE_BYTES.f32 + 1024 * 1024,
+        budgetBytes: options.budgets?.scratchBytes ?? largest * DTYPE_BYTES.f32 + 1024 * 1024,
         leakedBytes: backend.liveBytes(rank) - before[rank],
         stages: [...backend.stageProfile(rank)],
       };
@@ -267,6 +277,7 @@ export async function runCell(cell: Cell, options: RunCellOptions): Promise<Cell
       comm: run.comm,
       genSpec,
       repro,
+      budgets: options.budgets ?? {},
     };
     const checks = CHECKS.map((check) => {
       const r = check.judge(ctx);

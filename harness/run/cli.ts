@@ -20,16 +20,25 @@ import { DTYPES, type Cell, type CellResult } from "./cell.ts";
 import { progressHooks } from "./progress.ts";
 import { dumpCell } from "./dump.ts";
 import { planCommand } from "./plan.ts";
+import { formatShard, parseShard, selectShard } from "./shard.ts";
+import { goldenSession } from "./golden.ts";
+import { cmdGate } from "./gate.ts";
+import { cmdMerge, cmdReport } from "./merge.ts";
+import { combineHooks, REPORTER_NAMES, reportSession } from "../../reports/index.ts";
 
 const USAGE = `usage: clip-parity <command> [options]
 
 commands:
   run       --matrix NAME|FILE [--backend cpu|cuda|meta] [--subject NAME|PATH]... [--filter TEXT] [--json FILE] [--seed N]
+            [--shard I/N] [--report ${REPORTER_NAMES.join(",")}] [--out DIR] [--golden check|update|off] [--quiet]
   cell      --subject NAME|PATH --layout SPEC --model NAME --dtype f32|bf16|f16 --norm 2|1|inf|P --regime NAME
             [--max-norm X] [--seed N] [--error-if-nonfinite true|false] [--backend B] [--json FILE] [--dump DIR]
   plan      --model NAME --layout SPEC --dtype f32|bf16|f16 [--subject NAME|PATH]... [--json FILE]
   manifest  --model NAME [--json]
   list      [matrices|subjects|models|checks|regimes]
+  gate      --baseline FILE --results FILE [--memory-slack 5%] [--comm-slack 0%] [--md FILE]
+  merge     --out FILE FILE...
+  report    --results FILE [--report ${REPORTER_NAMES.join(",")}] [--out DIR] [--title TEXT]
 
 exit status: 0 every check passed, 1 a check failed, 2 bad input`;
 
@@ -112,9 +121,17 @@ async function cmdRun(args: string[]): Promise<number> {
     json: { type: "string" },
     seed: { type: "string" },
     quiet: { type: "boolean" },
+    shard: { type: "string" },
+    report: { type: "string" },
+    out: { type: "string" },
+    golden: { type: "string" },
   });
   const matrix = resolveMatrix(str(v, "matrix") ?? "cpu");
   const backend = parseBackend(str(v, "backend"));
+  const shard = str(v, "shard") === undefined ? undefined : parseShard(str(v, "shard")!);
+  const reports = reportSession(str(v, "report"), str(v, "out"), { matrix: matrix.name, backend, shard: shard && formatShard(shard) });
+  const partial = Boolean(shard || str(v, "filter") || v.subject || str(v, "seed"));
+  const golden = goldenSession({ mode: str(v, "golden"), matrix: matrix.name, backend, partial });
   if (matrix.backend === "cuda" && backend === "cuda") native(); // loads the addon before the Backend says CUDA is absent
   if (matrix.backend === "cuda" && str(v, "backend") === undefined) {
     const cuda = native().cudaStatus();
@@ -130,17 +147,23 @@ async function cmdRun(args: string[]): Promise<number> {
   const subjects = (v.subject as string[] | undefined) ?? matrix.subjects ?? CORRECT_SUBJECTS;
   let cells = cellsOf(matrix, subjects);
   if (seed !== undefined) cells = cells.map((c) => ({ ...c, seed }));
+  cells = selectShard(cells, shard);
   const cache = new SubjectCache();
   for (const s of new Set(subjects)) await cache.get(s); // bad subject = exit 2 before anything runs
-  const { results, summary } = await runCells(cells, {
+  const run = await runCells(cells, {
     backend,
     filter: str(v, "filter"),
     subjects: cache,
-    hooks: v.quiet ? undefined : progressHooks(process.stderr),
+    budgets: matrix.budgets,
+    hooks: combineHooks(v.quiet ? undefined : progressHooks(process.stderr), reports?.hooks),
+    inspect: golden?.inspect,
   });
+  const { results } = run;
+  const { summary, notes } = golden ? golden.finish(results) : { summary: run.summary, notes: [] };
   printFailures(results, process.stdout);
   process.stdout.write(`${summaryLine(summary)}\n`);
   writeJson(str(v, "json"), results, summary);
+  for (const path of (await reports?.finish(results, summary, notes)) ?? []) process.stderr.write(`wrote ${path}\n`);
   return summary.failed ? 1 : 0;
 }
 
@@ -190,8 +213,7 @@ async function cmdCell(args: string[]): Promise<number> {
   const out = process.stdout;
   out.write(`${result.id}\n  norm ${result.totalNorm}  reference ${result.referenceNorm}  clip_coef ${result.clipCoef}  max_norm ${result.maxNorm}\n`);
   for (const c of result.checks) out.write(`  ${c.status.padEnd(4)} ${c.id}${c.message ? `: ${c.message.replace(/\n/g, "\n       ")}` : ""}\n`);
-  out.write("  memory (bytes):  rank  grads  scratch-peak  budget\n");
-  for (const m of result.memory) out.write(`                   ${m.rank}  ${m.gradBytes}  ${m.scratchPeakBytes}  ${m.budgetBytes}\n`);
+  out.write(memoryTable(result));
   const summary = { cells: 1, passed: cellFailed(result) ? 0 : 1, failed: cellFailed(result) ? 1 : 0, skipped: 0 };
   writeJson(str(v, "json"), [result], summary);
   return summary.failed ? 1 : 0;
@@ -249,6 +271,28 @@ function cmdList(args: string[]): number {
   return 0;
 }
 
+/** Per rank: gradient bytes, scratch peak against budget, the ledger's stages and collectives. */
+export function memoryTable(r: CellResult): string {
+  const fmt = (n: number) => n.toLocaleString("en-US");
+  const stageNames = [...new Set(r.memory.flatMap((m) => m.stages.map((s) => s.stage)))];
+  const head = ["rank", "grads", "scratch peak", "budget", ...stageNames.map((s) => `${s} (live/peak)`), "collectives", "comm bytes"];
+  const rows = r.memory.map((m) => [
+    String(m.rank),
+    fmt(m.gradBytes),
+    fmt(m.scratchPeakBytes),
+    fmt(m.budgetBytes),
+    ...stageNames.map((name) => {
+      const s = m.stages.find((x) => x.stage === name);
+      return s ? `${fmt(s.liveBytes)}/${fmt(s.peakBytes)}` : "-";
+    }),
+    String(r.comm[m.rank].calls),
+    fmt(r.comm[m.rank].bytes),
+  ]);
+  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i].length)));
+  const line = (cells: string[]) => `  ${cells.map((c, i) => c.padStart(widths[i])).join("  ")}\n`;
+  return `  memory (bytes) and collectives per rank:\n${line(head)}${rows.map(line).join("")}`;
+}
+
 export async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   try {
@@ -263,6 +307,12 @@ export async function main(argv: string[]): Promise<number> {
         return cmdManifest(rest);
       case "list":
         return cmdList(rest);
+      case "gate":
+        return await cmdGate(rest);
+      case "merge":
+        return await cmdMerge(rest);
+      case "report":
+        return await cmdReport(rest);
       case undefined:
       case "help":
       case "--help":
@@ -270,7 +320,7 @@ export async function main(argv: string[]): Promise<number> {
         process.stdout.write(`${USAGE}\n`);
         return command === undefined ? 2 : 0;
       default:
-        throw new InputError(`unknown command "${command}"; one of run, cell, plan, manifest, list\n${USAGE}`);
+        throw new InputError(`unknown command "${command}"; one of run, cell, plan, manifest, list, gate, merge, report\n${USAGE}`);
     }
   } catch (err) {
     if (err instanceof ClipParityError) {

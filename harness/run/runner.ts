@@ -5,7 +5,7 @@
 import type { Subject } from "../clip/api.ts";
 import { loadSubject } from "../clip/registry.ts";
 import type { BackendKind } from "../backend/backend.ts";
-import { cellId, runCell, type Cell, type CellResult } from "./cell.ts";
+import { cellId, runCell, type Budgets, type Cell, type CellResult, type RunCellOptions } from "./cell.ts";
 
 export interface RunnerHooks {
   onCellStart?(cell: Cell, index: number, total: number): void;
@@ -48,6 +48,9 @@ export interface RunOptions {
   hooks?: RunnerHooks;
   subjects?: SubjectCache;
   timeoutMs?: number;
+  /** Passed to every runCell: sees each cell's tensors before they are freed (e.g. --golden hashes). */
+  inspect?: RunCellOptions["inspect"];
+  budgets?: Budgets;
 }
 
 export function filterCells(cells: readonly Cell[], filter?: string): Cell[] {
@@ -62,7 +65,13 @@ export async function runCells(cells: readonly Cell[], options: RunOptions = {})
   for (const [i, cell] of selected.entries()) {
     options.hooks?.onCellStart?.(cell, i, selected.length);
     const subject = await subjects.get(cell.subject);
-    const result = await runCell(cell, { backend: options.backend, subject, timeoutMs: options.timeoutMs });
+    const result = await runCell(cell, {
+      backend: options.backend,
+      subject,
+      timeoutMs: options.timeoutMs,
+      inspect: options.inspect,
+      budgets: options.budgets,
+    });
     results.push(result);
     options.hooks?.onCellEnd?.(result, i, selected.length);
   }

@@ -10,7 +10,7 @@
  */
 import type { Exact, ReduceOp, Tensor } from "../clip/api.ts";
 import type { Group } from "../layout/mesh.ts";
-import type { Backend } from "../backend/backend.ts";
+import { DTYPE_BYTES, type Backend } from "../backend/backend.ts";
 import { exactAdd } from "../backend/exact.ts";
 
 export type CollectiveKind = "all_reduce" | "all_gather" | "broadcast" | "barrier";
@@ -28,7 +28,8 @@ export interface CommRecord {
   calls: number;
   bytes: number;
   byKind: Record<CollectiveKind, { calls: number; bytes: number }>;
-  byGroup: Record<string, number>;
+  /** Calls and bytes per process group (keyed by its ranks). */
+  byGroup: Record<string, { calls: number; bytes: number }>;
 }
 
 function emptyComm(): CommRecord {
@@ -118,9 +119,11 @@ export class World {
       const parts = arrivals.map((a) => a.payload as Tensor);
       return arrivals.map((a) => {
         const out = backend.catFor(a.rank, parts, dim);
-        const bytes = (out.numel - (a.payload as Tensor).numel) * (t.dtype === "f32" ? 4 : 2);
-        this.comm[a.rank].bytes += bytes;
-        this.comm[a.rank].byKind.all_gather.bytes += bytes;
+        const bytes = (out.numel - (a.payload as Tensor).numel) * DTYPE_BYTES[t.dtype];
+        const c = this.comm[a.rank];
+        c.bytes += bytes;
+        c.byKind.all_gather.bytes += bytes;
+        c.byGroup[group.key].bytes += bytes;
         return out;
       });
     }) as Promise<Tensor>;
@@ -184,7 +187,9 @@ export class World {
     comm.bytes += bytes;
     comm.byKind[kind].calls++;
     comm.byKind[kind].bytes += bytes;
-    comm.byGroup[group.key] = (comm.byGroup[group.key] ?? 0) + 1;
+    const perGroup = (comm.byGroup[group.key] ??= { calls: 0, bytes: 0 });
+    perGroup.calls++;
+    perGroup.bytes += bytes;
 
     let seqs = this.seqs.get(group.key);
     if (!seqs) this.seqs.set(group.key, (seqs = new Array(this.size).fill(0)));

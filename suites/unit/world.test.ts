@@ -16,7 +16,7 @@ describe("rendezvous collectives", () => {
     expect(res.liveness).toBeNull();
     for (const o of res.ranks) expect(o.value).toEqual([4.5, NaN]);
     expect(res.comm[0].calls).toBe(2);
-    expect(res.comm[2].byGroup["0,1,2"]).toBe(2);
+    expect(res.comm[2].byGroup["0,1,2"]).toEqual({ calls: 2, bytes: 16 });
   });
 
   it("groups rendezvous independently", async () => {

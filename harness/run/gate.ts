@@ -1,0 +1,193 @@
+/**
+ * `clip-parity gate --baseline FILE --results FILE [--memory-slack 5%] [--comm-slack 0%]`
+ *
+ * Compares tonight's results with a baseline (both the --json shape) and fails the night (exit 1) on:
+ *   - a new failure: a check that passed or was skipped in the baseline and fails now (cell, check, message);
+ *   - a cell of the baseline that is missing from the results;
+ *   - a rank's scratch peak above the baseline's by more than the memory slack;
+ *   - a rank's collective count above the baseline's by more than the comm slack (default 0: counts
+ *     are exact, any extra collective is a regression).
+ * Prints a Markdown verdict (for $GITHUB_STEP_SUMMARY); exit 0 with "no regression" otherwise. New
+ * cells, fixed failures and improvements are listed as information. Bad files: exit 2.
+ */
+import { InputError } from "../errors.ts";
+import { readResultFile, type CellJson, type ResultFile } from "../../reports/schema.ts";
+import { firstLine, formatBytes } from "../../reports/common.ts";
+import { mdCell } from "../../reports/markdown.ts";
+import { writeAtomic } from "../../reports/index.ts";
+import { flag, parseFlags } from "./merge.ts";
+
+export type RegressionKind = "new-failure" | "disappeared" | "memory" | "collectives";
+
+export interface Regression {
+  kind: RegressionKind;
+  cell: string;
+  /** The check id, or "rank N". */
+  where: string;
+  message: string;
+}
+
+export interface GateOptions {
+  /** Fraction, e.g. 0.05. */
+  memorySlack: number;
+  commSlack: number;
+}
+
+export interface GateResult {
+  regressions: Regression[];
+  /** Lines of information: new cells, fixed failures, improvements. */
+  notes: string[];
+  compared: number;
+}
+
+/** "5%" -> 0.05, "0.05" -> 0.05; a bare number above 1 is refused as ambiguous. */
+export function parseSlack(text: string, flagName: string): number {
+  const t = text.trim();
+  const pct = /^(\d+(?:\.\d+)?)\s*%$/.exec(t);
+  if (pct) return Number(pct[1]) / 100;
+  if (/^\d+(?:\.\d+)?$/.test(t)) {
+    const x = Number(t);
+    if (x <= 1) return x;
+    throw new InputError(`${flagName}: "${text}" is ambiguous; write a percentage such as "${t}%" or a fraction at most 1 such as 0.05`);
+  }
+  throw new InputError(`${flagName}: "${text}" is not a percentage (e.g. 5%) or a fraction (e.g. 0.05)`);
+}
+
+function pct(x: number): string {
+  return `${Number((x * 100).toFixed(x < 0.1 ? 1 : 0))}%`;
+}
+
+function byId(file: ResultFile): Map<string, CellJson> {
+  return new Map(file.cells.map((c) => [c.id, c]));
+}
+
+export function compareResults(baseline: ResultFile, results: ResultFile, options: GateOptions): GateResult {
+  const regressions: Regression[] = [];
+  const notes: string[] = [];
+  const now = byId(results);
+  const before = byId(baseline);
+  let compared = 0;
+  let fixed = 0;
+  let memoryDown = 0;
+  for (const [id, base] of before) {
+    const cur = now.get(id);
+    if (!cur) {
+      regressions.push({ kind: "disappeared", cell: id, where: "-", message: "in the baseline but missing from the results" });
+      continue;
+    }
+    compared++;
+    const baseStatus = new Map(base.checks.map((c) => [c.id, c.status]));
+    for (const check of cur.checks) {
+      if (check.status !== "fail") continue;
+      const was = baseStatus.get(check.id);
+      if (was === "fail") continue;
+      regressions.push({
+        kind: "new-failure",
+        cell: id,
+        where: check.id,
+        message: `${was === undefined ? "new check" : `was ${was}`}, now fails: ${firstLine(check.message)}`,
+      });
+    }
+    if (base.checks.some((c) => c.status === "fail") && !cur.checks.some((c) => c.status === "fail")) fixed++;
+
+    const baseMem = new Map(base.memory.map((m) => [m.rank, m]));
+    for (const m of cur.memory) {
+      const b = baseMem.get(m.rank);
+      if (!b) continue;
+      const allowed = b.scratchPeakBytes * (1 + options.memorySlack);
+      if (m.scratchPeakBytes > allowed) {
+        const growth = b.scratchPeakBytes > 0 ? ` (+${pct(m.scratchPeakBytes / b.scratchPeakBytes - 1)})` : "";
+        regressions.push({
+          kind: "memory",
+          cell: id,
+          where: `rank ${m.rank}`,
+          message: `scratch peak ${formatBytes(m.scratchPeakBytes)} (${m.scratchPeakBytes} B) > baseline ${formatBytes(b.scratchPeakBytes)} (${b.scratchPeakBytes} B) + ${pct(options.memorySlack)} slack${growth}`,
+        });
+      } else if (m.scratchPeakBytes < b.scratchPeakBytes) memoryDown++;
+    }
+    const baseComm = new Map(base.comm.map((c) => [c.rank, c]));
+    for (const c of cur.comm) {
+      const b = baseComm.get(c.rank);
+      if (!b) continue;
+      if (c.collectives > b.collectives * (1 + options.commSlack)) {
+        regressions.push({
+          kind: "collectives",
+          cell: id,
+          where: `rank ${c.rank}`,
+          message: `${c.collectives} collectives > baseline ${b.collectives}${options.commSlack ? ` + ${pct(options.commSlack)} slack` : ""} (+${c.collectives - b.collectives})`,
+        });
+      }
+    }
+  }
+  const added = [...now.keys()].filter((id) => !before.has(id));
+  if (added.length) notes.push(`${added.length} cell${added.length === 1 ? "" : "s"} not in the baseline (not gated): ${added.slice(0, 5).join(", ")}${added.length > 5 ? ", ..." : ""}`);
+  if (fixed) notes.push(`${fixed} cell${fixed === 1 ? "" : "s"} failing in the baseline now pass${fixed === 1 ? "es" : ""}`);
+  if (memoryDown) notes.push(`${memoryDown} rank scratch peak${memoryDown === 1 ? "" : "s"} below the baseline (consider refreshing it)`);
+  const backends = (f: ResultFile) => [...new Set(f.cells.map((c) => c.backend).filter(Boolean))].join(",");
+  if (backends(baseline) && backends(results) && backends(baseline) !== backends(results)) {
+    notes.push(`the baseline ran on ${backends(baseline)}, the results on ${backends(results)}`);
+  }
+  return { regressions, notes, compared };
+}
+
+const KIND_TITLE: Record<RegressionKind, string> = {
+  "new-failure": "new failure",
+  disappeared: "disappeared cell",
+  memory: "scratch peak above baseline",
+  collectives: "collectives above baseline",
+};
+
+export function renderVerdict(r: GateResult, baselinePath: string, resultsPath: string, options: GateOptions, maxRows = 200): string {
+  const out: string[] = [];
+  if (r.regressions.length === 0) {
+    out.push(`## clip-parity gate: ✅ no regression`, "");
+    out.push(`${r.compared} cells of \`${baselinePath}\` compared with \`${resultsPath}\` (memory slack ${pct(options.memorySlack)}, comm slack ${pct(options.commSlack)}).`, "");
+  } else {
+    const kinds = new Map<RegressionKind, number>();
+    for (const x of r.regressions) kinds.set(x.kind, (kinds.get(x.kind) ?? 0) + 1);
+    out.push(`## clip-parity gate: ❌ ${r.regressions.length} regression${r.regressions.length === 1 ? "" : "s"}`, "");
+    out.push(
+      `${[...kinds].map(([k, n]) => `${n} ${KIND_TITLE[k]}${n === 1 ? "" : "s"}`).join(", ")}; ${r.compared} cells of \`${baselinePath}\` compared with \`${resultsPath}\` ` +
+        `(memory slack ${pct(options.memorySlack)}, comm slack ${pct(options.commSlack)}).`,
+      "",
+    );
+    out.push(`| regression | cell | check / rank | what |`, `|---|---|---|---|`);
+    for (const x of r.regressions.slice(0, maxRows)) out.push(`| ${KIND_TITLE[x.kind]} | \`${mdCell(x.cell)}\` | ${mdCell(x.where)} | ${mdCell(x.message)} |`);
+    if (r.regressions.length > maxRows) out.push("", `… and ${r.regressions.length - maxRows} more.`);
+    out.push("");
+  }
+  for (const n of r.notes) out.push(`- ${n}`);
+  if (r.notes.length) out.push("");
+  return out.join("\n");
+}
+
+const USAGE = "clip-parity gate --baseline FILE --results FILE [--memory-slack 5%] [--comm-slack 0%] [--md FILE]";
+
+export async function cmdGate(args: string[]): Promise<number> {
+  const { values } = parseFlags(
+    "gate",
+    args,
+    {
+      baseline: { type: "string" },
+      results: { type: "string" },
+      "memory-slack": { type: "string" },
+      "comm-slack": { type: "string" },
+      md: { type: "string" },
+    },
+    USAGE,
+  );
+  const baselinePath = flag(values, "baseline", "gate", true)!;
+  const resultsPath = flag(values, "results", "gate", true)!;
+  const options: GateOptions = {
+    memorySlack: parseSlack(flag(values, "memory-slack", "gate") ?? "5%", "--memory-slack"),
+    commSlack: parseSlack(flag(values, "comm-slack", "gate") ?? "0%", "--comm-slack"),
+  };
+  const baseline = readResultFile(baselinePath);
+  const results = readResultFile(resultsPath);
+  const verdict = compareResults(baseline, results, options);
+  const text = renderVerdict(verdict, baselinePath, resultsPath, options);
+  process.stdout.write(text);
+  const md = flag(values, "md", "gate");
+  if (md) writeAtomic(md, text);
+  return verdict.regressions.length ? 1 : 0;
+}

@@ -1,0 +1,417 @@
+//! clip-parity-native: the thin napi layer over clip-parity-core.
+//! Options are translated in options.rs; every call runs under `guard`, so a panic becomes a JS
+//! Error and never unwinds into Node.
+
+#![deny(clippy::all)]
+
+mod options;
+
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use clip_parity_core::{reference, safetensors, Store};
+use napi::bindgen_prelude::{BigInt, Float64Array, Unknown};
+use napi::{Error, Result};
+use napi_derive::napi;
+
+use options as o;
+use options::core_err;
+
+fn guard<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(payload) => {
+            let msg = payload
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "unknown panic".into());
+            Err(Error::from_reason(format!("{what}: internal error in clip-parity-native (panic: {msg})")))
+        }
+    }
+}
+
+/// The SPEC section 5 generator parameters of one logical parameter at one step.
+#[napi(object, js_name = "GenSpec")]
+pub struct GenSpecJs {
+    /// u64
+    pub seed: BigInt,
+    /// u32
+    pub step: f64,
+    /// canonical logical name (FQN), hashed with fnv1a64
+    pub name: String,
+    /// selects m = 24 / 8 / 11
+    #[napi(ts_type = "DType")]
+    pub dtype: String,
+    /// gradient scale exponent e (integer in [-900, 900])
+    pub exp: f64,
+    #[napi(ts_type = "\"gen\" | \"ones\" | \"zeros\"")]
+    pub mode: String,
+    /// global flat index whose value is replaced by specialValue (nonfinite regimes)
+    pub special_index: Option<f64>,
+    pub special_value: Option<f64>,
+}
+
+/// A hyper-rectangle of the global tensor: the local shard.
+#[napi(object, js_name = "Block")]
+pub struct BlockJs {
+    pub global_shape: Vec<f64>,
+    pub start: Vec<f64>,
+    pub len: Vec<f64>,
+}
+
+/// index: local flat index
+#[napi(object)]
+pub struct Mismatch {
+    pub index: f64,
+    pub expected: f64,
+    pub actual: f64,
+}
+
+impl From<clip_parity_core::Mismatch> for Mismatch {
+    fn from(m: clip_parity_core::Mismatch) -> Self {
+        Mismatch { index: m.index as f64, expected: m.expected, actual: m.actual }
+    }
+}
+
+#[napi(object)]
+pub struct SafetensorsEntry {
+    pub name: String,
+    pub id: f64,
+}
+
+#[napi(object)]
+pub struct SafetensorsInfo {
+    pub name: String,
+    #[napi(ts_type = "DType")]
+    pub dtype: String,
+    pub shape: Vec<f64>,
+}
+
+#[napi(object)]
+pub struct CudaStatus {
+    pub present: bool,
+    pub message: String,
+}
+
+#[napi]
+pub struct NativeStore {
+    inner: Store,
+}
+
+#[napi]
+impl NativeStore {
+    #[napi(constructor)]
+    pub fn new(#[napi(ts_arg_type = "BackendKind")] backend: String, ranks: f64) -> Result<Self> {
+        guard("NativeStore", || {
+            let b = o::backend("backend", &backend)?;
+            let r = o::uint_max("ranks", ranks, 1 << 20)? as usize;
+            Ok(NativeStore { inner: Store::new(b, r).map_err(core_err)? })
+        })
+    }
+
+    #[napi(getter)]
+    pub fn backend(&self) -> String {
+        self.inner.backend().name().to_string()
+    }
+
+    /// zero-filled; returns id (> 0)
+    #[napi]
+    pub fn alloc(&mut self, rank: f64, #[napi(ts_arg_type = "DType")] dtype: String, shape: Vec<f64>) -> Result<u32> {
+        guard("alloc", || {
+            let r = o::rank("rank", rank)?;
+            let d = o::dtype("dtype", &dtype)?;
+            let s = o::dims("shape", &shape)?;
+            self.inner.alloc(r, d, &s).map_err(core_err)
+        })
+    }
+
+    /// error on unknown/double free
+    #[napi]
+    pub fn free(&mut self, id: f64) -> Result<()> {
+        guard("free", || self.inner.free(o::id("id", id)?).map_err(core_err))
+    }
+
+    #[napi]
+    pub fn shape(&self, id: f64) -> Result<Vec<f64>> {
+        guard("shape", || Ok(self.inner.get(o::id("id", id)?).map_err(core_err)?.shape.iter().map(|&d| d as f64).collect()))
+    }
+
+    #[napi(ts_return_type = "DType")]
+    pub fn dtype(&self, id: f64) -> Result<String> {
+        guard("dtype", || Ok(self.inner.get(o::id("id", id)?).map_err(core_err)?.dtype.name().to_string()))
+    }
+
+    #[napi]
+    pub fn owner(&self, id: f64) -> Result<u32> {
+        guard("owner", || Ok(self.inner.get(o::id("id", id)?).map_err(core_err)?.owner as u32))
+    }
+
+    /// bytes = numel * dtype size, exact; meta charges the same bytes without storage
+    #[napi]
+    pub fn live_bytes(&self, rank: f64) -> Result<f64> {
+        guard("liveBytes", || Ok(self.inner.live_bytes(o::rank("rank", rank)?).map_err(core_err)? as f64))
+    }
+
+    #[napi]
+    pub fn peak_bytes(&self, rank: f64) -> Result<f64> {
+        guard("peakBytes", || Ok(self.inner.peak_bytes(o::rank("rank", rank)?).map_err(core_err)? as f64))
+    }
+
+    /// peak := live
+    #[napi]
+    pub fn reset_peak(&mut self, rank: f64) -> Result<()> {
+        guard("resetPeak", || self.inner.reset_peak(o::rank("rank", rank)?).map_err(core_err))
+    }
+
+    /// all ranks
+    #[napi]
+    pub fn live_tensors(&self) -> u32 {
+        self.inner.live_tensors() as u32
+    }
+
+    /// element j of the shard = gen(global flat index of j)
+    #[napi]
+    pub fn fill_grad(&mut self, id: f64, #[napi(ts_arg_type = "GenSpec")] gen: Unknown<'_>, #[napi(ts_arg_type = "Block")] block: Unknown<'_>) -> Result<()> {
+        guard("fillGrad", || {
+            let i = o::id("id", id)?;
+            let g = o::gen_spec(&gen)?;
+            let b = o::block(&block)?;
+            self.inner.fill_grad(i, &g, &b).map_err(core_err)
+        })
+    }
+
+    #[napi]
+    pub fn fill_value(&mut self, id: f64, value: f64) -> Result<()> {
+        guard("fillValue", || self.inner.fill_value(o::id("id", id)?, value).map_err(core_err))
+    }
+
+    /// as f64 (exact for every dtype)
+    #[napi]
+    pub fn get_element(&self, id: f64, index: f64) -> Result<f64> {
+        guard("getElement", || self.inner.get_element(o::id("id", id)?, o::uint("index", index)?).map_err(core_err))
+    }
+
+    /// rounded to dtype (RNE)
+    #[napi]
+    pub fn set_element(&mut self, id: f64, index: f64, value: f64) -> Result<()> {
+        guard("setElement", || {
+            self.inner.set_element(o::id("id", id)?, o::uint("index", index)?, value).map_err(core_err)
+        })
+    }
+
+    /// sum |x|^p accumulated in f64 (p finite, > 0)
+    #[napi]
+    pub fn sum_abs_pow(&self, id: f64, p: f64) -> Result<f64> {
+        guard("sumAbsPow", || self.inner.sum_abs_pow(o::id("id", id)?, o::p(p)?).map_err(core_err))
+    }
+
+    /// exact sum of f64(|x|^p) over FINITE elements, as an integer N: value = N * 2^-1074
+    #[napi]
+    pub fn exact_sum_abs_pow(&self, id: f64, p: f64) -> Result<BigInt> {
+        guard("exactSumAbsPow", || {
+            Ok(o::bigint_of(self.inner.exact_sum_abs_pow(o::id("id", id)?, o::p(p)?).map_err(core_err)?))
+        })
+    }
+
+    /// NaN if any NaN
+    #[napi]
+    pub fn max_abs(&self, id: f64) -> Result<f64> {
+        guard("maxAbs", || self.inner.max_abs(o::id("id", id)?).map_err(core_err))
+    }
+
+    #[napi]
+    pub fn non_finite_count(&self, id: f64) -> Result<f64> {
+        guard("nonFiniteCount", || Ok(self.inner.nonfinite_count(o::id("id", id)?).map_err(core_err)? as f64))
+    }
+
+    /// plain memory-read baseline for benchmarks
+    #[napi]
+    pub fn read_pass(&self, id: f64) -> Result<f64> {
+        guard("readPass", || Ok(self.inner.read_pass(o::id("id", id)?).map_err(core_err)? as f64))
+    }
+
+    /// x = round_dtype(f32(x) * f32(coef)), RNE
+    #[napi]
+    pub fn scale(&mut self, id: f64, coef: f64) -> Result<()> {
+        guard("scale", || self.inner.scale(o::id("id", id)?, coef).map_err(core_err))
+    }
+
+    /// same dtype and numel
+    #[napi]
+    pub fn copy_from(&mut self, dst: f64, src: f64) -> Result<()> {
+        guard("copyFrom", || self.inner.copy_from(o::id("dst", dst)?, o::id("src", src)?).map_err(core_err))
+    }
+
+    /// new tensor charged to `rank`
+    #[napi]
+    pub fn narrow(&mut self, id: f64, dim: f64, start: f64, len: f64, rank: f64) -> Result<u32> {
+        guard("narrow", || {
+            let (i, d) = (o::id("id", id)?, o::uint("dim", dim)? as usize);
+            let (s, l) = (o::uint("start", start)?, o::uint("len", len)?);
+            self.inner.narrow(i, d, s, l, o::rank("rank", rank)?).map_err(core_err)
+        })
+    }
+
+    /// new tensor charged to `rank`
+    #[napi]
+    pub fn cat(&mut self, ids: Vec<f64>, dim: f64, rank: f64) -> Result<u32> {
+        guard("cat", || {
+            let v = o::ids("ids", &ids)?;
+            self.inner.cat(&v, o::uint("dim", dim)? as usize, o::rank("rank", rank)?).map_err(core_err)
+        })
+    }
+
+    /// new tensor charged to `rank`
+    #[napi]
+    pub fn clone(&mut self, id: f64, rank: f64) -> Result<u32> {
+        guard("clone", || self.inner.clone_tensor(o::id("id", id)?, o::rank("rank", rank)?).map_err(core_err))
+    }
+
+    /// bitwise (any NaN equals any NaN); first differing element
+    #[napi]
+    pub fn compare(&self, a: f64, b: f64) -> Result<Option<Mismatch>> {
+        guard("compare", || Ok(self.inner.compare(o::id("a", a)?, o::id("b", b)?).map_err(core_err)?.map(Into::into)))
+    }
+
+    /// 16 hex digits (XXH64 of dtype + shape + content); "meta" on a meta store
+    #[napi]
+    pub fn hash(&self, id: f64) -> Result<String> {
+        guard("hash", || self.inner.hash(o::id("id", id)?).map_err(core_err))
+    }
+
+    /// first local element that is not bitwise round_dtype(f32(gen(i)) * f32(coef))
+    #[napi]
+    pub fn verify_scaled(&self, id: f64, #[napi(ts_arg_type = "GenSpec")] gen: Unknown<'_>, #[napi(ts_arg_type = "Block")] block: Unknown<'_>, coef: f64) -> Result<Option<Mismatch>> {
+        guard("verifyScaled", || {
+            let i = o::id("id", id)?;
+            let g = o::gen_spec(&gen)?;
+            let b = o::block(&block)?;
+            Ok(self.inner.verify_scaled(i, &g, &b, coef).map_err(core_err)?.map(Into::into))
+        })
+    }
+
+    /// atomic (temp file in the same directory, fsync, rename)
+    #[napi]
+    pub fn save_safetensors(
+        &self,
+        path: String,
+        entries: Vec<SafetensorsEntry>,
+        metadata: HashMap<String, String>,
+    ) -> Result<()> {
+        guard("saveSafetensors", || {
+            let mut es = Vec::with_capacity(entries.len());
+            for (k, e) in entries.iter().enumerate() {
+                es.push((e.name.clone(), o::id(&format!("entries[{k}].id"), e.id)?));
+            }
+            let md: Vec<(String, String)> = metadata.into_iter().collect();
+            self.inner.save_safetensors(&path, &es, &md).map_err(core_err)
+        })
+    }
+
+    /// validated before anything is allocated; charged to `rank`; entries in file data order
+    #[napi]
+    pub fn load_safetensors(&mut self, path: String, rank: f64) -> Result<Vec<SafetensorsEntry>> {
+        guard("loadSafetensors", || {
+            let r = o::rank("rank", rank)?;
+            let v = self.inner.load_safetensors(&path, r).map_err(core_err)?;
+            Ok(v.into_iter().map(|(name, id)| SafetensorsEntry { name, id: id as f64 }).collect())
+        })
+    }
+
+    #[napi]
+    pub fn inspect_safetensors(&self, path: String) -> Result<Vec<SafetensorsInfo>> {
+        guard("inspectSafetensors", || {
+            let h = safetensors::read_header(&path).map_err(core_err)?;
+            Ok(h.entries
+                .into_iter()
+                .map(|e| SafetensorsInfo {
+                    name: e.name,
+                    dtype: e.dtype.name().to_string(),
+                    shape: e.shape.iter().map(|&d| d as f64).collect(),
+                })
+                .collect())
+        })
+    }
+
+    /// the header's "__metadata__" string map (addition to the contract)
+    #[napi]
+    pub fn safetensors_metadata(&self, path: String) -> Result<HashMap<String, String>> {
+        guard("safetensorsMetadata", || {
+            let h = safetensors::read_header(&path).map_err(core_err)?;
+            Ok(h.metadata.into_iter().collect())
+        })
+    }
+}
+
+/// test vectors: values of global indices [start, start + count) in gen.dtype
+#[napi]
+pub fn gen_values(#[napi(ts_arg_type = "GenSpec")] gen: Unknown<'_>, start: f64, count: f64) -> Result<Float64Array> {
+    guard("genValues", || {
+        let g = o::gen_spec(&gen)?;
+        let s = o::uint("start", start)?;
+        let c = o::uint_max("count", count, 1 << 28)? as usize;
+        Ok(Float64Array::new(g.values(s, c)))
+    })
+}
+
+#[napi]
+pub fn splitmix64(x: BigInt) -> Result<BigInt> {
+    guard("splitmix64", || Ok(o::bigint_u64(clip_parity_core::splitmix64(o::u64_of("x", &x)?))))
+}
+
+#[napi(js_name = "fnv1a64")]
+pub fn fnv1a64(name: String) -> BigInt {
+    o::bigint_u64(clip_parity_core::fnv1a64(&name))
+}
+
+/// fused gen + exact sum over finite elements (reference)
+#[napi]
+pub fn exact_full(#[napi(ts_arg_type = "GenSpec")] gen: Unknown<'_>, numel: f64, p: f64) -> Result<BigInt> {
+    guard("exactFull", || {
+        let g = o::gen_spec(&gen)?;
+        let n = o::uint("numel", numel)?;
+        Ok(o::bigint_of(reference::exact_full(&g, n, o::p(p)?).map_err(core_err)?))
+    })
+}
+
+#[napi]
+pub fn max_abs_full(#[napi(ts_arg_type = "GenSpec")] gen: Unknown<'_>, numel: f64) -> Result<f64> {
+    guard("maxAbsFull", || {
+        let g = o::gen_spec(&gen)?;
+        reference::max_abs_full(&g, o::uint("numel", numel)?).map_err(core_err)
+    })
+}
+
+/// Whether a CUDA driver is usable. Checks for libcuda before touching any cudarc API (cudarc
+/// panics when the library is absent).
+#[napi]
+pub fn cuda_status() -> CudaStatus {
+    let r = guard("cudaStatus", || {
+        // SAFETY: only tries to dlopen the candidate library names.
+        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+            let tried = ["cuda", "nvcuda"]
+                .iter()
+                .flat_map(|l| cudarc::get_lib_name_candidates(l))
+                .collect::<Vec<_>>()
+                .join(", ");
+            return Ok(CudaStatus {
+                present: false,
+                message: format!("CUDA driver library (libcuda.so) not found: tried {tried}"),
+            });
+        }
+        let info = (|| -> std::result::Result<String, cudarc::driver::DriverError> {
+            cudarc::driver::result::init()?;
+            let n = cudarc::driver::result::device::get_count()?;
+            let mut v: std::ffi::c_int = 0;
+            // SAFETY: the driver library is loaded and initialized.
+            unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut v).result()? };
+            Ok(format!("CUDA driver {}.{} with {n} device(s)", v / 1000, (v % 1000) / 10))
+        })();
+        Ok(match info {
+            Ok(m) => CudaStatus { present: true, message: m },
+            Err(e) => CudaStatus { present: false, message: format!("CUDA driver library found but unusable: {e:?}") },
+        })
+    });
+    r.unwrap_or_else(|e| CudaStatus { present: false, message: e.reason.clone() })
+}

@@ -1,0 +1,248 @@
+//! Every translation from JS values to core types lives here. Errors name the field, the value
+//! and what is allowed.
+
+use clip_parity_core::exact::BigUint;
+use clip_parity_core::gen::{EXP_MAX, EXP_MIN};
+use clip_parity_core::{Backend, Block, DType, GenMode, GenSpec};
+use napi::bindgen_prelude::{BigInt, JsValue, Object, Unknown};
+use napi::{Error, Result, ValueType};
+
+/// Largest integer a JS number holds exactly.
+pub const MAX_SAFE: f64 = 9_007_199_254_740_991.0;
+
+pub fn err<T>(msg: impl Into<String>) -> Result<T> {
+    Err(Error::from_reason(msg.into()))
+}
+
+pub fn core_err(e: clip_parity_core::Error) -> Error {
+    Error::from_reason(e.0)
+}
+
+fn show(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".into()
+    } else {
+        format!("{v}")
+    }
+}
+
+/// A non-negative integer number (<= 2^53 - 1).
+pub fn uint(field: &str, v: f64) -> Result<u64> {
+    if v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v <= MAX_SAFE {
+        Ok(v as u64)
+    } else {
+        err(format!("{field}: {} is not a non-negative integer (0 <= {field} <= 2^53 - 1)", show(v)))
+    }
+}
+
+pub fn uint_max(field: &str, v: f64, max: u64) -> Result<u64> {
+    let x = uint(field, v)?;
+    if x > max {
+        return err(format!("{field}: {x} is larger than the maximum {max}"));
+    }
+    Ok(x)
+}
+
+pub fn int_range(field: &str, v: f64, lo: i64, hi: i64) -> Result<i64> {
+    if v.is_finite() && v.fract() == 0.0 && v >= lo as f64 && v <= hi as f64 {
+        Ok(v as i64)
+    } else {
+        err(format!("{field}: {} is not an integer in [{lo}, {hi}]", show(v)))
+    }
+}
+
+pub fn id(field: &str, v: f64) -> Result<u32> {
+    if v.is_finite() && v >= 1.0 && v.fract() == 0.0 && v <= u32::MAX as f64 {
+        Ok(v as u32)
+    } else {
+        err(format!("{field}: {} is not a tensor id (an integer >= 1)", show(v)))
+    }
+}
+
+pub fn ids(field: &str, v: &[f64]) -> Result<Vec<u32>> {
+    v.iter().enumerate().map(|(k, &x)| id(&format!("{field}[{k}]"), x)).collect()
+}
+
+pub fn rank(field: &str, v: f64) -> Result<usize> {
+    Ok(uint_max(field, v, u32::MAX as u64)? as usize)
+}
+
+pub fn dims(field: &str, v: &[f64]) -> Result<Vec<u64>> {
+    v.iter().enumerate().map(|(k, &x)| uint(&format!("{field}[{k}]"), x)).collect()
+}
+
+pub fn dtype(field: &str, s: &str) -> Result<DType> {
+    DType::parse(s).map_or_else(|| err(format!("{field}: \"{s}\" is not one of f32, bf16, f16")), Ok)
+}
+
+pub fn backend(field: &str, s: &str) -> Result<Backend> {
+    Backend::parse(s).map_or_else(|| err(format!("{field}: \"{s}\" is not one of {}", Backend::NAMES)), Ok)
+}
+
+fn bigint_text(b: &BigInt) -> String {
+    let n = BigUint { limbs: b.words.clone() };
+    format!("{}{}n", if b.sign_bit { "-" } else { "" }, n.to_decimal())
+}
+
+/// A BigInt in [0, 2^64).
+pub fn u64_of(field: &str, b: &BigInt) -> Result<u64> {
+    let v = b.words.first().copied().unwrap_or(0);
+    let lossless = b.words.iter().skip(1).all(|&w| w == 0);
+    if (b.sign_bit && !(v == 0 && lossless)) || !lossless {
+        return err(format!("{field}: {} is not a u64 (a bigint with 0n <= {field} < 2n ** 64n)", bigint_text(b)));
+    }
+    Ok(v)
+}
+
+pub fn bigint_u64(v: u64) -> BigInt {
+    BigInt { sign_bit: false, words: vec![v] }
+}
+
+pub fn bigint_of(n: BigUint) -> BigInt {
+    let mut words = n.normalized().limbs;
+    if words.is_empty() {
+        words.push(0);
+    }
+    BigInt { sign_bit: false, words }
+}
+
+fn type_name(t: ValueType) -> &'static str {
+    match t {
+        ValueType::Undefined => "undefined",
+        ValueType::Null => "null",
+        ValueType::Boolean => "a boolean",
+        ValueType::Number => "a number",
+        ValueType::String => "a string",
+        ValueType::Symbol => "a symbol",
+        ValueType::Object => "an object",
+        ValueType::Function => "a function",
+        ValueType::External => "an external",
+        ValueType::BigInt => "a bigint",
+        _ => "an unknown value",
+    }
+}
+
+/// Reads typed fields of a JS object argument with errors that name the field.
+pub struct Fields<'a> {
+    obj: Object<'a>,
+    what: &'static str,
+}
+
+impl<'a> Fields<'a> {
+    pub fn of(what: &'static str, v: &Unknown<'a>) -> Result<Fields<'a>> {
+        let t = v.get_type()?;
+        if t != ValueType::Object {
+            return err(format!("{what}: expected an object, got {}", type_name(t)));
+        }
+        // SAFETY: checked to be an object.
+        Ok(Fields { obj: unsafe { v.cast::<Object<'a>>()? }, what })
+    }
+    /// The field's value and its type; None when undefined (or absent).
+    fn raw(&self, f: &str) -> Result<Option<(Unknown<'a>, ValueType)>> {
+        match self.obj.get::<Unknown<'a>>(f)? {
+            None => Ok(None),
+            Some(u) => {
+                let t = u.get_type()?;
+                if t == ValueType::Undefined {
+                    Ok(None)
+                } else {
+                    Ok(Some((u, t)))
+                }
+            }
+        }
+    }
+    fn missing<T>(&self, f: &str, want: &str) -> Result<T> {
+        err(format!("{}.{f}: missing (expected {want})", self.what))
+    }
+    fn wrong<T>(&self, f: &str, want: &str, t: ValueType) -> Result<T> {
+        err(format!("{}.{f}: expected {want}, got {}", self.what, type_name(t)))
+    }
+    pub fn opt_num(&self, f: &str) -> Result<Option<f64>> {
+        match self.raw(f)? {
+            None => Ok(None),
+            // SAFETY: type checked.
+            Some((u, ValueType::Number)) => Ok(Some(unsafe { u.cast::<f64>()? })),
+            Some((_, t)) => self.wrong(f, "a number", t),
+        }
+    }
+    pub fn num(&self, f: &str) -> Result<f64> {
+        self.opt_num(f)?.map_or_else(|| self.missing(f, "a number"), Ok)
+    }
+    pub fn str(&self, f: &str) -> Result<String> {
+        match self.raw(f)? {
+            None => self.missing(f, "a string"),
+            // SAFETY: type checked.
+            Some((u, ValueType::String)) => unsafe { u.cast::<String>() },
+            Some((_, t)) => self.wrong(f, "a string", t),
+        }
+    }
+    pub fn bigint(&self, f: &str) -> Result<BigInt> {
+        match self.raw(f)? {
+            None => self.missing(f, "a bigint"),
+            // SAFETY: type checked.
+            Some((u, ValueType::BigInt)) => unsafe { u.cast::<BigInt>() },
+            Some((_, t)) => self.wrong(f, "a bigint", t),
+        }
+    }
+    pub fn nums(&self, f: &str) -> Result<Vec<f64>> {
+        let Some((u, t)) = self.raw(f)? else { return self.missing(f, "an array of numbers") };
+        // SAFETY: napi_is_array on a live value.
+        let is_array = t == ValueType::Object && unsafe { u.cast::<Object<'a>>()? }.is_array()?;
+        if !is_array {
+            return self.wrong(f, "an array of numbers", t);
+        }
+        // SAFETY: checked to be an array.
+        let items = unsafe { u.cast::<Vec<Unknown<'a>>>()? };
+        let mut out = Vec::with_capacity(items.len());
+        for (k, x) in items.iter().enumerate() {
+            let t = x.get_type()?;
+            if t != ValueType::Number {
+                return err(format!("{}.{f}[{k}]: expected a number, got {}", self.what, type_name(t)));
+            }
+            // SAFETY: type checked.
+            out.push(unsafe { x.cast::<f64>()? });
+        }
+        Ok(out)
+    }
+}
+
+pub fn gen_spec(v: &Unknown<'_>) -> Result<GenSpec> {
+    let g = Fields::of("gen", v)?;
+    let seed = u64_of("gen.seed", &g.bigint("seed")?)?;
+    let step = uint_max("gen.step", g.num("step")?, u32::MAX as u64)? as u32;
+    let name = g.str("name")?;
+    let dtype = dtype("gen.dtype", &g.str("dtype")?)?;
+    let exp = int_range("gen.exp", g.num("exp")?, EXP_MIN as i64, EXP_MAX as i64)? as i32;
+    let mode_s = g.str("mode")?;
+    let mode = GenMode::parse(&mode_s)
+        .map_or_else(|| err(format!("gen.mode: \"{mode_s}\" is not one of {}", GenMode::NAMES)), Ok)?;
+    let special = match (g.opt_num("specialIndex")?, g.opt_num("specialValue")?) {
+        (None, None) => None,
+        (Some(i), Some(v)) => Some((uint("gen.specialIndex", i)?, v)),
+        (Some(i), None) => return err(format!("gen.specialValue: missing while gen.specialIndex is {}", show(i))),
+        (None, Some(v)) => return err(format!("gen.specialIndex: missing while gen.specialValue is {}", show(v))),
+    };
+    let spec = GenSpec { seed, step, name, dtype, exp, mode, special };
+    spec.validate().map_err(core_err)?;
+    Ok(spec)
+}
+
+pub fn block(v: &Unknown<'_>) -> Result<Block> {
+    let b = Fields::of("block", v)?;
+    let blk = Block {
+        global_shape: dims("block.globalShape", &b.nums("globalShape")?)?,
+        start: dims("block.start", &b.nums("start")?)?,
+        len: dims("block.len", &b.nums("len")?)?,
+    };
+    blk.validate().map_err(core_err)?;
+    Ok(blk)
+}
+
+/// p of a p-norm: finite and > 0.
+pub fn p(v: f64) -> Result<f64> {
+    if v.is_finite() && v > 0.0 {
+        Ok(v)
+    } else {
+        err(format!("p: {} must be a finite number > 0 (use maxAbs for p = Infinity)", show(v)))
+    }
+}

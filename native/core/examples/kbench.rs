@@ -1,0 +1,37 @@
+//! Quick kernel timing (min over interleaved rounds): cargo run --release --example kbench
+use clip_parity_core::exact::exact_sum_abs_pow;
+use clip_parity_core::gen::{Block, GenMode, GenSpec};
+use clip_parity_core::kernels;
+use clip_parity_core::DType;
+use std::time::Instant;
+
+fn main() {
+    let n = 16 << 20;
+    let mut v = vec![0f32; n];
+    let spec = GenSpec::new(1234, 0, "bench.weight", DType::F32, 0, GenMode::Gen);
+    Block::full(&[n as u64]).fill(&spec, &mut v);
+    let mut best = [f64::MAX; 5];
+    let mut sink = 0u64;
+    for _ in 0..20 {
+        let t = Instant::now();
+        sink += kernels::read_pass(&v) as u64;
+        best[0] = best[0].min(t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        sink += kernels::sum_abs_pow(&v, 2.0) as u64;
+        best[1] = best[1].min(t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        sink += exact_sum_abs_pow(&v, 2.0).unwrap().limbs.len() as u64;
+        best[2] = best[2].min(t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        sink += exact_sum_abs_pow(&v, 1.0).unwrap().limbs.len() as u64;
+        best[3] = best[3].min(t.elapsed().as_secs_f64());
+        clip_parity_core::exact::set_force_portable(true);
+        let t = Instant::now();
+        sink += exact_sum_abs_pow(&v, 2.0).unwrap().limbs.len() as u64;
+        best[4] = best[4].min(t.elapsed().as_secs_f64());
+        clip_parity_core::exact::set_force_portable(false);
+    }
+    println!("portable exact2 {:.2} ms", best[4] * 1e3);
+    println!("read {:.2} ms | sumsq {:.2} ms ratio {:.3} | exact2 {:.2} ms ratio {:.3} | exact1 {:.2} ms ratio {:.3} ({sink})",
+        best[0] * 1e3, best[1] * 1e3, best[0] / best[1], best[2] * 1e3, best[0] / best[2], best[3] * 1e3, best[0] / best[3]);
+}

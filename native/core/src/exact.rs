@@ -1,0 +1,485 @@
+//! Exact, order-independent accumulation of sums of |x|^p.
+//!
+//! The result is a non-negative integer N (little-endian u64 limbs) with value N * 2^-1074.
+//!
+//! Fast path (p = 1 or 2; the inputs are f32, or bf16/f16 widened exactly to f32): an f32 x is
+//! M * 2^E with M < 2^24; x^2 = M^2 * 2^(2E) with M^2 < 2^48 and |x| = M * 2^E. The integer M^2
+//! (or M) is added into a u64 bin selected by the biased exponent field of x. Several interleaved
+//! bin sets break the load-add-store dependency when consecutive elements share an exponent; bins
+//! are flushed into u128 master bins before they can overflow (every 2^16 elements). The bins are
+//! combined into the big integer at the end.
+//!
+//! General p: y = f64(|x|^p) (one rounding, as SPEC section 6 says) is split as M * 2^E with
+//! M < 2^53 and added into a u128 bin per f64 exponent field (2^75 additions before overflow).
+
+use crate::dtype::Elem;
+use crate::{bail, Result};
+
+/// A non-negative big integer, little-endian u64 limbs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BigUint {
+    pub limbs: Vec<u64>,
+}
+
+impl BigUint {
+    pub fn zero() -> BigUint {
+        BigUint { limbs: Vec::new() }
+    }
+    pub fn is_zero(&self) -> bool {
+        self.limbs.iter().all(|&l| l == 0)
+    }
+    fn ensure(&mut self, n: usize) {
+        if self.limbs.len() < n {
+            self.limbs.resize(n, 0);
+        }
+    }
+    /// self += v * 2^shift
+    pub fn add_shifted(&mut self, v: u128, shift: u32) {
+        if v == 0 {
+            return;
+        }
+        let word = (shift / 64) as usize;
+        let bit = shift % 64;
+        // v << bit spans at most 3 limbs
+        let lo = (v as u64) << bit;
+        let mid_full: u128 = if bit == 0 { v >> 64 } else { v >> (64 - bit) };
+        let mid = mid_full as u64;
+        let hi = if bit == 0 { 0 } else { (mid_full >> 64) as u64 };
+        let parts = [lo, mid, hi];
+        self.ensure(word + 4);
+        let mut carry = 0u64;
+        let mut k = word;
+        for p in parts {
+            let (s1, c1) = self.limbs[k].overflowing_add(p);
+            let (s2, c2) = s1.overflowing_add(carry);
+            self.limbs[k] = s2;
+            carry = (c1 as u64) + (c2 as u64);
+            k += 1;
+        }
+        while carry != 0 {
+            self.ensure(k + 1);
+            let (s, c) = self.limbs[k].overflowing_add(carry);
+            self.limbs[k] = s;
+            carry = c as u64;
+            k += 1;
+        }
+    }
+    pub fn add(&mut self, o: &BigUint) {
+        for (k, &l) in o.limbs.iter().enumerate() {
+            self.add_shifted(l as u128, 64 * k as u32);
+        }
+    }
+    /// Remove trailing zero limbs (canonical form).
+    pub fn normalized(mut self) -> BigUint {
+        while self.limbs.last() == Some(&0) {
+            self.limbs.pop();
+        }
+        self
+    }
+    /// Decimal string (for tests and messages).
+    pub fn to_decimal(&self) -> String {
+        let mut l = self.clone().normalized().limbs;
+        if l.is_empty() {
+            return "0".into();
+        }
+        let mut digits = vec![];
+        while !l.is_empty() {
+            let mut rem: u128 = 0;
+            for x in l.iter_mut().rev() {
+                let cur = (rem << 64) | *x as u128;
+                *x = (cur / 10_000_000_000_000_000_000u128) as u64;
+                rem = cur % 10_000_000_000_000_000_000u128;
+            }
+            digits.push(rem as u64);
+            while l.last() == Some(&0) {
+                l.pop();
+            }
+        }
+        let mut s = format!("{}", digits.pop().unwrap());
+        for d in digits.iter().rev() {
+            s.push_str(&format!("{:019}", d));
+        }
+        s
+    }
+    /// Correctly rounded (nearest even) f64 value of N * 2^-1074.
+    pub fn to_f64_scaled(&self) -> f64 {
+        let l = self.clone().normalized().limbs;
+        if l.is_empty() {
+            return 0.0;
+        }
+        let nbits = 64 * l.len() as i64 - l.last().unwrap().leading_zeros() as i64;
+        let bit = |i: i64| -> u64 {
+            if i < 0 {
+                0
+            } else {
+                (l[(i / 64) as usize] >> (i % 64)) & 1
+            }
+        };
+        // value = N * 2^-1074; subnormal/normal boundary: keep 53 bits, but never below 2^-1074
+        let keep = 53i64.min(nbits);
+        let low = nbits - keep; // number of bits dropped
+        if nbits <= 53 {
+            // exact: N < 2^53 -> N * 2^-1074 is representable (subnormal or normal)
+            let mut n = 0u64;
+            for (k, &x) in l.iter().enumerate() {
+                n |= x << (64 * k);
+            }
+            return n as f64 * crate::dtype::pow2(-1074);
+        }
+        let mut m: u64 = 0;
+        for i in (low..nbits).rev() {
+            m = (m << 1) | bit(i);
+        }
+        let half = bit(low - 1);
+        let sticky = (0..low - 1).any(|i| bit(i) == 1);
+        if half == 1 && (sticky || m & 1 == 1) {
+            m += 1;
+        }
+        let e = low - 1074; // value = m * 2^e
+        if e > 971 {
+            return f64::INFINITY;
+        }
+        // m <= 2^53 ; m * 2^e exact in f64 as long as e <= 971
+        (m as f64) * crate::dtype::pow2(e as i32)
+    }
+}
+
+const SETS: usize = 8;
+
+/// Tests set this to check the portable kernels against the SIMD ones.
+static FORCE_PORTABLE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+pub fn force_portable() -> bool {
+    FORCE_PORTABLE.load(std::sync::atomic::Ordering::Relaxed)
+}
+pub fn set_force_portable(v: bool) {
+    FORCE_PORTABLE.store(v, std::sync::atomic::Ordering::Relaxed)
+}
+const FLUSH: usize = 1 << 16;
+
+#[inline(always)]
+fn f32bits<T: Elem>(x: T) -> u32 {
+    x.to_f32().to_bits()
+}
+
+/// Scalar exact binning for p = 1 or 2 (the portable path, and the fallback of the SIMD one).
+struct ScalarBins {
+    p2: bool,
+    master: Box<[u128; 256]>,
+    bins: Box<[[u64; 256]; SETS]>,
+    pending: usize,
+}
+
+impl ScalarBins {
+    #[inline(always)]
+    pub(crate) fn add_chunk<T: Elem, const P2: bool>(bins: &mut [[u64; 256]; SETS], c: &[T]) {
+        let mut it = c.chunks_exact(SETS);
+        for g in &mut it {
+            for s in 0..SETS {
+                let b = f32bits(g[s]);
+                let k = ((b >> 23) & 0xff) as usize;
+                let m = ((b & 0x7f_ffff) | (((k != 0) as u32) << 23)) as u64;
+                bins[s][k] = bins[s][k].wrapping_add(if P2 { m * m } else { m });
+            }
+        }
+        for (j, &x) in it.remainder().iter().enumerate() {
+            let b = f32bits(x);
+            let k = ((b >> 23) & 0xff) as usize;
+            let m = ((b & 0x7f_ffff) | (((k != 0) as u32) << 23)) as u64;
+            bins[j][k] = bins[j][k].wrapping_add(if P2 { m * m } else { m });
+        }
+    }
+    fn flush(&mut self) {
+        for k in 0..255 {
+            let mut t: u128 = 0;
+            for s in 0..SETS {
+                t += self.bins[s][k] as u128;
+                self.bins[s][k] = 0;
+            }
+            self.master[k] += t;
+        }
+        for s in 0..SETS {
+            self.bins[s][255] = 0; // non-finite: skipped
+        }
+        self.pending = 0;
+    }
+    /// Adds xs; the u64 bins are flushed before FLUSH elements have gone into them.
+    fn add<T: Elem>(&mut self, xs: &[T]) {
+        let mut rest = xs;
+        while !rest.is_empty() {
+            let k = rest.len().min(FLUSH - self.pending);
+            let (c, r) = rest.split_at(k);
+            if self.p2 {
+                bins_p2(&mut self.bins, c)
+            } else {
+                bins_p1(&mut self.bins, c)
+            }
+            self.pending += k;
+            if self.pending == FLUSH {
+                self.flush();
+            }
+            rest = r;
+        }
+    }
+    fn finish_into(&mut self, n: &mut BigUint) {
+        self.flush();
+        for k in 0..255i32 {
+            let e = k.max(1) - 150; // x = M * 2^e
+            let shift = if self.p2 { 2 * e + 1074 } else { e + 1074 };
+            n.add_shifted(self.master[k as usize], shift as u32);
+        }
+    }
+}
+
+/// Exact accumulator for p = 1 or p = 2 over f32-representable values.
+pub struct ExactF32 {
+    p2: bool,
+    scalar: ScalarBins,
+    #[cfg(target_arch = "x86_64")]
+    fold: crate::simd::FoldBins,
+}
+
+impl ExactF32 {
+    pub fn new(p2: bool) -> ExactF32 {
+        ExactF32 {
+            p2,
+            scalar: ScalarBins { p2, master: Box::new([0u128; 256]), bins: Box::new([[0u64; 256]; SETS]), pending: 0 },
+            #[cfg(target_arch = "x86_64")]
+            fold: Default::default(),
+        }
+    }
+    pub fn add_slice<T: Elem>(&mut self, xs: &[T]) {
+        #[cfg(target_arch = "x86_64")]
+        if crate::simd::available() && !force_portable() {
+            let scalar = &mut self.scalar;
+            let mut slow = |b: &[T]| scalar.add(b);
+            // SAFETY: the CPU has AVX2 and F16C.
+            unsafe {
+                if self.p2 {
+                    crate::simd::exact_into::<T, true>(xs, &mut self.fold, &mut slow)
+                } else {
+                    crate::simd::exact_into::<T, false>(xs, &mut self.fold, &mut slow)
+                }
+            }
+            return;
+        }
+        self.scalar.add(xs);
+    }
+    pub fn finish(&mut self) -> BigUint {
+        let mut n = BigUint::zero();
+        self.scalar.finish_into(&mut n);
+        #[cfg(target_arch = "x86_64")]
+        self.fold.finish_into(&mut n);
+        n.normalized()
+    }
+}
+
+crate::kernels::multiversion! {
+    fn bins_p2<T: Elem>(bins: &mut [[u64; 256]; SETS], c: &[T]) -> () {
+        ScalarBins::add_chunk::<T, true>(bins, c)
+    }
+}
+crate::kernels::multiversion! {
+    fn bins_p1<T: Elem>(bins: &mut [[u64; 256]; SETS], c: &[T]) -> () {
+        ScalarBins::add_chunk::<T, false>(bins, c)
+    }
+}
+
+/// Exact accumulator of arbitrary finite non-negative f64 values.
+pub struct ExactF64 {
+    master: Vec<u128>,
+}
+
+impl Default for ExactF64 {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ExactF64 {
+    pub fn new() -> ExactF64 {
+        ExactF64 { master: vec![0u128; 2048] }
+    }
+    /// Adds |y| (y must be finite).
+    #[inline(always)]
+    pub fn add(&mut self, y: f64) {
+        let b = y.to_bits();
+        let k = ((b >> 52) & 0x7ff) as usize;
+        let m = (b & ((1u64 << 52) - 1)) | (((k != 0) as u64) << 52);
+        self.master[k] += m as u128;
+    }
+    pub fn finish(&self) -> BigUint {
+        let mut n = BigUint::zero();
+        for k in 0..2047i32 {
+            // y = M * 2^(max(k,1) - 1075) -> units of 2^-1074: shift = max(k,1) - 1
+            n.add_shifted(self.master[k as usize], (k.max(1) - 1) as u32);
+        }
+        n.normalized()
+    }
+}
+
+/// Exact sum of f64(|x|^p) over the finite elements of xs. p must be finite and > 0.
+pub fn exact_sum_abs_pow<T: Elem>(xs: &[T], p: f64) -> Result<BigUint> {
+    if p == 2.0 || p == 1.0 {
+        let mut acc = ExactF32::new(p == 2.0);
+        acc.add_slice(xs);
+        return Ok(acc.finish());
+    }
+    let mut acc = ExactF64::new();
+    add_general(&mut acc, xs, p)?;
+    Ok(acc.finish())
+}
+
+/// Adds f64(|x|^p) of every finite x into a general accumulator.
+pub fn add_general<T: Elem>(acc: &mut ExactF64, xs: &[T], p: f64) -> Result<()> {
+    for &x in xs {
+        if x.is_nonfinite() {
+            continue;
+        }
+        let a = x.to_f64().abs();
+        let y = if p == 2.0 { a * a } else if p == 1.0 { a } else { a.powf(p) };
+        if !y.is_finite() {
+            bail!("exact sum: |x|^p overflows f64 for the finite element x = {} with p = {p}", x.to_f64());
+        }
+        acc.add(y);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use half::{bf16, f16};
+
+    fn rng(s: &mut u64) -> u64 {
+        crate::gen::splitmix64({
+            *s += 1;
+            *s
+        })
+    }
+
+    /// Slow reference: i128 sum of x^2 / 2^-k scaled integers for values with bounded exponents.
+    fn slow_ref(xs: &[f32], p2: bool, min_exp: i32) -> u128 {
+        // x = M * 2^E with E >= min_exp ; returns sum in units of 2^(min_exp * (1 or 2))
+        let mut s: u128 = 0;
+        for &x in xs {
+            if !x.is_finite() || x == 0.0 {
+                continue;
+            }
+            let b = x.to_bits();
+            let k = ((b >> 23) & 0xff) as i32;
+            let m = ((b & 0x7f_ffff) | if k != 0 { 0x80_0000 } else { 0 }) as u128;
+            let e = k.max(1) - 150;
+            if p2 {
+                s += (m * m) << (2 * (e - min_exp));
+            } else {
+                s += m << (e - min_exp);
+            }
+        }
+        s
+    }
+
+    #[test]
+    fn small_cases_vs_reference() {
+        let mut st = 1u64;
+        // values with exponents in [-30, 0]: M*2^E with E >= -53
+        let xs: Vec<f32> = (0..10_001)
+            .map(|_| {
+                let r = rng(&mut st);
+                let m = (r >> 40) as i64 - (1 << 23);
+                let e = -23 - (r % 8) as i32;
+                m as f32 * 2f32.powi(e)
+            })
+            .collect();
+        for p2 in [true, false] {
+            // smallest nonzero |x| is 2^-30 = 2^23 * 2^-53: every E >= -53
+            let want = slow_ref(&xs, p2, -53);
+            let got = exact_sum_abs_pow(&xs, if p2 { 2.0 } else { 1.0 }).unwrap();
+            // want is in units of 2^-106 (p=2) or 2^-53 (p=1); got in units of 2^-1074
+            let shift = if p2 { 1074 - 106 } else { 1074 - 53 };
+            let mut want_big = BigUint::zero();
+            want_big.add_shifted(want, shift);
+            assert_eq!(got, want_big.normalized(), "p2={p2}");
+            // cross-check with the general path
+            let mut g = ExactF64::new();
+            add_general(&mut g, &xs, if p2 { 2.0 } else { 1.0 }).unwrap();
+            assert_eq!(g.finish(), got);
+        }
+    }
+
+    #[test]
+    fn order_independent_and_nonfinite_skipped() {
+        let mut st = 5u64;
+        let mut xs: Vec<f32> = (0..70_000).map(|_| f32::from_bits(rng(&mut st) as u32)).collect();
+        xs.push(f32::INFINITY);
+        xs.push(f32::NAN);
+        let a = exact_sum_abs_pow(&xs, 2.0).unwrap();
+        let mut ys = xs.clone();
+        // Fisher-Yates shuffle
+        for i in (1..ys.len()).rev() {
+            let j = (rng(&mut st) % (i as u64 + 1)) as usize;
+            ys.swap(i, j);
+        }
+        ys.reverse();
+        assert_eq!(exact_sum_abs_pow(&ys, 2.0).unwrap(), a);
+        let fin: Vec<f32> = xs.iter().copied().filter(|x| x.is_finite()).collect();
+        assert_eq!(exact_sum_abs_pow(&fin, 2.0).unwrap(), a);
+        // p = 1 and a general p too
+        assert_eq!(exact_sum_abs_pow(&ys, 1.0).unwrap(), exact_sum_abs_pow(&xs, 1.0).unwrap());
+        let small: Vec<f32> = xs.iter().map(|x| x * 1e-20).collect();
+        let mut sh = small.clone();
+        sh.reverse();
+        assert_eq!(exact_sum_abs_pow(&small, 3.0).unwrap(), exact_sum_abs_pow(&sh, 3.0).unwrap());
+    }
+
+    #[test]
+    fn hand_values() {
+        // 1^2 + 2^2 + 0.5^2 = 5.25 = 21 * 2^-2  -> N = 21 * 2^1072
+        let n = exact_sum_abs_pow(&[1.0f32, -2.0, 0.5], 2.0).unwrap();
+        let mut want = BigUint::zero();
+        want.add_shifted(21, 1072);
+        assert_eq!(n, want.normalized());
+        assert_eq!(n.to_f64_scaled(), 5.25);
+        // smallest subnormal f32, p=1: 2^-149 -> N = 2^925
+        let n = exact_sum_abs_pow(&[f32::from_bits(1)], 1.0).unwrap();
+        let mut want = BigUint::zero();
+        want.add_shifted(1, 925);
+        assert_eq!(n, want.normalized());
+        // bf16 and f16 go through exact widening
+        let b: Vec<bf16> = [1.5f32, -3.0].iter().map(|&x| bf16::from_f32(x)).collect();
+        assert_eq!(exact_sum_abs_pow(&b, 2.0).unwrap().to_f64_scaled(), 11.25);
+        let h: Vec<f16> = [0.25f32, f32::INFINITY, 2.0].iter().map(|&x| f16::from_f32(x)).collect();
+        assert_eq!(exact_sum_abs_pow(&h, 2.0).unwrap().to_f64_scaled(), 4.0625);
+        // empty and zeros
+        assert!(exact_sum_abs_pow::<f32>(&[], 2.0).unwrap().limbs.is_empty());
+        assert!(exact_sum_abs_pow(&[0.0f32, -0.0], 2.0).unwrap().limbs.is_empty());
+        // f32::MAX^2 is finite in f64
+        let n = exact_sum_abs_pow(&[f32::MAX], 2.0).unwrap();
+        assert_eq!(n.to_f64_scaled(), (f32::MAX as f64) * (f32::MAX as f64));
+    }
+
+    #[test]
+    fn overflow_of_bins_is_flushed() {
+        // 300k copies of the largest mantissa in the same exponent bin
+        let x = f32::from_bits(0x3fff_ffff);
+        let xs = vec![x; 300_000];
+        let n = exact_sum_abs_pow(&xs, 2.0).unwrap();
+        let m = 0xff_ffffu128;
+        let mut want = BigUint::zero();
+        want.add_shifted(m * m * 300_000, (2 * (0x7f - 150) + 1074) as u32);
+        assert_eq!(n, want.normalized());
+    }
+
+    #[test]
+    fn decimal_and_rounding() {
+        let mut n = BigUint::zero();
+        n.add_shifted(1, 64);
+        assert_eq!(n.to_decimal(), "18446744073709551616");
+        // (2^53 + 1) * 2^-1074 * 2^1074 ... value 2^53+1 rounds to even 2^53
+        let mut n = BigUint::zero();
+        n.add_shifted((1u128 << 53) + 1, 1074);
+        assert_eq!(n.to_f64_scaled(), 9007199254740992.0);
+        let mut n = BigUint::zero();
+        n.add_shifted((1u128 << 53) + 3, 1074);
+        assert_eq!(n.to_f64_scaled(), 9007199254740996.0);
+    }
+}

@@ -1,0 +1,416 @@
+//! Reduction and elementwise kernels. Every reduction uses a fixed lane layout, so results are
+//! deterministic and identical whichever instruction set runs them (no FMA contraction, no
+//! reassociation by the compiler). On x86_64 each kernel is compiled twice, for the baseline and
+//! for AVX2, and picked at run time.
+
+use crate::dtype::Elem;
+
+/// Defines `pub fn $name` that runs `$body` compiled with AVX2 when the CPU has it.
+macro_rules! multiversion {
+    ($(#[$m:meta])* $vis:vis fn $name:ident<$T:ident: Elem>($($arg:ident: $ty:ty),*) -> $ret:ty $body:block) => {
+        $(#[$m])*
+        $vis fn $name<$T: Elem>($($arg: $ty),*) -> $ret {
+            #[inline(always)]
+            fn inner<$T: Elem>($($arg: $ty),*) -> $ret $body
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx2")]
+                unsafe fn avx2<$T: Elem>($($arg: $ty),*) -> $ret {
+                    inner::<$T>($($arg),*)
+                }
+                if std::is_x86_feature_detected!("avx2") {
+                    // SAFETY: the CPU supports AVX2 (checked above).
+                    return unsafe { avx2::<$T>($($arg),*) };
+                }
+            }
+            inner::<$T>($($arg),*)
+        }
+    };
+}
+pub(crate) use multiversion;
+
+/// Lanes of the f64 sums: element i is added to lane i % L; lanes are combined by a fixed tree.
+const L: usize = 32;
+
+#[inline(always)]
+fn tree_sum(a: [f64; L]) -> f64 {
+    let mut v = a;
+    let mut n = L;
+    while n > 1 {
+        n /= 2;
+        for j in 0..n {
+            v[j] += v[j + n];
+        }
+    }
+    v[0]
+}
+
+#[inline(always)]
+fn lanes_generic<T: Elem, const ABS: bool>(xs: &[T]) -> [f64; L] {
+    let mut acc = [0f64; L];
+    let mut it = xs.chunks_exact(L);
+    for c in &mut it {
+        for j in 0..L {
+            let v = c[j].to_f32() as f64;
+            acc[j] += if ABS { v.abs() } else { v * v };
+        }
+    }
+    for (j, &x) in it.remainder().iter().enumerate() {
+        let v = x.to_f32() as f64;
+        acc[j] += if ABS { v.abs() } else { v * v };
+    }
+    acc
+}
+
+fn use_simd() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        crate::simd::available() && !crate::exact::force_portable()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// sum of x^2 in f64 (x widened exactly); deterministic lane layout on every instruction set.
+pub fn sum_sq<T: Elem>(xs: &[T]) -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    if use_simd() {
+        // SAFETY: the CPU has AVX2 and F16C.
+        return tree_sum(unsafe { crate::simd::sum_sq_lanes(xs) });
+    }
+    tree_sum(lanes_generic::<T, false>(xs))
+}
+
+/// sum of |x| in f64.
+pub fn sum_abs<T: Elem>(xs: &[T]) -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    if use_simd() {
+        // SAFETY: the CPU has AVX2 and F16C.
+        return tree_sum(unsafe { crate::simd::sum_abs_lanes(xs) });
+    }
+    tree_sum(lanes_generic::<T, true>(xs))
+}
+
+/// sum of |x|^p in f64 for general p (powf per element).
+pub fn sum_pow<T: Elem>(xs: &[T], p: f64) -> f64 {
+    let mut acc = [0f64; L];
+    let mut it = xs.chunks_exact(L);
+    for c in &mut it {
+        for j in 0..L {
+            acc[j] += (c[j].to_f32() as f64).abs().powf(p);
+        }
+    }
+    for (j, &x) in it.remainder().iter().enumerate() {
+        acc[j] += (x.to_f32() as f64).abs().powf(p);
+    }
+    tree_sum(acc)
+}
+
+/// sum |x|^p accumulated in f64 (p == 2: x*x, p == 1: |x|, else powf). NaN/Inf propagate.
+pub fn sum_abs_pow<T: Elem>(xs: &[T], p: f64) -> f64 {
+    if p == 2.0 {
+        sum_sq(xs)
+    } else if p == 1.0 {
+        sum_abs(xs)
+    } else {
+        sum_pow(xs, p)
+    }
+}
+
+multiversion! {
+    /// max over the absolute-value bit patterns (for non-NaN values this orders by magnitude;
+    /// any NaN pattern is above the infinity pattern).
+    pub fn max_abs_bits<T: Elem>(xs: &[T]) -> u32 {
+        let mut acc = [0u32; L];
+        let mut it = xs.chunks_exact(L);
+        for c in &mut it {
+            for j in 0..L {
+                acc[j] = acc[j].max(c[j].bits() & T::ABS_MASK);
+            }
+        }
+        for (j, &x) in it.remainder().iter().enumerate() {
+            acc[j] = acc[j].max(x.bits() & T::ABS_MASK);
+        }
+        acc.into_iter().max().unwrap_or(0)
+    }
+}
+
+/// max |x| as f64; NaN if any NaN; 0 for an empty tensor.
+pub fn max_abs<T: Elem>(xs: &[T]) -> f64 {
+    let b = max_abs_bits(xs);
+    if b > T::EXP_MASK {
+        f64::NAN
+    } else {
+        T::from_bits(b).to_f64()
+    }
+}
+
+multiversion! {
+    pub fn nonfinite_count<T: Elem>(xs: &[T]) -> u64 {
+        let mut acc = [0u64; L];
+        let mut it = xs.chunks_exact(L);
+        for c in &mut it {
+            for j in 0..L {
+                acc[j] += ((c[j].bits() & T::EXP_MASK) == T::EXP_MASK) as u64;
+            }
+        }
+        for (j, &x) in it.remainder().iter().enumerate() {
+            acc[j] += ((x.bits() & T::EXP_MASK) == T::EXP_MASK) as u64;
+        }
+        acc.iter().sum()
+    }
+}
+
+/// The benchmark baseline: one plain read of every byte of the tensor (wrapping sum of the raw
+/// little-endian u32 words; a trailing partial word is zero-padded). AVX2 when available.
+pub fn read_pass<T: Elem>(xs: &[T]) -> u32 {
+    // SAFETY: f32/bf16/f16 are plain old data without padding.
+    let bytes = unsafe { std::slice::from_raw_parts(xs.as_ptr() as *const u8, std::mem::size_of_val(xs)) };
+    #[cfg(target_arch = "x86_64")]
+    if use_simd() {
+        // SAFETY: the CPU has AVX2.
+        return unsafe { crate::simd::read_words(bytes) };
+    }
+    read_words_portable(bytes)
+}
+
+fn read_words_portable(bytes: &[u8]) -> u32 {
+    let mut acc = [0u32; 16];
+    let mut it = bytes.chunks_exact(64);
+    for c in &mut it {
+        for j in 0..16 {
+            acc[j] = acc[j].wrapping_add(u32::from_le_bytes(c[4 * j..4 * j + 4].try_into().unwrap()));
+        }
+    }
+    let mut s = acc.iter().fold(0u32, |a, &b| a.wrapping_add(b));
+    for c in it.remainder().chunks(4) {
+        let mut w = [0u8; 4];
+        w[..c.len()].copy_from_slice(c);
+        s = s.wrapping_add(u32::from_le_bytes(w));
+    }
+    s
+}
+
+multiversion! {
+    /// x = round_T(f32(x) * coef), round to nearest even.
+    pub fn scale<T: Elem>(xs: &mut [T], coef: f32) -> () {
+        for x in xs.iter_mut() {
+            *x = T::from_f32(x.to_f32() * coef);
+        }
+    }
+}
+
+/// Bitwise equality where any NaN equals any NaN.
+#[inline(always)]
+pub fn same<T: Elem>(a: T, b: T) -> bool {
+    a.bits() == b.bits() || (a.is_nan() && b.is_nan())
+}
+
+multiversion! {
+    fn all_bits_equal<T: Elem>(a: &[T], b: &[T]) -> bool {
+        let mut d = 0u32;
+        for (x, y) in a.iter().zip(b) {
+            d |= x.bits() ^ y.bits();
+        }
+        d == 0
+    }
+}
+
+/// First index where a and b differ (bitwise; any NaN equals any NaN). a.len() == b.len().
+pub fn first_difference<T: Elem>(a: &[T], b: &[T]) -> Option<usize> {
+    const C: usize = 1024;
+    for (ci, (ca, cb)) in a.chunks(C).zip(b.chunks(C)).enumerate() {
+        if all_bits_equal(ca, cb) {
+            continue;
+        }
+        if let Some(j) = ca.iter().zip(cb).position(|(&x, &y)| !same(x, y)) {
+            return Some(ci * C + j);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use half::{bf16, f16};
+
+    #[test]
+    fn reductions_small() {
+        let xs = [1.0f32, -2.0, 3.0, f32::from_bits(1)];
+        assert_eq!(sum_abs_pow(&xs, 2.0), 14.0 + (f32::from_bits(1) as f64).powi(2));
+        assert_eq!(sum_abs_pow(&xs[..3], 1.0), 6.0);
+        assert!((sum_abs_pow(&xs[..3], 3.0) - 36.0).abs() < 1e-12);
+        assert_eq!(max_abs(&xs), 3.0);
+        assert_eq!(max_abs::<f32>(&[]), 0.0);
+        assert!(max_abs(&[1.0f32, f32::NAN, f32::INFINITY]).is_nan());
+        assert_eq!(max_abs(&[1.0f32, f32::NEG_INFINITY]), f64::INFINITY);
+        assert_eq!(nonfinite_count(&[1.0f32, f32::NAN, f32::INFINITY, -f32::INFINITY]), 3);
+        let h: Vec<f16> = [1.0f32, -65504.0, f32::NAN].iter().map(|&x| f16::from_f32(x)).collect();
+        assert!(max_abs(&h).is_nan());
+        assert_eq!(max_abs(&h[..2]), 65504.0);
+        assert_eq!(nonfinite_count(&h), 1);
+        let b: Vec<bf16> = [0.5f32, -4.0].iter().map(|&x| bf16::from_f32(x)).collect();
+        assert_eq!(sum_abs_pow(&b, 2.0), 16.25);
+        assert_eq!(read_pass(&[1.0f32, 2.0]), 1.0f32.to_bits().wrapping_add(2.0f32.to_bits()));
+        let h: Vec<bf16> = (0..1001u16).map(bf16::from_bits).collect();
+        let want = (0..1001u32).step_by(2).fold(0u32, |a, i| a.wrapping_add(i | if i + 1 < 1001 { (i + 1) << 16 } else { 0 }));
+        assert_eq!(read_pass(&h), want);
+        let f: Vec<f32> = (0..1000).map(|i| i as f32).collect();
+        assert_eq!(read_pass(&f), f.iter().fold(0u32, |a, x| a.wrapping_add(x.to_bits())));
+        crate::exact::set_force_portable(true);
+        assert_eq!(read_pass(&h), want);
+        crate::exact::set_force_portable(false);
+    }
+
+    #[test]
+    fn sum_is_deterministic_and_lane_fixed() {
+        // the result must not depend on the instruction set: compare with a scalar model of the lanes
+        let xs: Vec<f32> = (0..1000).map(|i| (i as f32).sin() * 1e3).collect();
+        let mut acc = [0f64; L];
+        for (i, &x) in xs.iter().enumerate() {
+            acc[i % L] += (x as f64) * (x as f64);
+        }
+        assert_eq!(sum_sq(&xs).to_bits(), tree_sum(acc).to_bits());
+    }
+
+    #[test]
+    fn scale_rounding() {
+        let mut b = vec![bf16::from_f32(1.0 + 2f32.powi(-7)); 3];
+        // (1 + 2^-7) * 1.5 = 1.5 + 1.5*2^-7 = 1.51171875 -> bf16 neighbours 1.5078125, 1.515625 ; tie? no:
+        scale(&mut b, 1.5);
+        assert_eq!(b[0].to_f32(), bf16::from_f32(1.51171875).to_f32());
+        // tie cases: 1.0 * (1 + 2^-8) -> tie -> even (1.0)
+        let mut b = vec![bf16::from_f32(1.0)];
+        scale(&mut b, 1.0 + 2f32.powi(-8));
+        assert_eq!(b[0].to_bits(), 0x3f80);
+        let mut b = vec![bf16::from_f32(1.0 + 2f32.powi(-7))];
+        scale(&mut b, 1.0 + 2f32.powi(-8)); // 1 + 2^-7 + 2^-8 + 2^-15: above tie -> up
+        assert_eq!(b[0].to_bits(), 0x3f82);
+        let mut h = vec![f16::from_f32(1.0)];
+        scale(&mut h, 1.0 + 2f32.powi(-11));
+        assert_eq!(h[0].to_bits(), 0x3c00);
+        let mut h = vec![f16::from_f32(1.0 + 2f32.powi(-10))];
+        scale(&mut h, 1.0 + 2f32.powi(-11)); // 1 + 2^-10 + 2^-11 + 2^-21: above the tie -> up
+        assert_eq!(h[0].to_bits(), 0x3c02);
+        let mut h = vec![f16::from_f32(3.0)];
+        scale(&mut h, 0.5 + 2f32.powi(-12)); // 1.5 + 3*2^-12 = 1.5 + 1.5*2^-11 -> above tie -> up
+        assert_eq!(h[0].to_bits(), f16::from_f32(1.5 + 2f32.powi(-10)).to_bits());
+        let mut f = vec![f32::NAN, 2.0, f32::INFINITY];
+        scale(&mut f, 0.5);
+        assert!(f[0].is_nan());
+        assert_eq!(f[1], 1.0);
+        assert_eq!(f[2], f32::INFINITY);
+        let mut b = vec![bf16::from_f32(f32::NAN)];
+        scale(&mut b, 0.0);
+        assert!(b[0].is_nan());
+    }
+
+    #[test]
+    fn differences() {
+        let a = vec![1.0f32; 5000];
+        let mut b = a.clone();
+        assert_eq!(first_difference(&a, &b), None);
+        b[3001] = -1.0;
+        b[4000] = 0.0;
+        assert_eq!(first_difference(&a, &b), Some(3001));
+        let z = [0.0f32];
+        assert_eq!(first_difference(&z, &[-0.0f32]), Some(0));
+        let n1 = [f32::NAN];
+        let n2 = [f32::from_bits(0x7fc0_1234)];
+        assert_eq!(first_difference(&n1, &n2), None);
+    }
+}
+
+#[cfg(test)]
+mod simd_parity {
+    use super::*;
+    use crate::exact::{exact_sum_abs_pow, set_force_portable};
+    use half::{bf16, f16};
+
+    fn data(n: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed;
+        (0..n)
+            .map(|i| {
+                s = crate::gen::splitmix64(s);
+                match i % 7 {
+                    0 => f32::from_bits(s as u32),                // anything, incl. NaN/Inf/subnormal
+                    1 => 0.0,
+                    2 => ((s >> 40) as f32 - 8388608.0) * 1e-30, // tiny
+                    _ => ((s >> 40) as f32 - 8388608.0) * 2f32.powi(-23),
+                }
+            })
+            .collect()
+    }
+
+    fn check<T: Elem>(xs: &[T]) {
+        let r = |port: bool| {
+            set_force_portable(port);
+            let canon = |x: f64| if x.is_nan() { f64::NAN.to_bits() } else { x.to_bits() };
+            let out = (
+                canon(sum_sq(xs)),
+                canon(sum_abs(xs)),
+                exact_sum_abs_pow(xs, 2.0).unwrap(),
+                exact_sum_abs_pow(xs, 1.0).unwrap(),
+            );
+            set_force_portable(false);
+            out
+        };
+        let (a, b) = (r(true), r(false));
+        assert_eq!(a, b);
+        // and without non-finite values the f64 sums are bitwise equal too
+        let fin: Vec<T> = xs.iter().copied().filter(|x| !x.is_nonfinite()).collect();
+        set_force_portable(true);
+        let p = (sum_sq(&fin).to_bits(), sum_abs(&fin).to_bits());
+        set_force_portable(false);
+        assert_eq!(p, (sum_sq(&fin).to_bits(), sum_abs(&fin).to_bits()));
+        // and the exact kernels agree with the general f64 path
+        let mut g = crate::exact::ExactF64::new();
+        crate::exact::add_general(&mut g, &fin, 2.0).unwrap();
+        assert_eq!(g.finish(), b.2);
+    }
+
+    #[test]
+    fn simd_equals_portable() {
+        for n in [0usize, 1, 15, 16, 17, 255, 256, 257, 1000, 100_003] {
+            let d = data(n, n as u64 + 1);
+            check(&d);
+            let b: Vec<bf16> = d.iter().map(|&x| bf16::from_f32(x)).collect();
+            check(&b);
+            let h: Vec<f16> = d.iter().map(|&x| f16::from_f32(x)).collect();
+            check(&h);
+        }
+        // data the SIMD fold path accepts (finite, limited range per block) and its edges
+        let spec = crate::gen::GenSpec::new(3, 1, "w", crate::DType::F32, 0, crate::gen::GenMode::Gen);
+        let g = spec.values(0, 300_000).into_iter().map(|x| x as f32).collect::<Vec<f32>>();
+        check(&g);
+        check(&g.iter().map(|&x| bf16::from_f32(x)).collect::<Vec<_>>());
+        check(&g.iter().map(|&x| f16::from_f32(x)).collect::<Vec<_>>());
+        check(&vec![f32::from_bits(0x3fff_ffff); 5000]);
+        check(&vec![f32::MAX; 5000]);
+        check(&vec![f32::from_bits(0x0080_0001); 5000]);
+        check(&vec![f32::from_bits(0x0000_0001); 5000]);
+        let mut st = 99u64;
+        for span in [10, 18, 20, 22, 30, 60] {
+            let v: Vec<f32> = (0..20_000)
+                .map(|_| {
+                    st = crate::gen::splitmix64(st);
+                    let e = (st % span) as i32;
+                    let m = 1.0 + ((st >> 40) as f32) * 2f32.powi(-24);
+                    if st & 1 == 1 { -m * 2f32.powi(-e) } else { m * 2f32.powi(-e) }
+                })
+                .collect();
+            check(&v);
+            let big: Vec<f32> = v.iter().map(|x| x * 2f32.powi(100)).collect();
+            check(&big);
+            let small: Vec<f32> = v.iter().map(|x| x * 2f32.powi(-100)).collect();
+            check(&small);
+        }
+        // a block mixing the largest and smallest magnitudes
+        let mut d = vec![f32::MAX, f32::from_bits(1), 1.0, 1e-20, 1e20, -3.5e-38];
+        d.resize(256, 2.5e-10);
+        check(&d);
+    }
+}

@@ -1,0 +1,710 @@
+//! The tensor store: tensors owned by ranks, and a per-rank memory ledger.
+//!
+//! Ledger: every tensor charges numel * dtype size bytes to its owner rank while it is alive
+//! (exactly; no rounding, no allocator overhead). `peak` is the maximum of `live` since the last
+//! reset. A `meta` store charges the same bytes but holds no storage and does no arithmetic: fills
+//! and scales are no-ops, reductions return 0, compare/verify return None and hash returns "meta".
+//! Every argument is still validated on meta, so a layout bug shows there too.
+
+use std::collections::HashMap;
+
+use half::{bf16, f16};
+
+use crate::dtype::{DType, Elem};
+use crate::exact::{self, BigUint};
+use crate::gen::{checked_numel, Block, GenSpec};
+use crate::kernels;
+use crate::{bail, safetensors, Error, Result};
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Backend {
+    Cpu,
+    Meta,
+}
+
+impl Backend {
+    pub const NAMES: &'static str = "cpu, meta";
+    pub fn parse(s: &str) -> Option<Backend> {
+        match s {
+            "cpu" => Some(Backend::Cpu),
+            "meta" => Some(Backend::Meta),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Cpu => "cpu",
+            Backend::Meta => "meta",
+        }
+    }
+}
+
+pub enum Data {
+    F32(Vec<f32>),
+    BF16(Vec<bf16>),
+    F16(Vec<f16>),
+    Meta,
+}
+
+/// Runs `$body` with `$xs` bound to the typed slice, or `$meta` for a meta tensor.
+macro_rules! with_data {
+    ($data:expr, $xs:ident => $body:expr, meta => $meta:expr) => {
+        match $data {
+            Data::F32($xs) => $body,
+            Data::BF16($xs) => $body,
+            Data::F16($xs) => $body,
+            Data::Meta => $meta,
+        }
+    };
+}
+
+/// Runs `$body` on two tensors' data of the same dtype (checked before).
+macro_rules! with_data2 {
+    ($a:expr, $b:expr, $x:ident, $y:ident => $body:expr, meta => $meta:expr) => {
+        match ($a, $b) {
+            (Data::F32($x), Data::F32($y)) => $body,
+            (Data::BF16($x), Data::BF16($y)) => $body,
+            (Data::F16($x), Data::F16($y)) => $body,
+            _ => $meta,
+        }
+    };
+}
+
+impl Data {
+    /// Raw little-endian bytes (empty for meta).
+    pub fn bytes(&self) -> &[u8] {
+        fn b<T>(v: &[T]) -> &[u8] {
+            // SAFETY: f32/bf16/f16 are plain old data without padding.
+            unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
+        }
+        with_data!(self, xs => b(xs), meta => &[])
+    }
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        fn b<T>(v: &mut [T]) -> &mut [u8] {
+            // SAFETY: every bit pattern is a valid f32/bf16/f16.
+            unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, std::mem::size_of_val(v)) }
+        }
+        with_data!(self, xs => b(xs), meta => &mut [])
+    }
+}
+
+pub struct Tensor {
+    pub dtype: DType,
+    pub shape: Vec<u64>,
+    pub owner: usize,
+    pub numel: u64,
+    pub data: Data,
+}
+
+impl Tensor {
+    pub fn bytes(&self) -> u64 {
+        self.numel * self.dtype.size() as u64
+    }
+}
+
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct Ledger {
+    pub live: u64,
+    pub peak: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Mismatch {
+    /// local flat index
+    pub index: u64,
+    pub expected: f64,
+    pub actual: f64,
+}
+
+fn try_zeroed<T: Elem>(n: usize) -> Result<Vec<T>> {
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    let layout = std::alloc::Layout::array::<T>(n)
+        .map_err(|_| Error(format!("cannot allocate {n} elements: size overflows")))?;
+    // SAFETY: layout has non-zero size; all-zero bits are +0.0 for f32, bf16 and f16.
+    let p = unsafe { std::alloc::alloc_zeroed(layout) } as *mut T;
+    if p.is_null() {
+        bail!("out of memory allocating {} bytes", layout.size());
+    }
+    // SAFETY: p was allocated with the layout of [T; n] and is initialized (zeroed).
+    Ok(unsafe { Vec::from_raw_parts(p, n, n) })
+}
+
+fn fmt_shape(s: &[u64]) -> String {
+    format!("[{}]", s.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", "))
+}
+
+fn check_p(p: f64) -> Result<()> {
+    if !(p.is_finite() && p > 0.0) {
+        bail!("p: {p} must be finite and > 0 (use maxAbs for p = inf)");
+    }
+    Ok(())
+}
+
+pub struct Store {
+    backend: Backend,
+    ledgers: Vec<Ledger>,
+    tensors: HashMap<u32, Tensor>,
+    next_id: u32,
+}
+
+impl Store {
+    pub fn new(backend: Backend, ranks: usize) -> Result<Store> {
+        if ranks == 0 {
+            bail!("ranks: 0 must be at least 1");
+        }
+        Ok(Store { backend, ledgers: vec![Ledger::default(); ranks], tensors: HashMap::new(), next_id: 1 })
+    }
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+    pub fn ranks(&self) -> usize {
+        self.ledgers.len()
+    }
+    fn check_rank(&self, rank: usize) -> Result<()> {
+        if rank >= self.ledgers.len() {
+            bail!("rank: {rank} is out of range (this store has {} ranks: 0..{})", self.ledgers.len(), self.ledgers.len() - 1);
+        }
+        Ok(())
+    }
+    fn missing(&self, id: u32) -> Error {
+        if id >= 1 && id < self.next_id {
+            Error(format!("id {id}: tensor was already freed"))
+        } else {
+            Error(format!("id {id}: no such tensor"))
+        }
+    }
+    pub fn get(&self, id: u32) -> Result<&Tensor> {
+        self.tensors.get(&id).ok_or_else(|| self.missing(id))
+    }
+    fn get_mut(&mut self, id: u32) -> Result<&mut Tensor> {
+        let e = self.missing(id);
+        self.tensors.get_mut(&id).ok_or(e)
+    }
+
+    fn new_data(&self, dtype: DType, numel: u64) -> Result<Data> {
+        if self.backend == Backend::Meta {
+            return Ok(Data::Meta);
+        }
+        let n: usize = numel
+            .try_into()
+            .ok()
+            .filter(|&n: &usize| n <= (isize::MAX as usize) / 4)
+            .ok_or_else(|| Error(format!("cannot allocate {numel} elements on the cpu backend")))?;
+        Ok(match dtype {
+            DType::F32 => Data::F32(try_zeroed(n)?),
+            DType::BF16 => Data::BF16(try_zeroed(n)?),
+            DType::F16 => Data::F16(try_zeroed(n)?),
+        })
+    }
+
+    fn insert(&mut self, rank: usize, dtype: DType, shape: Vec<u64>, numel: u64, data: Data) -> u32 {
+        let id = self.next_id;
+        self.next_id += 1;
+        let t = Tensor { dtype, shape, owner: rank, numel, data };
+        let l = &mut self.ledgers[rank];
+        l.live += t.bytes();
+        l.peak = l.peak.max(l.live);
+        self.tensors.insert(id, t);
+        id
+    }
+
+    /// Zero-filled tensor charged to `rank`.
+    pub fn alloc(&mut self, rank: usize, dtype: DType, shape: &[u64]) -> Result<u32> {
+        self.check_rank(rank)?;
+        let numel = checked_numel(shape)
+            .filter(|n| n.checked_mul(dtype.size() as u64).is_some())
+            .ok_or_else(|| Error(format!("shape: {} has too many elements", fmt_shape(shape))))?;
+        if self.next_id == u32::MAX {
+            bail!("too many tensors allocated in this store");
+        }
+        let data = self.new_data(dtype, numel)?;
+        Ok(self.insert(rank, dtype, shape.to_vec(), numel, data))
+    }
+
+    pub fn free(&mut self, id: u32) -> Result<()> {
+        let e = self.missing(id);
+        let t = self.tensors.remove(&id).ok_or(e)?;
+        self.ledgers[t.owner].live -= t.bytes();
+        Ok(())
+    }
+
+    pub fn live_bytes(&self, rank: usize) -> Result<u64> {
+        self.check_rank(rank)?;
+        Ok(self.ledgers[rank].live)
+    }
+    pub fn peak_bytes(&self, rank: usize) -> Result<u64> {
+        self.check_rank(rank)?;
+        Ok(self.ledgers[rank].peak)
+    }
+    pub fn reset_peak(&mut self, rank: usize) -> Result<()> {
+        self.check_rank(rank)?;
+        let l = &mut self.ledgers[rank];
+        l.peak = l.live;
+        Ok(())
+    }
+    pub fn live_tensors(&self) -> usize {
+        self.tensors.len()
+    }
+
+    // ---- contents ----
+
+    pub fn fill_grad(&mut self, id: u32, spec: &GenSpec, block: &Block) -> Result<()> {
+        spec.validate()?;
+        block.validate()?;
+        let t = self.get_mut(id)?;
+        if block.numel() != t.numel {
+            bail!(
+                "fillGrad: block len {} has {} elements but tensor {id} has shape {} ({} elements)",
+                fmt_shape(&block.len),
+                block.numel(),
+                fmt_shape(&t.shape),
+                t.numel
+            );
+        }
+        with_data!(&mut t.data, xs => block.fill(spec, xs), meta => ());
+        Ok(())
+    }
+
+    pub fn fill_value(&mut self, id: u32, v: f64) -> Result<()> {
+        let t = self.get_mut(id)?;
+        with_data!(&mut t.data, xs => { let x = Elem::from_f64(v); xs.fill(x) }, meta => ());
+        Ok(())
+    }
+
+    fn check_index(t: &Tensor, id: u32, index: u64) -> Result<usize> {
+        if index >= t.numel {
+            bail!("index: {index} is out of range for tensor {id} with {} elements", t.numel);
+        }
+        Ok(index as usize)
+    }
+
+    pub fn get_element(&self, id: u32, index: u64) -> Result<f64> {
+        let t = self.get(id)?;
+        let i = Self::check_index(t, id, index)?;
+        Ok(with_data!(&t.data, xs => xs[i].to_f64(), meta => 0.0))
+    }
+
+    pub fn set_element(&mut self, id: u32, index: u64, v: f64) -> Result<()> {
+        let t = self.get_mut(id)?;
+        let i = Self::check_index(t, id, index)?;
+        with_data!(&mut t.data, xs => xs[i] = Elem::from_f64(v), meta => ());
+        Ok(())
+    }
+
+    // ---- reductions ----
+
+    pub fn sum_abs_pow(&self, id: u32, p: f64) -> Result<f64> {
+        check_p(p)?;
+        let t = self.get(id)?;
+        Ok(with_data!(&t.data, xs => kernels::sum_abs_pow(xs, p), meta => 0.0))
+    }
+    pub fn exact_sum_abs_pow(&self, id: u32, p: f64) -> Result<BigUint> {
+        check_p(p)?;
+        let t = self.get(id)?;
+        with_data!(&t.data, xs => exact::exact_sum_abs_pow(xs, p), meta => Ok(BigUint::zero()))
+    }
+    pub fn max_abs(&self, id: u32) -> Result<f64> {
+        let t = self.get(id)?;
+        Ok(with_data!(&t.data, xs => kernels::max_abs(xs), meta => 0.0))
+    }
+    pub fn nonfinite_count(&self, id: u32) -> Result<u64> {
+        let t = self.get(id)?;
+        Ok(with_data!(&t.data, xs => kernels::nonfinite_count(xs), meta => 0))
+    }
+    pub fn read_pass(&self, id: u32) -> Result<u32> {
+        let t = self.get(id)?;
+        Ok(with_data!(&t.data, xs => kernels::read_pass(xs), meta => 0))
+    }
+
+    // ---- in place ----
+
+    pub fn scale(&mut self, id: u32, coef: f64) -> Result<()> {
+        let c = coef as f32;
+        let t = self.get_mut(id)?;
+        with_data!(&mut t.data, xs => kernels::scale(xs, c), meta => ());
+        Ok(())
+    }
+
+    fn check_same(&self, what: &str, a: u32, b: u32) -> Result<()> {
+        let (ta, tb) = (self.get(a)?, self.get(b)?);
+        if ta.dtype != tb.dtype || ta.numel != tb.numel {
+            bail!(
+                "{what}: tensors {a} ({} {}) and {b} ({} {}) must have the same dtype and number of elements",
+                ta.dtype.name(),
+                fmt_shape(&ta.shape),
+                tb.dtype.name(),
+                fmt_shape(&tb.shape)
+            );
+        }
+        Ok(())
+    }
+
+    pub fn copy_from(&mut self, dst: u32, src: u32) -> Result<()> {
+        self.check_same("copyFrom", dst, src)?;
+        if dst == src {
+            return Ok(());
+        }
+        let mut d = self.tensors.remove(&dst).expect("checked");
+        {
+            let s = &self.tensors[&src];
+            with_data2!(&mut d.data, &s.data, x, y => x.copy_from_slice(y), meta => ());
+        }
+        self.tensors.insert(dst, d);
+        Ok(())
+    }
+
+    // ---- new tensors ----
+
+    pub fn narrow(&mut self, id: u32, dim: usize, start: u64, len: u64, rank: usize) -> Result<u32> {
+        self.check_rank(rank)?;
+        let t = self.get(id)?;
+        let nd = t.shape.len();
+        if dim >= nd {
+            bail!("dim: {dim} is out of range for tensor {id} with shape {}", fmt_shape(&t.shape));
+        }
+        if start.checked_add(len).map_or(true, |e| e > t.shape[dim]) {
+            bail!(
+                "narrow: start {start} + len {len} exceeds dim {dim} of size {} (tensor {id}, shape {})",
+                t.shape[dim],
+                fmt_shape(&t.shape)
+            );
+        }
+        let mut shape = t.shape.clone();
+        shape[dim] = len;
+        let numel: u64 = shape.iter().product();
+        let dtype = t.dtype;
+        let mut data = self.new_data(dtype, numel)?;
+        let t = self.get(id)?;
+        let outer: u64 = t.shape[..dim].iter().product();
+        let inner: u64 = t.shape[dim + 1..].iter().product();
+        let (sd, run, off) = (t.shape[dim] * inner, (len * inner) as usize, (start * inner) as usize);
+        if run > 0 {
+            with_data2!(&mut data, &t.data, d, s => {
+                for o in 0..outer as usize {
+                    let so = o * sd as usize + off;
+                    d[o * run..(o + 1) * run].copy_from_slice(&s[so..so + run]);
+                }
+            }, meta => ());
+        }
+        Ok(self.insert(rank, dtype, shape, numel, data))
+    }
+
+    pub fn cat(&mut self, ids: &[u32], dim: usize, rank: usize) -> Result<u32> {
+        self.check_rank(rank)?;
+        if ids.is_empty() {
+            bail!("cat: ids is empty");
+        }
+        let first = self.get(ids[0])?;
+        let (dtype, base) = (first.dtype, first.shape.clone());
+        if dim >= base.len() {
+            bail!("dim: {dim} is out of range for tensor {} with shape {}", ids[0], fmt_shape(&base));
+        }
+        let mut total = 0u64;
+        for &id in ids {
+            let t = self.get(id)?;
+            let ok = t.dtype == dtype
+                && t.shape.len() == base.len()
+                && t.shape.iter().zip(&base).enumerate().all(|(k, (a, b))| k == dim || a == b);
+            if !ok {
+                bail!(
+                    "cat: tensor {id} ({} {}) does not match tensor {} ({} {}) outside dim {dim}",
+                    t.dtype.name(),
+                    fmt_shape(&t.shape),
+                    ids[0],
+                    dtype.name(),
+                    fmt_shape(&base)
+                );
+            }
+            total += t.shape[dim];
+        }
+        let mut shape = base.clone();
+        shape[dim] = total;
+        let numel = checked_numel(&shape).ok_or_else(|| Error("cat: result too large".into()))?;
+        let mut data = self.new_data(dtype, numel)?;
+        let outer: u64 = base[..dim].iter().product();
+        let inner: u64 = base[dim + 1..].iter().product();
+        let out_row = (total * inner) as usize;
+        let mut col = 0usize;
+        for &id in ids {
+            let t = &self.tensors[&id];
+            let run = (t.shape[dim] * inner) as usize;
+            if run > 0 {
+                with_data2!(&mut data, &t.data, d, s => {
+                    for o in 0..outer as usize {
+                        d[o * out_row + col..o * out_row + col + run].copy_from_slice(&s[o * run..(o + 1) * run]);
+                    }
+                }, meta => ());
+            }
+            col += run;
+        }
+        Ok(self.insert(rank, dtype, shape, numel, data))
+    }
+
+    pub fn clone_tensor(&mut self, id: u32, rank: usize) -> Result<u32> {
+        self.check_rank(rank)?;
+        let t = self.get(id)?;
+        let (dtype, shape, numel) = (t.dtype, t.shape.clone(), t.numel);
+        let mut data = self.new_data(dtype, numel)?;
+        let t = self.get(id)?;
+        with_data2!(&mut data, &t.data, d, s => d.copy_from_slice(s), meta => ());
+        Ok(self.insert(rank, dtype, shape, numel, data))
+    }
+
+    // ---- comparison ----
+
+    pub fn compare(&self, a: u32, b: u32) -> Result<Option<Mismatch>> {
+        self.check_same("compare", a, b)?;
+        let (ta, tb) = (self.get(a)?, self.get(b)?);
+        Ok(with_data2!(&ta.data, &tb.data, x, y => {
+            kernels::first_difference(x, y).map(|i| Mismatch { index: i as u64, expected: x[i].to_f64(), actual: y[i].to_f64() })
+        }, meta => None))
+    }
+
+    pub fn hash(&self, id: u32) -> Result<String> {
+        let t = self.get(id)?;
+        if matches!(t.data, Data::Meta) {
+            return Ok("meta".to_string());
+        }
+        let mut h = crate::hash::Xxh64::new(0);
+        h.update(b"clip-parity-tensor\0");
+        h.update(t.dtype.name().as_bytes());
+        h.update(&[0]);
+        h.update(&(t.shape.len() as u64).to_le_bytes());
+        for d in &t.shape {
+            h.update(&d.to_le_bytes());
+        }
+        h.update(t.data.bytes());
+        Ok(format!("{:016x}", h.digest()))
+    }
+
+    /// First local element that is not bitwise round_dtype(f32(gen(i)) * f32(coef)) (any NaN
+    /// equals any NaN), where gen(i) is the value fillGrad would store.
+    pub fn verify_scaled(&self, id: u32, spec: &GenSpec, block: &Block, coef: f64) -> Result<Option<Mismatch>> {
+        spec.validate()?;
+        block.validate()?;
+        let t = self.get(id)?;
+        if block.numel() != t.numel {
+            bail!(
+                "verifyScaled: block len {} has {} elements but tensor {id} has shape {} ({} elements)",
+                fmt_shape(&block.len),
+                block.numel(),
+                fmt_shape(&t.shape),
+                t.numel
+            );
+        }
+        fn go<T: Elem>(xs: &[T], spec: &GenSpec, block: &Block, c: f32) -> Option<Mismatch> {
+            let key = spec.key();
+            const CH: usize = 1 << 16;
+            let mut buf: Vec<T> = Vec::new();
+            let mut found = None;
+            block.for_each_row(|l, g, n| {
+                if found.is_some() {
+                    return;
+                }
+                let mut done = 0usize;
+                while done < n {
+                    let k = CH.min(n - done);
+                    buf.resize(k, T::default());
+                    spec.fill_range(key, g + done as u64, &mut buf);
+                    kernels::scale(&mut buf, c);
+                    let have = &xs[l + done..l + done + k];
+                    if let Some(j) = kernels::first_difference(&buf, have) {
+                        let i = l + done + j;
+                        found = Some(Mismatch { index: i as u64, expected: buf[j].to_f64(), actual: xs[i].to_f64() });
+                        return;
+                    }
+                    done += k;
+                }
+            });
+            found
+        }
+        let c = coef as f32;
+        Ok(with_data!(&t.data, xs => go(xs, spec, block, c), meta => None))
+    }
+
+    // ---- safetensors ----
+
+    pub fn save_safetensors(&self, path: &str, entries: &[(String, u32)], metadata: &[(String, String)]) -> Result<()> {
+        if self.backend == Backend::Meta {
+            bail!("saveSafetensors {path}: a meta store has no tensor data to save");
+        }
+        let mut out = Vec::with_capacity(entries.len());
+        for (name, id) in entries {
+            let t = self.get(*id).map_err(|e| Error(format!("saveSafetensors {path}: entry '{name}': {e}")))?;
+            out.push(safetensors::OutTensor { name: name.as_str(), dtype: t.dtype, shape: &t.shape, data: t.data.bytes() });
+        }
+        safetensors::write_atomic(path, &out, metadata)
+    }
+
+    /// Loads every tensor of the file (validated before anything is allocated), charged to `rank`.
+    /// Returns (name, id) in file data order. On any error nothing stays allocated.
+    pub fn load_safetensors(&mut self, path: &str, rank: usize) -> Result<Vec<(String, u32)>> {
+        if self.backend == Backend::Meta {
+            bail!("loadSafetensors {path}: a meta store cannot load tensor data");
+        }
+        self.check_rank(rank)?;
+        let header = safetensors::read_header(path)?;
+        let mut file = std::fs::File::open(path).map_err(|e| Error(format!("safetensors {path}: cannot open: {e}")))?;
+        let mut out: Vec<(String, u32)> = Vec::with_capacity(header.entries.len());
+        let mut result = Ok(());
+        for e in &header.entries {
+            let id = match self.alloc(rank, e.dtype, &e.shape) {
+                Ok(id) => id,
+                Err(err) => {
+                    result = Err(Error(format!("safetensors {path}: tensor '{}': {err}", e.name)));
+                    break;
+                }
+            };
+            out.push((e.name.clone(), id));
+            let t = self.tensors.get_mut(&id).expect("just allocated");
+            if let Err(err) = safetensors::read_data(&mut file, path, header.data_start + e.begin, t.data.bytes_mut()) {
+                result = Err(err);
+                break;
+            }
+        }
+        if let Err(err) = result {
+            for (_, id) in out {
+                let _ = self.free(id);
+            }
+            return Err(err);
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gen::GenMode;
+
+    #[test]
+    fn ledger_by_hand() {
+        let mut s = Store::new(Backend::Cpu, 2).unwrap();
+        let a = s.alloc(0, DType::F32, &[3, 5]).unwrap(); // 60 bytes
+        let b = s.alloc(0, DType::BF16, &[7]).unwrap(); // 14 bytes
+        let c = s.alloc(1, DType::F16, &[2, 2, 2]).unwrap(); // 16 bytes
+        assert_eq!(s.live_bytes(0).unwrap(), 74);
+        assert_eq!(s.peak_bytes(0).unwrap(), 74);
+        assert_eq!(s.live_bytes(1).unwrap(), 16);
+        s.free(a).unwrap();
+        assert_eq!(s.live_bytes(0).unwrap(), 14);
+        assert_eq!(s.peak_bytes(0).unwrap(), 74);
+        s.reset_peak(0).unwrap();
+        assert_eq!(s.peak_bytes(0).unwrap(), 14);
+        let d = s.alloc(0, DType::F32, &[]).unwrap(); // scalar: 4 bytes
+        assert_eq!(s.peak_bytes(0).unwrap(), 18);
+        let e = s.narrow(c, 1, 1, 1, 0).unwrap(); // [2,1,2] f16 = 8 bytes, charged to rank 0
+        assert_eq!(s.live_bytes(0).unwrap(), 26);
+        assert_eq!(s.live_tensors(), 4);
+        assert!(s.free(a).unwrap_err().0.contains("already freed"));
+        assert!(s.free(999).unwrap_err().0.contains("no such tensor"));
+        for id in [b, c, d, e] {
+            s.free(id).unwrap();
+        }
+        assert_eq!((s.live_bytes(0).unwrap(), s.live_bytes(1).unwrap()), (0, 0));
+        assert_eq!(s.peak_bytes(0).unwrap(), 26);
+        assert_eq!(s.live_tensors(), 0);
+        assert!(s.alloc(2, DType::F32, &[1]).unwrap_err().0.contains("rank: 2"));
+    }
+
+    #[test]
+    fn meta_charges_without_storage() {
+        let mut s = Store::new(Backend::Meta, 1).unwrap();
+        // 30,532,122,624 bf16 elements: 61 GB charged, nothing allocated
+        let id = s.alloc(0, DType::BF16, &[30_532_122_624]).unwrap();
+        assert_eq!(s.live_bytes(0).unwrap(), 61_064_245_248);
+        let spec = GenSpec::new(1, 0, "w", DType::BF16, 0, GenMode::Gen);
+        s.fill_grad(id, &spec, &Block::full(&[30_532_122_624])).unwrap();
+        assert_eq!(s.sum_abs_pow(id, 2.0).unwrap(), 0.0);
+        assert!(s.exact_sum_abs_pow(id, 2.0).unwrap().is_zero());
+        assert_eq!(s.max_abs(id).unwrap(), 0.0);
+        assert_eq!(s.hash(id).unwrap(), "meta");
+        let c = s.clone_tensor(id, 0).unwrap();
+        assert_eq!(s.peak_bytes(0).unwrap(), 2 * 61_064_245_248);
+        assert_eq!(s.compare(id, c).unwrap(), None);
+        assert!(s.save_safetensors("/tmp/x.safetensors", &[], &[]).unwrap_err().0.contains("meta"));
+        // validation still happens on meta
+        assert!(s.fill_grad(id, &spec, &Block::full(&[5])).is_err());
+        s.free(id).unwrap();
+        s.free(c).unwrap();
+        assert_eq!(s.live_bytes(0).unwrap(), 0);
+    }
+
+    #[test]
+    fn narrow_cat_round_trip() {
+        let mut s = Store::new(Backend::Cpu, 1).unwrap();
+        for dt in DType::ALL {
+            let id = s.alloc(0, dt, &[4, 6, 3]).unwrap();
+            let spec = GenSpec::new(3, 1, "t", dt, 0, GenMode::Gen);
+            s.fill_grad(id, &spec, &Block::full(&[4, 6, 3])).unwrap();
+            for dim in 0..3 {
+                let n = s.get(id).unwrap().shape[dim];
+                let a = s.narrow(id, dim, 0, 1, 0).unwrap();
+                let b = s.narrow(id, dim, 1, n - 1, 0).unwrap();
+                let c = s.cat(&[a, b], dim, 0).unwrap();
+                assert_eq!(s.get(c).unwrap().shape, vec![4, 6, 3]);
+                assert_eq!(s.compare(id, c).unwrap(), None);
+                assert_eq!(s.hash(id).unwrap(), s.hash(c).unwrap());
+                // a narrow equals the fill of the corresponding block
+                let mut start = vec![0, 0, 0];
+                start[dim] = 1;
+                let mut len = vec![4, 6, 3];
+                len[dim] = n - 1;
+                let blk = Block { global_shape: vec![4, 6, 3], start, len: len.clone() };
+                let d = s.alloc(0, dt, &len).unwrap();
+                s.fill_grad(d, &spec, &blk).unwrap();
+                assert_eq!(s.compare(b, d).unwrap(), None);
+                for x in [a, b, c, d] {
+                    s.free(x).unwrap();
+                }
+            }
+            s.free(id).unwrap();
+        }
+        assert_eq!(s.live_bytes(0).unwrap(), 0);
+    }
+
+    #[test]
+    fn scale_verify_compare_hash() {
+        let mut s = Store::new(Backend::Cpu, 1).unwrap();
+        let blk = Block { global_shape: vec![10, 100], start: vec![2, 10], len: vec![5, 50] };
+        for dt in DType::ALL {
+            let mut spec = GenSpec::new(11, 2, "layer.w", dt, 3, GenMode::Gen);
+            spec.special = Some((2 * 100 + 12, f64::NAN));
+            let id = s.alloc(0, dt, &[5, 50]).unwrap();
+            s.fill_grad(id, &spec, &blk).unwrap();
+            assert!(s.get_element(id, 2).unwrap().is_nan());
+            let h0 = s.hash(id).unwrap();
+            assert_eq!(h0.len(), 16);
+            s.scale(id, 0.3).unwrap();
+            assert_eq!(s.verify_scaled(id, &spec, &blk, 0.3).unwrap(), None);
+            let m = s.verify_scaled(id, &spec, &blk, 0.31).unwrap().unwrap();
+            assert_eq!(m.index, 0);
+            s.set_element(id, 77, 1234.0).unwrap();
+            let m = s.verify_scaled(id, &spec, &blk, 0.3).unwrap().unwrap();
+            assert_eq!(m.index, 77);
+            assert_ne!(s.hash(id).unwrap(), h0);
+            let c = s.clone_tensor(id, 0).unwrap();
+            assert_eq!(s.compare(id, c).unwrap(), None);
+            s.set_element(c, 100, -0.0).unwrap();
+            s.set_element(id, 100, 0.0).unwrap();
+            let m = s.compare(id, c).unwrap().unwrap();
+            assert_eq!(m.index, 100);
+            s.free(c).unwrap();
+            s.free(id).unwrap();
+        }
+    }
+
+    #[test]
+    fn fill_value_get_set() {
+        let mut s = Store::new(Backend::Cpu, 1).unwrap();
+        let id = s.alloc(0, DType::BF16, &[3]).unwrap();
+        s.fill_value(id, 1.0 + 2f64.powi(-8)).unwrap();
+        assert_eq!(s.get_element(id, 0).unwrap(), 1.0);
+        s.set_element(id, 2, 3.0 * 2f64.powi(-8) + 1.0).unwrap();
+        assert_eq!(s.get_element(id, 2).unwrap(), 1.0 + 2f64.powi(-6));
+        assert!(s.get_element(id, 3).unwrap_err().0.contains("index: 3"));
+        assert_eq!(s.max_abs(id).unwrap(), 1.015625);
+    }
+}

@@ -1,0 +1,114 @@
+/**
+ * What the reporters share: the run's description, grouping of cells into the subject x layout grid,
+ * and number formatting. Everything works from the JSON shape (reports/schema.ts), so a report can be
+ * rendered from a live run, a merged set of shards or a file from another machine alike.
+ */
+import { formatLayout, LAYOUT_AXES, type Layout } from "../harness/layout/layout.ts";
+import { cellJsonFailed, type CellJson } from "./schema.ts";
+
+/** What a report says about the run it describes; every field optional. */
+export interface ReportMeta {
+  title?: string;
+  matrix?: string;
+  backend?: string;
+  /** "i/n" when the run was one shard. */
+  shard?: string;
+  /** ISO time; the reporters add none themselves, so that a report is reproducible. */
+  generatedAt?: string;
+  /** Extra lines (e.g. the golden's verdict) shown under the summary. */
+  notes?: string[];
+}
+
+export type Outcome = "pass" | "fail" | "skip";
+
+export function outcomeOf(c: Pick<CellJson, "checks">): Outcome {
+  if (cellJsonFailed(c)) return "fail";
+  if (c.checks.length > 0 && c.checks.every((x) => x.status === "skip")) return "skip";
+  return "pass";
+}
+
+export function layoutOf(c: Pick<CellJson, "layout">): string {
+  return formatLayout(c.layout as Layout);
+}
+
+export function worldOf(c: Pick<CellJson, "layout">): number {
+  const l = c.layout as Layout;
+  return LAYOUT_AXES.filter((a) => a !== "ep").reduce((w, a) => w * l[a], 1);
+}
+
+export interface Grid {
+  subjects: string[];
+  /** Layouts by world size, then in order of first appearance. */
+  layouts: string[];
+  /** subject -> layout -> cells, in run order. */
+  cells: Map<string, Map<string, CellJson[]>>;
+}
+
+export function gridOf(cells: readonly CellJson[]): Grid {
+  const subjects: string[] = [];
+  const layoutOrder = new Map<string, { world: number; first: number }>();
+  const grid = new Map<string, Map<string, CellJson[]>>();
+  cells.forEach((c, i) => {
+    const layout = layoutOf(c);
+    if (!layoutOrder.has(layout)) layoutOrder.set(layout, { world: worldOf(c), first: i });
+    let row = grid.get(c.subject);
+    if (!row) {
+      subjects.push(c.subject);
+      grid.set(c.subject, (row = new Map()));
+    }
+    const list = row.get(layout) ?? [];
+    list.push(c);
+    row.set(layout, list);
+  });
+  const layouts = [...layoutOrder.entries()].sort((a, b) => a[1].world - b[1].world || a[1].first - b[1].first).map(([l]) => l);
+  return { subjects, layouts, cells: grid };
+}
+
+export function counts(cells: readonly CellJson[]): Record<Outcome, number> {
+  const n = { pass: 0, fail: 0, skip: 0 };
+  for (const c of cells) n[outcomeOf(c)]++;
+  return n;
+}
+
+export function failedChecks(c: Pick<CellJson, "checks">) {
+  return c.checks.filter((x) => x.status === "fail");
+}
+
+/** A check's message without the trailing "reproduce: ..." line the runner appends (shown apart). */
+export function messageBody(message: string): string {
+  return message.replace(/\n\s*reproduce: .*$/s, "");
+}
+
+export function firstLine(message: string): string {
+  return messageBody(message).split("\n")[0] ?? "";
+}
+
+export function formatBytes(n: number): string {
+  if (!Number.isFinite(n)) return String(n);
+  const sign = n < 0 ? "-" : "";
+  let x = Math.abs(n);
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let u = 0;
+  while (x >= 1024 && u < units.length - 1) {
+    x /= 1024;
+    u++;
+  }
+  return `${sign}${u === 0 ? x : x.toFixed(x >= 100 ? 0 : x >= 10 ? 1 : 2)} ${units[u]}`;
+}
+
+export function formatNormValue(x: number | string | null | undefined): string {
+  if (x === null || x === undefined) return "-";
+  return String(x);
+}
+
+export function describeRun(meta: ReportMeta): string {
+  const parts: string[] = [];
+  if (meta.matrix) parts.push(`matrix ${meta.matrix}`);
+  if (meta.backend) parts.push(`on ${meta.backend}`);
+  if (meta.shard) parts.push(`shard ${meta.shard}`);
+  return parts.join(" ");
+}
+
+export function summaryText(s: { cells: number; passed: number; failed: number; skipped: number }): string {
+  return `${s.cells} cells: ${s.passed} passed, ${s.failed} failed, ${s.skipped} skipped`;
+}

@@ -1,0 +1,416 @@
+/**
+ * One self-contained HTML page (inline CSS, JS and SVG; a Content-Security-Policy that forbids every
+ * fetch, so the page works from a CI artifact, offline, and can never phone home):
+ *   #summary        the verdict and counts
+ *   #failures       the failing cells first, each with its failed checks and reproduction command
+ *   #grid           the matrix: rows subjects, columns layouts, one square per cell coloured by outcome;
+ *                   each square is a <details> whose panel holds the cell's norms, checks, and per-rank
+ *                   memory and collectives
+ *   #memory-chart   peak scratch per rank against its budget (log scale), per subject and layout
+ *   #comm-chart     collectives per rank, per subject and layout
+ * Stable ids and classes (cell pass|fail|skip, data-cell-id, bar over, budget) are what tests and
+ * scripts may rely on.
+ */
+import type { RunSummary } from "../harness/run/runner.ts";
+import {
+  counts,
+  describeRun,
+  failedChecks,
+  formatBytes,
+  gridOf,
+  messageBody,
+  outcomeOf,
+  summaryText,
+  type Grid,
+  type ReportMeta,
+} from "./common.ts";
+import type { CellJson } from "./schema.ts";
+
+export function htmlEscape(text: string): string {
+  return text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;").replace(/'/g, "&#39;");
+}
+const h = htmlEscape;
+
+const CSS = `
+:root { --pass: #2da44e; --fail: #cf222e; --skip: #8c959f; --ink: #1f2328; --muted: #59636e; --line: #d1d9e0; --bg: #f6f8fa; --bar: #0969da; }
+* { box-sizing: border-box; }
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--ink); margin: 0; padding: 1rem 1.5rem 4rem; }
+h1 { font-size: 1.4rem; margin: 0 0 .3rem; } h2 { font-size: 1.15rem; margin: 2rem 0 .6rem; border-bottom: 1px solid var(--line); padding-bottom: .3rem; }
+code, pre { font: 12px/1.4 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
+pre { background: var(--bg); padding: .5rem .7rem; border-radius: 6px; overflow-x: auto; white-space: pre-wrap; margin: .3rem 0; }
+nav a { margin-right: 1rem; }
+.verdict { font-weight: 600; font-size: 1.05rem; margin: .3rem 0; } .verdict.fail { color: var(--fail); } .verdict.pass { color: var(--pass); }
+.note { color: var(--muted); margin: .2rem 0; }
+.failure { border: 1px solid var(--line); border-left: 4px solid var(--fail); border-radius: 6px; padding: .5rem .8rem; margin: .6rem 0; }
+.failure h3 { font-size: .95rem; margin: 0 0 .3rem; word-break: break-all; }
+.failure ul { margin: .2rem 0; padding-left: 1.2rem; }
+.repro { display: flex; gap: .5rem; align-items: center; }
+.repro code { background: var(--bg); padding: .25rem .5rem; border-radius: 4px; word-break: break-all; }
+button { font: inherit; font-size: 12px; cursor: pointer; }
+.grid-wrap, .chart-wrap { overflow-x: auto; max-width: 100%; }
+#grid { border-collapse: collapse; }
+#grid > * > tr > th, #grid > * > tr > td { border: 1px solid var(--line); padding: 3px 4px; vertical-align: top; }
+#grid > thead > tr > th { font-weight: 600; font-size: 12px; white-space: nowrap; writing-mode: vertical-rl; transform: rotate(180deg); text-align: left; }
+#grid > thead > tr > th.corner { writing-mode: horizontal-tb; transform: none; vertical-align: bottom; }
+#grid > tbody > tr > th { text-align: left; white-space: nowrap; font-weight: 600; }
+#grid > tbody > tr > td { min-width: 22px; max-width: 180px; }
+details.cell { display: inline-block; margin: 1px; }
+details.cell > summary { list-style: none; display: block; width: 13px; height: 13px; border-radius: 2px; cursor: pointer; }
+details.cell > summary::-webkit-details-marker { display: none; }
+details.cell.pass > summary { background: var(--pass); } details.cell.fail > summary { background: var(--fail); } details.cell.skip > summary { background: var(--skip); }
+details.cell[open] > summary { outline: 2px solid var(--ink); outline-offset: 1px; }
+details.cell > .detail { position: fixed; top: .8rem; right: .8rem; bottom: .8rem; width: min(760px, 92vw); overflow: auto; z-index: 10;
+  background: #fff; border: 1px solid var(--line); border-radius: 8px; box-shadow: 0 8px 30px rgba(0,0,0,.25); padding: .8rem 1rem; }
+.detail h4 { margin: 0 2.5rem .5rem 0; word-break: break-all; }
+.detail .close { position: absolute; top: .6rem; right: .6rem; }
+.detail table { border-collapse: collapse; margin: .6rem 0; width: 100%; } .detail th, .detail td { border: 1px solid var(--line); padding: 2px 6px; text-align: left; vertical-align: top; font-size: 12px; }
+.detail td pre { margin: 0; padding: .2rem .4rem; } .detail .checks td:nth-child(3) { width: 100%; }
+.detail td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.st-pass { color: var(--pass); } .st-fail { color: var(--fail); font-weight: 600; } .st-skip { color: var(--skip); }
+.over { color: var(--fail); font-weight: 600; }
+dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: 0 .8rem; margin: 0; } dl.facts dt { color: var(--muted); } dl.facts dd { margin: 0; }
+.legend span { display: inline-flex; align-items: center; gap: .3rem; margin-right: 1rem; }
+.swatch { display: inline-block; width: 12px; height: 12px; border-radius: 2px; }
+body.only-fail details.cell:not(.fail) { display: none; }
+svg text { font: 11px system-ui, sans-serif; fill: var(--ink); }
+svg .axis { stroke: var(--line); } svg .bar { fill: var(--bar); } svg .bar.over { fill: var(--fail); } svg .budget { stroke: var(--ink); stroke-width: 2; }
+svg .row-label { font-weight: 600; } svg .col-label { fill: var(--muted); }
+`;
+
+/**
+ * The page's script: renders a cell's details panel from the embedded JSON the first time its square
+ * is opened (so a matrix of thousands of cells stays a few MB), one panel open at a time, Escape closes,
+ * #cell-N in the address opens that cell, a filter for failing cells, copy buttons. DOM built with
+ * textContent only: no cell text is ever parsed as HTML.
+ */
+const SCRIPT = `
+(function () {
+  "use strict";
+  var data = JSON.parse(document.getElementById("cells-data").textContent);
+  function el(tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+  function bytes(n) {
+    if (typeof n !== "number" || !isFinite(n)) return String(n);
+    var u = ["B", "KiB", "MiB", "GiB", "TiB"], x = Math.abs(n), i = 0;
+    while (x >= 1024 && i < u.length - 1) { x /= 1024; i++; }
+    return (n < 0 ? "-" : "") + (i === 0 ? x : x.toFixed(x >= 100 ? 0 : x >= 10 ? 1 : 2)) + " " + u[i];
+  }
+  function val(x) { return x === null || x === undefined ? "-" : String(x); }
+  function body(m) { return String(m || "").replace(/\\n\\s*reproduce: [\\s\\S]*$/, ""); }
+  function layout(l) {
+    var axes = ["pp", "dp_replicate", "dp_shard", "cp", "tp", "ep"], parts = [];
+    axes.forEach(function (a) { if (l[a] !== 1) parts.push(a + l[a]); });
+    return parts.length ? parts.join(",") : "single";
+  }
+  function table(cls, head, rows) {
+    var t = el("table", cls), th = el("thead"), tr = el("tr"), tb = el("tbody");
+    head.forEach(function (x) { tr.appendChild(el("th", "", x)); });
+    th.appendChild(tr); t.appendChild(th);
+    rows.forEach(function (r) { tb.appendChild(r); }); t.appendChild(tb);
+    return t;
+  }
+  function td(text, cls) { return el("td", cls || "", text); }
+  function reproBlock(repro) {
+    var d = el("div", "repro"); d.appendChild(el("code", "repro-command", repro));
+    var b = el("button", "copy", "copy"); b.type = "button"; b.setAttribute("data-copy", repro); d.appendChild(b);
+    return d;
+  }
+  function render(panel, c) {
+    var close = el("button", "close", "\u2715"); close.type = "button"; close.setAttribute("aria-label", "close");
+    panel.appendChild(close);
+    panel.appendChild(el("h4", "", c.id));
+    var facts = [["subject", c.subject], ["layout", layout(c.layout)], ["model", c.model], ["dtype", c.dtype],
+      ["norm type", c.normType], ["regime", c.regime], ["seed", c.seed], ["backend", val(c.backend)],
+      ["max_norm", val(c.maxNorm)], ["error_if_nonfinite", val(c.errorIfNonfinite)],
+      ["total norm (rank 0)", val(c.totalNorm)], ["reference norm", val(c.referenceNorm)], ["clip_coef", val(c.clipCoef)],
+      ["duration", c.durationMs === undefined ? "-" : c.durationMs + " ms"]];
+    var dl = el("dl", "facts");
+    facts.forEach(function (f) { dl.appendChild(el("dt", "", f[0])); dl.appendChild(el("dd", "", f[1])); });
+    panel.appendChild(dl);
+    panel.appendChild(table("checks", ["status", "check", "message"], c.checks.map(function (x) {
+      var tr = el("tr", "check"); tr.setAttribute("data-check", x.id);
+      tr.appendChild(td(x.status, "st-" + x.status));
+      var code = el("td"); code.appendChild(el("code", "", x.id)); tr.appendChild(code);
+      var msg = el("td"); if (x.message) msg.appendChild(el("pre", "", body(x.message))); tr.appendChild(msg);
+      return tr;
+    })));
+    var ranks = {}, memory = {}, comm = {}, all = {};
+    (c.ranks || []).forEach(function (r) { ranks[r.rank] = r; all[r.rank] = 1; });
+    (c.memory || []).forEach(function (m) { memory[m.rank] = m; all[m.rank] = 1; });
+    (c.comm || []).forEach(function (k) { comm[k.rank] = k; all[k.rank] = 1; });
+    var order = Object.keys(all).map(Number).sort(function (a, b) { return a - b; });
+    panel.appendChild(table("ranks", ["rank", "norm", "grads", "scratch peak", "budget", "leaked", "collectives", "bytes moved", "notes"], order.map(function (rank) {
+      var r = ranks[rank] || {}, m = memory[rank], k = comm[rank];
+      var tr = el("tr"); tr.setAttribute("data-rank", rank);
+      tr.appendChild(td(rank, "num")); tr.appendChild(td(val(r.norm), "num"));
+      tr.appendChild(td(m ? bytes(m.gradBytes) : "-", "num"));
+      tr.appendChild(td(m ? bytes(m.scratchPeakBytes) : "-", "num" + (m && m.scratchPeakBytes > m.budgetBytes ? " over" : "")));
+      tr.appendChild(td(m ? bytes(m.budgetBytes) : "-", "num"));
+      tr.appendChild(td(m ? bytes(m.leakedBytes) : "-", "num" + (m && m.leakedBytes ? " over" : "")));
+      tr.appendChild(td(k ? k.collectives : "-", "num")); tr.appendChild(td(k ? bytes(k.bytes) : "-", "num"));
+      var kinds = k && k.byKind ? Object.keys(k.byKind).filter(function (x) { return k.byKind[x] > 0; }).map(function (x) { return x + " " + k.byKind[x]; }).join(", ") : "";
+      var notes = td(kinds); if (r.error) notes.appendChild(el("div", "st-fail", r.error)); tr.appendChild(notes);
+      return tr;
+    })));
+    if (c.repro) panel.appendChild(reproBlock(c.repro));
+    wire(panel);
+  }
+  function wire(root) {
+    root.querySelectorAll("button.copy").forEach(function (b) {
+      b.addEventListener("click", function () {
+        var text = b.getAttribute("data-copy") || "";
+        var done = function () { b.textContent = "copied"; setTimeout(function () { b.textContent = "copy"; }, 1200); };
+        if (navigator.clipboard) navigator.clipboard.writeText(text).then(done, function () {});
+      });
+    });
+    root.querySelectorAll("button.close").forEach(function (b) {
+      b.addEventListener("click", function () { b.closest("details").open = false; });
+    });
+  }
+  var cells = document.querySelectorAll("details.cell");
+  function closeAll(except) { cells.forEach(function (d) { if (d !== except && d.open) d.open = false; }); }
+  cells.forEach(function (d) {
+    d.addEventListener("toggle", function () {
+      if (!d.open) return;
+      var panel = d.querySelector(".detail");
+      if (panel && !panel.hasChildNodes()) render(panel, data[Number(d.getAttribute("data-index"))]);
+      closeAll(d);
+    });
+  });
+  document.addEventListener("keydown", function (e) { if (e.key === "Escape") closeAll(null); });
+  function openFromHash() {
+    var id = decodeURIComponent(location.hash.slice(1));
+    var e = id && document.getElementById(id);
+    if (e && e.matches("details.cell")) { e.open = true; e.scrollIntoView({ block: "center" }); }
+  }
+  window.addEventListener("hashchange", openFromHash);
+  openFromHash();
+  var only = document.getElementById("only-fail");
+  if (only) only.addEventListener("change", function () { document.body.classList.toggle("only-fail", only.checked); });
+  wire(document.getElementById("failures"));
+  document.body.setAttribute("data-ready", "true");
+})();
+`;
+
+/** JSON that can sit inside a <script> element: no "</script>", no "<!--". */
+function scriptJson(value: unknown): string {
+  return JSON.stringify(value).replace(/</g, "\\u003c").replace(/\u2028/g, "\\u2028").replace(/\u2029/g, "\\u2029");
+}
+
+function cellAnchor(index: number): string {
+  return `cell-${index}`;
+}
+
+function reproBlock(repro: string): string {
+  if (!repro) return "";
+  return `<div class="repro"><code class="repro-command">${h(repro)}</code><button type="button" class="copy" data-copy="${h(repro)}">copy</button></div>`;
+}
+
+function gridTable(grid: Grid, index: Map<CellJson, number>): string {
+  const head = `<tr><th class="corner">subject \\ layout</th>${grid.layouts.map((l) => `<th class="layout" data-layout="${h(l)}">${h(l)}</th>`).join("")}</tr>`;
+  const rows = grid.subjects
+    .map((subject) => {
+      const row = grid.cells.get(subject)!;
+      const tds = grid.layouts
+        .map((layout) => {
+          const list = row.get(layout) ?? [];
+          const squares = list
+            .map((c) => {
+              const o = outcomeOf(c);
+              const i = index.get(c)!;
+              return `<details class="cell ${o}" id="${cellAnchor(i)}" data-index="${i}" data-cell-id="${h(c.id)}"><summary title="${h(`${c.id}: ${o}`)}" aria-label="${h(`${c.id}: ${o}`)}"></summary><div class="detail"></div></details>`;
+            })
+            .join("");
+          return `<td data-layout="${h(layout)}">${squares}</td>`;
+        })
+        .join("");
+      return `<tr data-subject="${h(subject)}"><th scope="row">${h(subject)}</th>${tds}</tr>`;
+    })
+    .join("\n");
+  return `<table id="grid"><thead>${head}</thead><tbody>\n${rows}\n</tbody></table>`;
+}
+
+interface Bar {
+  rank: number;
+  value: number;
+  limit?: number;
+  label: string;
+}
+
+/**
+ * Small multiples: one row per subject, one group per layout (the grid's columns), one bar per rank:
+ * the largest value of that rank over the cells of that subject and layout, with its limit as a tick.
+ */
+function chart(
+  id: string,
+  grid: Grid,
+  bars: (cells: CellJson[], subject: string, layout: string) => Bar[],
+  scale: "log-bytes" | "log-count",
+  caption: string,
+): string {
+  const barW = 6;
+  const gap = 14;
+  const left = 150;
+  const top = 10;
+  const rowH = 110;
+  const plotH = 80;
+  const groups = new Map<string, number>(); // layout -> width (most ranks over subjects)
+  const data = grid.subjects.map((subject) =>
+    grid.layouts.map((layout) => {
+      const list = grid.cells.get(subject)!.get(layout) ?? [];
+      const b = list.length ? bars(list, subject, layout) : [];
+      groups.set(layout, Math.max(groups.get(layout) ?? 1, b.length));
+      return b;
+    }),
+  );
+  let max = 0;
+  for (const row of data) for (const g of row) for (const b of g) max = Math.max(max, b.value, b.limit ?? 0);
+  const logMax = Math.max(1, Math.ceil(Math.log2(Math.max(2, max)) / 10)) * 10; // whole KiB/MiB/GiB steps
+  const decades = Math.max(1, Math.ceil(Math.log10(Math.max(1, max)) - 1e-9)); // counts: 0, 1, 10, 100, ...
+  const y = (v: number) => {
+    const f = scale === "log-bytes" ? Math.log2(Math.max(1, v)) / logMax : Math.log10(1 + Math.max(0, v)) / Math.log10(1 + 10 ** decades);
+    return plotH - Math.min(1, Math.max(0, f)) * plotH;
+  };
+  const x0: number[] = [];
+  let x = left;
+  for (const layout of grid.layouts) {
+    x0.push(x);
+    x += groups.get(layout)! * barW + gap;
+  }
+  const width = x + 10;
+  const height = top + grid.subjects.length * rowH + 120;
+  const parts: string[] = [];
+  const ticks =
+    scale === "log-bytes"
+      ? Array.from({ length: logMax / 10 + 1 }, (_, i) => ({ v: 2 ** (i * 10), label: `1 ${["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"][i] ?? `2^${i * 10} B`}` }))
+      : [...Array.from({ length: decades + 1 }, (_, i) => ({ v: 10 ** i, label: String(10 ** i) }))];
+  grid.subjects.forEach((subject, si) => {
+    const oy = top + si * rowH;
+    parts.push(`<g class="row" data-subject="${h(subject)}" transform="translate(0,${oy})">`);
+    parts.push(`<text class="row-label" x="4" y="${plotH / 2}">${h(subject)}</text>`);
+    for (const t of ticks) {
+      const ty = y(t.v);
+      parts.push(`<line class="axis" x1="${left - 4}" x2="${width - 10}" y1="${ty}" y2="${ty}"/><text x="${left - 6}" y="${ty + 4}" text-anchor="end">${h(t.label)}</text>`);
+    }
+    grid.layouts.forEach((layout, li) => {
+      data[si][li].forEach((b, k) => {
+        const bx = x0[li] + k * barW;
+        const by = y(b.value);
+        const over = b.limit !== undefined && b.value > b.limit;
+        parts.push(
+          `<rect class="bar${over ? " over" : ""}" data-layout="${h(layout)}" data-rank="${b.rank}" data-value="${b.value}"${b.limit !== undefined ? ` data-limit="${b.limit}"` : ""} x="${bx}" y="${by}" width="${barW - 1}" height="${Math.max(0, plotH - by)}"><title>${h(b.label)}</title></rect>`,
+        );
+        if (b.limit !== undefined) {
+          const ly = y(b.limit);
+          parts.push(`<line class="budget" data-rank="${b.rank}" x1="${bx}" x2="${bx + barW - 1}" y1="${ly}" y2="${ly}"/>`);
+        }
+      });
+    });
+    parts.push(`</g>`);
+  });
+  const labelsY = top + grid.subjects.length * rowH;
+  grid.layouts.forEach((layout, li) => {
+    const cx = x0[li] + (groups.get(layout)! * barW) / 2;
+    parts.push(`<text class="col-label" transform="translate(${cx},${labelsY}) rotate(-50)" text-anchor="end">${h(layout)}</text>`);
+  });
+  return (
+    `<svg id="${id}" xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" role="img" aria-label="${h(caption)}">` +
+    `<title>${h(caption)}</title>${parts.join("")}</svg>`
+  );
+}
+
+function memoryBars(cells: CellJson[], subject: string, layout: string): Bar[] {
+  const worst = new Map<number, { peak: number; budget: number; id: string }>();
+  for (const c of cells)
+    for (const m of c.memory) {
+      const w = worst.get(m.rank);
+      if (!w || m.scratchPeakBytes > w.peak) worst.set(m.rank, { peak: m.scratchPeakBytes, budget: m.budgetBytes, id: c.id });
+    }
+  return [...worst.entries()]
+    .sort((a, b) => a[0] - b[0])
+    .map(([rank, w]) => ({
+      rank,
+      value: w.peak,
+      limit: w.budget,
+      label: `${subject} on ${layout}, rank ${rank}: peak scratch ${formatBytes(w.peak)}, budget ${formatBytes(w.budget)}${w.peak > w.budget ? " (OVER)" : ""} (${w.id})`,
+    }));
+}
+
+function commBars(cells: CellJson[], subject: string, layout: string): Bar[] {
+  const worst = new Map<number, { n: number; bytes: number; id: string }>();
+  for (const c of cells)
+    for (const k of c.comm) {
+      const w = worst.get(k.rank);
+      if (!w || k.collectives > w.n) worst.set(k.rank, { n: k.collectives, bytes: k.bytes, id: c.id });
+    }
+  return [...worst.entries()]
+    .sort((a, b) => a[0] - b[0])
+    .map(([rank, w]) => ({ rank, value: w.n, label: `${subject} on ${layout}, rank ${rank}: ${w.n} collectives, ${formatBytes(w.bytes)} moved (${w.id})` }));
+}
+
+export function renderHtml(cells: readonly CellJson[], summary: RunSummary, meta: ReportMeta = {}): string {
+  const grid = gridOf(cells);
+  const index = new Map<CellJson, number>(cells.map((c, i) => [c, i]));
+  const what = describeRun(meta);
+  const title = `${meta.title ?? "clip-parity"}${what ? `: ${what}` : ""}`;
+  const failing = cells.filter((c) => failedChecks(c).length > 0);
+  const n = counts(cells);
+
+  const failures = failing.length
+    ? failing
+        .map(
+          (c) =>
+            `<article class="failure" data-cell-id="${h(c.id)}"><h3><a href="#${cellAnchor(index.get(c)!)}">${h(c.id)}</a></h3><ul>` +
+            failedChecks(c)
+              .map((x) => `<li><code class="check">${h(x.id)}</code><pre>${h(messageBody(x.message))}</pre></li>`)
+              .join("") +
+            `</ul>${reproBlock(c.repro)}</article>`,
+        )
+        .join("\n")
+    : `<p class="none">No failing cells.</p>`;
+
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="generator" content="clip-parity">
+<title>${h(title)}</title>
+<style>${CSS}</style>
+</head>
+<body>
+<header id="summary" data-cells="${summary.cells}" data-passed="${summary.passed}" data-failed="${summary.failed}" data-skipped="${summary.skipped}">
+<h1>${h(title)}</h1>
+<p class="verdict ${summary.failed ? "fail" : "pass"}">${summary.failed ? "FAIL" : "PASS"}: ${h(summaryText(summary))}</p>
+${(meta.notes ?? []).map((x) => `<p class="note">${h(x)}</p>`).join("\n")}${meta.generatedAt ? `<p class="note">generated ${h(meta.generatedAt)}</p>` : ""}
+<nav><a href="#failures">failing cells (${failing.length})</a><a href="#matrix">matrix</a><a href="#memory">memory per rank</a><a href="#comm">collectives per rank</a></nav>
+</header>
+<section id="failures"><h2>Failing cells (${failing.length})</h2>
+${failures}
+</section>
+<section id="matrix"><h2>Matrix: subjects × layouts</h2>
+<p class="legend"><span><i class="swatch" style="background:var(--pass)"></i>passed (${n.pass})</span><span><i class="swatch" style="background:var(--fail)"></i>failed (${n.fail})</span><span><i class="swatch" style="background:var(--skip)"></i>skipped (${n.skip})</span>
+<label><input type="checkbox" id="only-fail"> only failing cells</label></p>
+<p class="note">One square per cell (model, dtype, norm type, regime, seed); click it for its details.</p>
+<div class="grid-wrap">${gridTable(grid, index)}</div>
+</section>
+<section id="memory"><h2>Peak scratch per rank against its budget</h2>
+<p class="note">Per subject and layout, each rank's largest scratch peak during the clip over its cells (log scale); the black tick is that cell's budget, red bars are over it.</p>
+<div class="chart-wrap">${chart("memory-chart", grid, memoryBars, "log-bytes", "peak scratch per rank against its budget")}</div>
+</section>
+<section id="comm"><h2>Collectives per rank</h2>
+<p class="note">Per subject and layout, each rank's largest number of collectives in one clip over its cells (log scale).</p>
+<div class="chart-wrap">${chart("comm-chart", grid, commBars, "log-count", "collectives per rank")}</div>
+</section>
+<script type="application/json" id="cells-data">${scriptJson(cells)}</script>
+<noscript><p class="note">Cell details open with JavaScript; the failing cells above are complete without it.</p></noscript>
+<script>${SCRIPT}</script>
+</body>
+</html>
+`;
+}

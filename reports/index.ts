@@ -1,0 +1,167 @@
+/**
+ * Reporters by name: `clip-parity run ... --report json,junit,md,html --out DIR`, and
+ * `clip-parity report --results FILE --report ... --out DIR` for files (merged shards, another machine).
+ *
+ * A reporter has optional hooks, as vitest's do; every reporter works from the JSON shape
+ * (reports/schema.ts), so a live run and a file render the same:
+ *   onRunStart(info, outDir)                   before the first cell
+ *   onCellEnd(cell, index, total)              after each cell (the cell as the JSON shape)
+ *   onRunEnd(cells, summary, outDir, meta)     at the end; returns the paths it wrote
+ */
+import { join } from "node:path";
+import { mkdirSync, renameSync, writeFileSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import { InputError } from "../harness/errors.ts";
+import type { CellResult } from "../harness/run/cell.ts";
+import type { RunnerHooks, RunSummary } from "../harness/run/runner.ts";
+import { cellJson } from "./json.ts";
+import { renderJunit } from "./junit.ts";
+import { renderMarkdown } from "./markdown.ts";
+import { renderHtml } from "./html.ts";
+import type { CellJson } from "./schema.ts";
+import type { ReportMeta } from "./common.ts";
+
+export type { ReportMeta } from "./common.ts";
+export type { CellJson, ResultFile } from "./schema.ts";
+
+export interface RunStartInfo {
+  total: number;
+  meta: ReportMeta;
+}
+
+export interface Reporter {
+  name: string;
+  description: string;
+  /** The file it writes in the output folder. */
+  file?: string;
+  onRunStart?(info: RunStartInfo, outDir: string): void | Promise<void>;
+  onCellEnd?(cell: CellJson, index: number, total: number): void | Promise<void>;
+  onRunEnd?(cells: readonly CellJson[], summary: RunSummary, outDir: string, meta: ReportMeta): string[] | void | Promise<string[] | void>;
+}
+
+/** Writes a file whole or not at all (a temporary file renamed over it). */
+export function writeAtomic(path: string, text: string): void {
+  const abs = resolve(path);
+  mkdirSync(dirname(abs), { recursive: true });
+  const tmp = `${abs}.tmp-${process.pid}-${Math.random().toString(36).slice(2)}`;
+  writeFileSync(tmp, text);
+  renameSync(tmp, abs);
+}
+
+function fileReporter(
+  name: string,
+  file: string,
+  description: string,
+  render: (cells: readonly CellJson[], summary: RunSummary, meta: ReportMeta) => string,
+): Reporter {
+  return {
+    name,
+    file,
+    description,
+    onRunEnd(cells, summary, outDir, meta) {
+      const path = join(outDir, file);
+      writeAtomic(path, render(cells, summary, meta));
+      return [path];
+    },
+  };
+}
+
+export const REPORTERS: Record<string, Reporter> = {
+  json: fileReporter("json", "results.json", "the --json shape: every cell, its checks, memory and collectives", (cells, summary) =>
+    JSON.stringify({ cells, summary }, null, 2) + "\n",
+  ),
+  junit: fileReporter("junit", "junit.xml", "JUnit XML: a testsuite per subject, a testcase per cell and check", renderJunit),
+  md: fileReporter("md", "summary.md", "Markdown for CI job summaries: subjects x layouts, then the failing cells", (c, s, m) => renderMarkdown(c, s, m)),
+  html: fileReporter("html", "report.html", "one self-contained HTML page: the matrix grid, memory and collectives per rank", renderHtml),
+};
+
+export const REPORTER_NAMES = Object.keys(REPORTERS);
+
+/** "json,junit" -> the reporters, in that order; an unknown name is an InputError listing the allowed ones. */
+export function parseReporters(text: string, flag = "--report"): Reporter[] {
+  const names = text.split(",").map((s) => s.trim()).filter(Boolean);
+  if (names.length === 0) throw new InputError(`${flag}: "${text}" names no reporter; allowed: ${REPORTER_NAMES.join(", ")}`);
+  const out: Reporter[] = [];
+  for (const name of names) {
+    const r = REPORTERS[name];
+    if (!r) throw new InputError(`${flag}: unknown reporter "${name}"; allowed: ${REPORTER_NAMES.join(", ")}`);
+    if (!out.includes(r)) out.push(r);
+  }
+  return out;
+}
+
+/** Runs every reporter's onRunEnd on a finished set of cells; returns the paths written. */
+export async function writeReports(
+  reporters: readonly Reporter[],
+  cells: readonly CellJson[],
+  summary: RunSummary,
+  outDir: string,
+  meta: ReportMeta = {},
+): Promise<string[]> {
+  mkdirSync(outDir, { recursive: true });
+  const written: string[] = [];
+  for (const r of reporters) {
+    const paths = await r.onRunEnd?.(cells, summary, outDir, meta);
+    if (paths) written.push(...paths);
+  }
+  return written;
+}
+
+export const DEFAULT_OUT_DIR = "reports-out";
+
+/**
+ * The reporters of one `run`: validated before any cell runs. `--report` without `--out` writes to
+ * reports-out/; `--out` without `--report` writes every report.
+ */
+export interface ReportSession {
+  reporters: Reporter[];
+  outDir: string;
+  meta: ReportMeta;
+  /** Runner hooks that feed onRunStart/onCellEnd. */
+  hooks: RunnerHooks;
+  /** Writes the reports; returns the paths. */
+  finish(results: readonly CellResult[], summary: RunSummary, notes?: string[]): Promise<string[]>;
+}
+
+export function reportSession(report: string | undefined, out: string | undefined, meta: ReportMeta = {}): ReportSession | null {
+  if (report === undefined && out === undefined) return null;
+  const reporters = parseReporters(report ?? REPORTER_NAMES.join(","));
+  const outDir = out ?? DEFAULT_OUT_DIR;
+  let started = false;
+  const session: ReportSession = {
+    reporters,
+    outDir,
+    meta,
+    hooks: {
+      onCellStart(_cell, index, total) {
+        if (started || index !== 0) return;
+        started = true;
+        for (const r of reporters) void r.onRunStart?.({ total, meta }, outDir);
+      },
+      onCellEnd(result, index, total) {
+        const hooked = reporters.filter((r) => r.onCellEnd);
+        if (hooked.length === 0) return;
+        const cell = cellJson(result) as CellJson;
+        for (const r of hooked) void r.onCellEnd!(cell, index, total);
+      },
+    },
+    async finish(results, summary, notes) {
+      const cells = results.map((r) => cellJson(r) as CellJson);
+      return writeReports(reporters, cells, summary, outDir, notes?.length ? { ...meta, notes: [...(meta.notes ?? []), ...notes] } : meta);
+    },
+  };
+  return session;
+}
+
+/** Runner hooks that call each of `list` in turn (undefined entries skipped). */
+export function combineHooks(...list: (RunnerHooks | undefined | null)[]): RunnerHooks {
+  const hooks = list.filter((x): x is RunnerHooks => Boolean(x));
+  return {
+    onCellStart(cell, index, total) {
+      for (const x of hooks) x.onCellStart?.(cell, index, total);
+    },
+    onCellEnd(result, index, total) {
+      for (const x of hooks) x.onCellEnd?.(result, index, total);
+    },
+  };
+}

@@ -1,0 +1,77 @@
+/**
+ * JUnit XML, as CI systems read it (the Jenkins/Surefire schema's required fields): one <testsuite> per
+ * subject, one <testcase> per cell and check (classname = the cell id, name = the check id), <failure>
+ * with a message attribute and the full message as text, <skipped> with its reason.
+ */
+import type { RunSummary } from "../harness/run/runner.ts";
+import { describeRun, firstLine, type ReportMeta } from "./common.ts";
+import type { CellJson } from "./schema.ts";
+
+/** Characters XML 1.0 cannot carry at all (most C0 controls, lone surrogates, U+FFFE/U+FFFF). */
+const INVALID_XML = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\uFFFE\uFFFF]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+/** Escapes text for an XML attribute or element; invalid characters become U+FFFD. */
+export function xmlEscape(text: string): string {
+  return text
+    .replace(INVALID_XML, "\uFFFD")
+    .replace(/&/g, "&amp;")
+    .replace(/</g, "&lt;")
+    .replace(/>/g, "&gt;")
+    .replace(/"/g, "&quot;")
+    .replace(/'/g, "&apos;");
+}
+
+/** For attributes: newlines and tabs as character references, so parsers keep them. */
+function attr(text: string): string {
+  return xmlEscape(text).replace(/\n/g, "&#10;").replace(/\r/g, "&#13;").replace(/\t/g, "&#9;");
+}
+
+function seconds(ms: number): string {
+  return (ms / 1000).toFixed(3);
+}
+
+export function renderJunit(cells: readonly CellJson[], _summary: RunSummary, meta: ReportMeta = {}): string {
+  const bySubject = new Map<string, CellJson[]>();
+  for (const c of cells) bySubject.set(c.subject, [...(bySubject.get(c.subject) ?? []), c]);
+  const suites: string[] = [];
+  const total = { tests: 0, failures: 0, skipped: 0, time: 0 };
+  for (const [subject, list] of bySubject) {
+    const cases: string[] = [];
+    const n = { tests: 0, failures: 0, skipped: 0, time: 0 };
+    for (const cell of list) {
+      const perCheck = (cell.durationMs ?? 0) / Math.max(1, cell.checks.length);
+      for (const check of cell.checks) {
+        n.tests++;
+        n.time += perCheck;
+        const open = `    <testcase name="${attr(check.id)}" classname="${attr(cell.id)}" time="${seconds(perCheck)}"`;
+        if (check.status === "fail") {
+          n.failures++;
+          cases.push(
+            `${open}>\n      <failure message="${attr(firstLine(check.message))}" type="${attr(check.id)}">${xmlEscape(check.message)}</failure>\n    </testcase>`,
+          );
+        } else if (check.status === "skip") {
+          n.skipped++;
+          cases.push(`${open}>\n      <skipped message="${attr(check.message)}"/>\n    </testcase>`);
+        } else {
+          cases.push(`${open}/>`);
+        }
+      }
+    }
+    total.tests += n.tests;
+    total.failures += n.failures;
+    total.skipped += n.skipped;
+    total.time += n.time;
+    suites.push(
+      `  <testsuite name="${attr(subject)}" tests="${n.tests}" failures="${n.failures}" errors="0" skipped="${n.skipped}" time="${seconds(n.time)}">\n` +
+        (cases.length ? cases.join("\n") + "\n" : "") +
+        `  </testsuite>`,
+    );
+  }
+  const name = ["clip-parity", describeRun(meta)].filter(Boolean).join(" ");
+  return (
+    `<?xml version="1.0" encoding="UTF-8"?>\n` +
+    `<testsuites name="${attr(name)}" tests="${total.tests}" failures="${total.failures}" errors="0" skipped="${total.skipped}" time="${seconds(total.time)}">\n` +
+    (suites.length ? suites.join("\n") + "\n" : "") +
+    `</testsuites>\n`
+  );
+}

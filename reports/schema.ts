@@ -1,0 +1,168 @@
+/**
+ * The `--json` result file (reports/json.ts) as a zod schema, so that `merge`, `gate` and `report`
+ * work from files written by other runs, shards or older versions. Objects are loose: fields a later
+ * version adds pass through untouched (and are written back by `merge`).
+ */
+import { readFileSync } from "node:fs";
+import { z } from "zod";
+import { InputError } from "../harness/errors.ts";
+import type { RunSummary } from "../harness/run/runner.ts";
+
+/** A norm as the JSON shape writes it: a number, or "nan" / "inf" / "-inf", or null (no value). */
+const jsonNorm = z.union([z.number(), z.enum(["nan", "inf", "-inf"]), z.null()]);
+const count = z.number().int().nonnegative();
+
+export const checkJsonSchema = z.looseObject({
+  id: z.string().min(1),
+  status: z.enum(["pass", "fail", "skip"]),
+  message: z.string(),
+});
+
+export const memoryJsonSchema = z.looseObject({
+  rank: count,
+  gradBytes: z.number(),
+  scratchPeakBytes: z.number(),
+  budgetBytes: z.number(),
+  leakedBytes: z.number(),
+});
+
+export const commJsonSchema = z.looseObject({
+  rank: count,
+  collectives: count,
+  bytes: z.number().nonnegative(),
+  /** Collectives by kind (all_reduce, all_gather, broadcast, barrier); absent in older files. */
+  byKind: z.record(z.string(), count).optional(),
+});
+
+export const cellJsonSchema = z.looseObject({
+  id: z.string().min(1),
+  subject: z.string().min(1),
+  layout: z.looseObject({
+    pp: z.number().int().positive(),
+    dp_replicate: z.number().int().positive(),
+    dp_shard: z.number().int().positive(),
+    cp: z.number().int().positive(),
+    tp: z.number().int().positive(),
+    ep: z.number().int().positive(),
+  }),
+  model: z.string(),
+  dtype: z.string(),
+  normType: z.union([z.number().positive(), z.literal("inf")]),
+  regime: z.string(),
+  seed: count,
+  maxNorm: jsonNorm.optional(),
+  errorIfNonfinite: z.boolean().optional(),
+  backend: z.string().optional(),
+  totalNorm: jsonNorm,
+  referenceNorm: jsonNorm.optional(),
+  clipCoef: jsonNorm.optional(),
+  checks: z.array(checkJsonSchema),
+  ranks: z.array(z.looseObject({ rank: count, norm: jsonNorm.optional(), error: z.string().optional() })).optional(),
+  memory: z.array(memoryJsonSchema).default([]),
+  comm: z.array(commJsonSchema).default([]),
+  repro: z.string().default(""),
+  durationMs: z.number().nonnegative().optional(),
+});
+
+export const summarySchema = z.looseObject({ cells: count, passed: count, failed: count, skipped: count });
+
+export const resultFileSchema = z.looseObject({
+  cells: z.array(cellJsonSchema),
+  summary: summarySchema,
+});
+
+/** One cell of a result file: what every reporter, `merge` and `gate` work from. */
+export type CellJson = z.infer<typeof cellJsonSchema>;
+export type ResultFile = z.infer<typeof resultFileSchema>;
+
+export function cellJsonFailed(c: Pick<CellJson, "checks">): boolean {
+  return c.checks.some((x) => x.status === "fail");
+}
+
+/** The summary of a list of cells, counted as the runner counts it (harness/run/runner.ts). */
+export function summarizeJson(cells: readonly Pick<CellJson, "checks">[]): RunSummary {
+  let failed = 0;
+  let skipped = 0;
+  for (const c of cells) {
+    if (cellJsonFailed(c)) failed++;
+    else if (c.checks.every((x) => x.status === "skip")) skipped++;
+  }
+  return { cells: cells.length, passed: cells.length - failed - skipped, failed, skipped };
+}
+
+/** JSON with sorted keys, for comparing cells whatever order their fields were written in. */
+function canonical(x: unknown): unknown {
+  if (Array.isArray(x)) return x.map(canonical);
+  if (x && typeof x === "object") {
+    return Object.fromEntries(
+      Object.keys(x as object)
+        .sort()
+        .map((k) => [k, canonical((x as Record<string, unknown>)[k])]),
+    );
+  }
+  return x;
+}
+
+/** The first path at which two JSON values differ, with both values; null when equal. */
+export function firstDifference(a: unknown, b: unknown, path = ""): string | null {
+  if (JSON.stringify(canonical(a)) === JSON.stringify(canonical(b))) return null;
+  if (a && b && typeof a === "object" && typeof b === "object" && Array.isArray(a) === Array.isArray(b)) {
+    const keys = [...new Set([...Object.keys(a as object), ...Object.keys(b as object)])];
+    for (const k of keys) {
+      const sub = Array.isArray(a) ? `${path}[${k}]` : path ? `${path}.${k}` : k;
+      const d = firstDifference((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k], sub);
+      if (d) return d;
+    }
+  }
+  const show = (v: unknown) => (v === undefined ? "absent" : JSON.stringify(v).slice(0, 120));
+  return `${path || "(value)"}: ${show(a)} vs ${show(b)}`;
+}
+
+/** What differs between two runs of one cell, timing aside. */
+export function cellDifference(a: CellJson, b: CellJson): string | null {
+  const { durationMs: _a, ...x } = a;
+  const { durationMs: _b, ...y } = b;
+  return firstDifference(x, y);
+}
+
+function issuePath(path: readonly PropertyKey[]): string {
+  return path.map((p) => (typeof p === "number" ? `[${p}]` : `.${String(p)}`)).join("").replace(/^\./, "") || "(top level)";
+}
+
+/** Validates a parsed result file; `where` names it in the error (exit 2). */
+export function parseResultFile(raw: unknown, where: string): ResultFile {
+  const parsed = resultFileSchema.safeParse(raw);
+  if (!parsed.success) {
+    const issues = parsed.error.issues;
+    const lines = issues.slice(0, 5).map((i) => `  ${issuePath(i.path)}: ${i.message}`);
+    if (issues.length > 5) lines.push(`  ... and ${issues.length - 5} more`);
+    throw new InputError(`${where} is not a clip-parity result file (the --json shape):\n${lines.join("\n")}`);
+  }
+  // A matrix may list one cell twice; the same cell run twice must agree (timing aside).
+  const seen = new Map<string, CellJson>();
+  for (const c of parsed.data.cells) {
+    const first = seen.get(c.id);
+    const diff = first && cellDifference(first, c);
+    if (diff) throw new InputError(`${where}: cell ${c.id} appears twice with different content (${diff})`);
+    if (!first) seen.set(c.id, c);
+  }
+  return parsed.data;
+}
+
+/** Reads and validates a result file, naming the file and the problem on any error (exit 2). */
+export function readResultFile(path: string): ResultFile {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    throw new InputError(`${path}: cannot read it (${e.code === "ENOENT" ? "no such file" : e.message})`);
+  }
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (err) {
+    throw new InputError(`${path}: not valid JSON (${(err as Error).message})`);
+  }
+  return parseResultFile(raw, path);
+}
