@@ -125,6 +125,15 @@ export function cellDifference(a: CellJson, b: CellJson): string | null {
   return firstDifference(x, y);
 }
 
+/**
+ * A result file as `merge` writes it: valid JSON with one cell per line, so that a committed baseline
+ * stays compact and its diffs show which cells changed.
+ */
+export function formatResultFile(file: { cells: readonly unknown[]; summary: unknown }): string {
+  const cells = file.cells.map((c) => JSON.stringify(c)).join(",\n");
+  return `{"cells": [\n${cells}\n],\n"summary": ${JSON.stringify(file.summary)}}\n`;
+}
+
 function issuePath(path: readonly PropertyKey[]): string {
   return path.map((p) => (typeof p === "number" ? `[${p}]` : `.${String(p)}`)).join("").replace(/^\./, "") || "(top level)";
 }

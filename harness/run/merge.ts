@@ -12,7 +12,7 @@
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { InputError } from "../errors.ts";
 import { parseReporters, REPORTER_NAMES, writeAtomic, writeReports, DEFAULT_OUT_DIR } from "../../reports/index.ts";
-import { cellDifference, readResultFile, summarizeJson, type CellJson, type ResultFile } from "../../reports/schema.ts";
+import { cellDifference, formatResultFile, readResultFile, summarizeJson, type CellJson, type ResultFile } from "../../reports/schema.ts";
 import { summaryText } from "../../reports/common.ts";
 
 export type Values = Record<string, string | boolean | (string | boolean)[] | undefined>;
@@ -79,7 +79,7 @@ export async function cmdMerge(args: string[]): Promise<number> {
   if (positionals.length === 0) throw new InputError(`merge: no result files given\nusage: ${MERGE_USAGE}`);
   const inputs = positionals.map((path) => ({ path, data: readResultFile(path) }));
   const { file, duplicates } = mergeResults(inputs);
-  writeAtomic(out, JSON.stringify(file, null, 2) + "\n");
+  writeAtomic(out, formatResultFile(file));
   process.stdout.write(
     `merged ${inputs.length} file${inputs.length === 1 ? "" : "s"} into ${out}: ${summaryText(file.summary)}` +
       (duplicates ? ` (${duplicates} identical duplicate${duplicates === 1 ? "" : "s"} kept once)` : "") +

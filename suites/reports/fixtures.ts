@@ -101,7 +101,7 @@ export function synthCell(id: string, over: Partial<CellJson> = {}, ranks = 2): 
   return {
     id,
     subject,
-    layout: parseLayout(layout),
+    layout: { ...parseLayout(layout) },
     model: "llama3-debug",
     dtype: "f32",
     normType: 2,

@@ -1,0 +1,177 @@
+// Smoke and parity tests of the built addon from JS: node --test native/test/
+// (the Rust unit tests in native/core cover the kernels in depth; these check the JS surface).
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { createRequire } from "node:module";
+import { mkdtempSync, writeFileSync, readFileSync, readdirSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+const require = createRequire(import.meta.url);
+const n = require("../index.cjs");
+
+const M64 = (1n << 64n) - 1n;
+function splitmix64(x) {
+  x = (x + 0x9e3779b97f4a7c15n) & M64;
+  let z = ((x ^ (x >> 30n)) * 0xbf58476d1ce4e5b9n) & M64;
+  z = ((z ^ (z >> 27n)) * 0x94d049bb133111ebn) & M64;
+  return z ^ (z >> 31n);
+}
+function fnv1a64(s) {
+  let h = 0xcbf29ce484222325n;
+  for (const b of new TextEncoder().encode(s)) h = ((h ^ BigInt(b)) * 0x100000001b3n) & M64;
+  return h;
+}
+const M = { f32: 24, bf16: 8, f16: 11 };
+/** SPEC section 5, written independently of the addon (exact for these exponents). */
+function genValue(g, i) {
+  const key = splitmix64(g.seed ^ splitmix64(BigInt(g.step) ^ fnv1a64(g.name)));
+  const bits = splitmix64((key + BigInt(i)) & M64);
+  const m = M[g.dtype];
+  const q = Number(bits >> BigInt(64 - m)) - 2 ** (m - 1);
+  return q * 2 ** (g.exp - m + 1);
+}
+/** exact N with value N * 2^-1074 of a finite double */
+function toUnits(x) {
+  if (x === 0) return 0n;
+  const buf = new DataView(new ArrayBuffer(8));
+  buf.setFloat64(0, Math.abs(x));
+  const bits = buf.getBigUint64(0);
+  const e = Number(bits >> 52n);
+  const frac = bits & ((1n << 52n) - 1n);
+  return e === 0 ? frac : (frac | (1n << 52n)) << BigInt(e - 1);
+}
+
+const gen = (over = {}) => ({ seed: 42n, step: 3, name: "layers.0.mlp.w", dtype: "f32", exp: 0, mode: "gen", ...over });
+const full = (shape) => ({ globalShape: shape, start: shape.map(() => 0), len: shape });
+
+test("fixed vectors and the generator match an independent JS implementation", () => {
+  assert.equal(n.splitmix64(0n), 0xe220a8397b1dcdafn);
+  assert.equal(n.fnv1a64(""), 0xcbf29ce484222325n);
+  assert.equal(n.fnv1a64("a"), 0xaf63dc4c8601ec8cn);
+  assert.equal(n.splitmix64(12345n), splitmix64(12345n));
+  for (const dtype of ["f32", "bf16", "f16"]) {
+    const g = gen({ dtype, exp: 2 });
+    const v = n.genValues(g, 1000, 64);
+    for (let k = 0; k < 64; k++) assert.equal(v[k], genValue(g, 1000 + k), `${dtype} ${k}`);
+  }
+});
+
+test("fillGrad of a shard equals the global values; exact sums match BigInt and exactFull", () => {
+  const s = new n.NativeStore("cpu", 2);
+  for (const dtype of ["f32", "bf16", "f16"]) {
+    const g = gen({ dtype, specialIndex: 7 * 9 + 4, specialValue: Infinity });
+    const block = { globalShape: [10, 9], start: [3, 2], len: [5, 6] };
+    const id = s.alloc(1, dtype, [5, 6]);
+    s.fillGrad(id, g, block);
+    let want2 = 0n;
+    let want1 = 0n;
+    for (let r = 0; r < 5; r++)
+      for (let c = 0; c < 6; c++) {
+        const gi = (3 + r) * 9 + 2 + c;
+        const x = s.getElement(id, r * 6 + c);
+        assert.equal(x, gi === 67 ? Infinity : genValue(g, gi));
+        if (Number.isFinite(x)) {
+          want2 += toUnits(x * x);
+          want1 += toUnits(Math.abs(x));
+        }
+      }
+    assert.equal(s.exactSumAbsPow(id, 2), want2);
+    assert.equal(s.exactSumAbsPow(id, 1), want1);
+    assert.equal(s.nonFiniteCount(id), 1);
+    assert.equal(s.maxAbs(id), Infinity);
+    const fid = s.alloc(0, dtype, [10, 9]);
+    s.fillGrad(fid, g, full([10, 9]));
+    assert.equal(n.exactFull(g, 90, 2), s.exactSumAbsPow(fid, 2));
+    assert.equal(n.exactFull(g, 90, 3), s.exactSumAbsPow(fid, 3));
+    assert.equal(n.maxAbsFull(g, 90), s.maxAbs(fid));
+    s.free(id);
+    s.free(fid);
+  }
+  assert.equal(s.liveBytes(0) + s.liveBytes(1), 0);
+});
+
+test("ledger, meta store and scale/verify", () => {
+  const s = new n.NativeStore("cpu", 2);
+  const a = s.alloc(0, "f32", [3, 5]);
+  const b = s.alloc(0, "bf16", [7]);
+  assert.equal(s.liveBytes(0), 74);
+  s.free(a);
+  assert.equal(s.peakBytes(0), 74);
+  s.resetPeak(0);
+  assert.equal(s.peakBytes(0), 14);
+  s.fillGrad(b, gen({ dtype: "bf16" }), full([7]));
+  s.scale(b, 0.37);
+  assert.equal(s.verifyScaled(b, gen({ dtype: "bf16" }), full([7]), 0.37), null);
+  const mm = s.verifyScaled(b, gen({ dtype: "bf16" }), full([7]), 0.38);
+  assert.equal(mm.index, 0);
+  s.free(b);
+  const meta = new n.NativeStore("meta", 16);
+  assert.equal(meta.backend, "meta");
+  const big = meta.alloc(3, "bf16", [30532122624]);
+  assert.equal(meta.liveBytes(3), 61064245248);
+  meta.fillGrad(big, gen({ dtype: "bf16" }), full([30532122624]));
+  assert.equal(meta.sumAbsPow(big, 2), 0);
+  assert.equal(meta.exactSumAbsPow(big, 2), 0n);
+  assert.equal(meta.hash(big), "meta");
+  meta.free(big);
+  assert.equal(meta.liveTensors(), 0);
+});
+
+test("errors name the field and the value; no panic reaches JS", () => {
+  const s = new n.NativeStore("cpu", 1);
+  const id = s.alloc(0, "f32", [4]);
+  const cases = [
+    [() => s.alloc(0, "f64", [1]), /dtype: "f64" is not one of f32, bf16, f16/],
+    [() => new n.NativeStore("gpu", 1), /backend: "gpu" is not one of cpu, meta/],
+    [() => s.free(99), /id 99: no such tensor/],
+    [() => s.fillGrad(id, gen({ seed: 1 }), full([4])), /gen\.seed: expected a bigint, got a number/],
+    [() => s.fillGrad(id, gen({ mode: "rand" }), full([4])), /gen\.mode: "rand" is not one of gen, ones, zeros/],
+    [() => s.fillGrad(id, gen(), { globalShape: [4], start: [1], len: [4] }), /start 1 \+ len 4 exceeds/],
+    [() => s.fillGrad(id, gen(), full([5])), /block len \[5\] has 5 elements but tensor/],
+    [() => s.narrow(id, 1, 0, 1, 0), /dim: 1 is out of range/],
+    [() => s.sumAbsPow(id, Infinity), /p: inf must be a finite number > 0/],
+    [() => s.alloc(0, "f32", [2 ** 50]), /cannot allocate|out of memory/],
+    [() => n.splitmix64(-1n), /x: -1n is not a u64/],
+  ];
+  for (const [f, re] of cases) assert.throws(f, re);
+  s.free(id);
+  assert.throws(() => s.free(id), /id \d+: tensor was already freed/);
+});
+
+test("safetensors round trip, inspect, metadata and refusals", () => {
+  const dir = mkdtempSync(join(tmpdir(), "clip-parity-native-"));
+  const s = new n.NativeStore("cpu", 2);
+  const ids = ["f32", "bf16", "f16"].map((dtype, k) => {
+    const id = s.alloc(0, dtype, [2, 3 + k]);
+    s.fillGrad(id, gen({ dtype, name: `w${k}` }), full([2, 3 + k]));
+    return { name: `model.w${k}`, id };
+  });
+  const path = join(dir, "rank0.safetensors");
+  s.saveSafetensors(path, ids, { step: "7" });
+  assert.deepEqual(readdirSync(dir), ["rank0.safetensors"]);
+  assert.deepEqual(
+    s.inspectSafetensors(path).map((e) => [e.name, e.dtype, e.shape]),
+    [["model.w0", "f32", [2, 3]], ["model.w1", "bf16", [2, 4]], ["model.w2", "f16", [2, 5]]],
+  );
+  assert.deepEqual(s.safetensorsMetadata(path), { step: "7" });
+  const loaded = s.loadSafetensors(path, 1);
+  for (let k = 0; k < 3; k++) {
+    assert.equal(loaded[k].name, ids[k].name);
+    assert.equal(s.compare(ids[k].id, loaded[k].id), null);
+    assert.equal(s.owner(loaded[k].id), 1);
+  }
+  const bytes = readFileSync(path);
+  writeFileSync(join(dir, "trunc.safetensors"), bytes.subarray(0, bytes.length - 3));
+  const before = s.liveTensors();
+  assert.throws(() => s.loadSafetensors(join(dir, "trunc.safetensors"), 0), /trunc\.safetensors: .*beyond the data section/);
+  assert.equal(s.liveTensors(), before);
+  const meta = new n.NativeStore("meta", 1);
+  assert.throws(() => meta.loadSafetensors(path, 0), /meta store/);
+});
+
+test("cudaStatus never throws", () => {
+  const st = n.cudaStatus();
+  assert.equal(typeof st.present, "boolean");
+  assert.ok(st.message.length > 0);
+});

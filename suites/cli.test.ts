@@ -1,0 +1,130 @@
+/**
+ * The command-line contract other tools rely on: exit 0 / 1 / 2, messages that name the flag and the
+ * value, the --json shape, user subjects by path, manifest totals, --dump files.
+ */
+import { mkdtempSync, readFileSync, existsSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { execa } from "execa";
+import { describe, expect, it } from "vitest";
+import { native } from "../harness/backend/native.ts";
+
+const cli = (...args: string[]) => execa("node", ["bin/clip-parity.js", ...args], { reject: false, env: { CI: "" } });
+const cell = ["cell", "--layout", "pp2,dp_shard2,ep2", "--model", "llama3-debug", "--dtype", "f32", "--norm", "2", "--regime", "active"];
+
+describe("clip-parity cell", () => {
+  it("exits 0 when every check passes, and writes the --json shape", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "cp-"));
+    const r = await cli(...cell, "--subject", "bucketed", "--json", join(dir, "out.json"));
+    expect(r.exitCode, r.stderr).toBe(0);
+    const j = JSON.parse(readFileSync(join(dir, "out.json"), "utf8"));
+    expect(j.summary).toEqual({ cells: 1, passed: 1, failed: 0, skipped: 0 });
+    const c = j.cells[0];
+    expect(Object.keys(c)).toEqual(expect.arrayContaining(["id", "subject", "layout", "model", "dtype", "normType", "regime", "seed", "maxNorm", "totalNorm", "referenceNorm", "clipCoef", "checks"]));
+    expect(c.layout).toEqual({ pp: 2, dp_replicate: 1, dp_shard: 2, cp: 1, tp: 1, ep: 2 });
+    expect(c.totalNorm).toBe(c.referenceNorm);
+    expect(c.checks.map((x: { id: string }) => x.id)).toContain("parity.tensors");
+  });
+
+  it("exits 1 with the failing check, its numbers and a reproduction command", async () => {
+    const r = await cli(...cell, "--subject", "no-pp-reduce");
+    expect(r.exitCode).toBe(1);
+    expect(r.stdout).toMatch(/fail parity\.norm: rank 0: total norm [\d.]+ != reference [\d.]+/);
+    expect(r.stdout).toContain("reproduce: npx clip-parity cell --subject no-pp-reduce --layout pp2,dp_shard2,ep2");
+  });
+
+  it("runs a user's .ts subject by path, and catches a user's buggy .js subject", async () => {
+    expect((await cli(...cell, "--subject", "./examples/my-clip.ts")).exitCode).toBe(0);
+    const bad = await cli(...cell, "--subject", "./examples/forgets-pp.js");
+    expect(bad.exitCode).toBe(1);
+    expect(bad.stdout).toMatch(/fail parity\.norm/);
+  });
+
+  it.each([
+    [["--layout", "pp2,dp_shard3,ep2"], /ep\(2\) must divide dp_shard \* cp \* tp \(3\)/],
+    [["--layout", "pp2,xx2"], /Unknown layout axis "xx"/],
+    [["--dtype", "f64"], /--dtype: "f64" is not one of f32, bf16, f16/],
+    [["--norm", "0"], /--norm: "0" is not 2, 1, inf or a positive number/],
+    [["--regime", "warm"], /--regime: "warm" is not one of active/],
+    [["--model", "gpt5"], /gpt5/],
+    [["--subject", "nonesuch"], /nonesuch/],
+    [["--subject", "./no/such/file.ts"], /no\/such\/file\.ts/],
+    [["--seed", "x"], /--seed: "x" is not a non-negative integer/],
+  ])("exits 2 on bad input %j", async (override, message) => {
+    const args = [...cell, "--subject", "bucketed"];
+    for (let i = 0; i < override.length; i += 2) {
+      const at = args.indexOf(override[i]);
+      if (at < 0) args.push(override[i], override[i + 1]);
+      else args[at + 1] = override[i + 1];
+    }
+    const r = await cli(...args);
+    expect(r.exitCode).toBe(2);
+    expect(r.stderr).toMatch(message);
+    expect(r.stderr).not.toMatch(/\n\s+at /); // no stack trace
+  });
+
+  it("--dump writes the full gradients, the reference and the subject's result as safetensors", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "cp-dump-"));
+    const r = await cli("cell", "--subject", "bucketed", "--layout", "tp3", "--model", "llama3-debug", "--dtype", "bf16", "--norm", "2", "--regime", "sparse", "--dump", dir);
+    expect(r.exitCode, r.stderr).toBe(0);
+    for (const f of ["grads.safetensors", "reference.safetensors", "subject.safetensors", "cell.json"]) expect(existsSync(join(dir, f))).toBe(true);
+    const n = native();
+    const store = new n.NativeStore("cpu", 1);
+    const grads = store.inspectSafetensors(join(dir, "grads.safetensors"));
+    expect(grads.find((e) => e.name === "tok_embeddings.weight")).toEqual({ name: "tok_embeddings.weight", dtype: "bf16", shape: [2048, 256] });
+    // sparse regime: manifest index 1 has no gradient, so it is absent from the dump
+    const { getModel } = await import("../harness/model/models.ts");
+    const params = getModel("llama3-debug").params;
+    expect(grads.find((e) => e.name === params[1].name)).toBeUndefined();
+    expect(grads.length).toBe(params.filter((p) => p.index % 3 !== 1).length);
+    const ref = new Map(store.loadSafetensors(join(dir, "reference.safetensors"), 0).map((e) => [e.name, e.id]));
+    const sub = store.loadSafetensors(join(dir, "subject.safetensors"), 0);
+    expect(sub.length).toBe(ref.size);
+    for (const e of sub) expect(store.compare(e.id, ref.get(e.name)!)).toBeNull();
+  });
+});
+
+describe("clip-parity manifest, list, run", () => {
+  it.each([
+    ["qwen3-0.6b", "596049920"],
+    ["llama3-8b", "8030261248"],
+    ["qwen3-30b-a3b", "30532122624"],
+  ])("manifest %s totals %s", async (model, total) => {
+    const r = await cli("manifest", "--model", model);
+    expect(r.exitCode).toBe(0);
+    expect(r.stdout).toContain(`(${total})`);
+  });
+
+  it("list names every check and subject", async () => {
+    const r = await cli("list");
+    for (const id of ["parity.norm", "memory.peak", "comm.budget", "hf-replicate", "ep-skip-empty", "gpu4"]) expect(r.stdout).toContain(id);
+  });
+
+  it("a cuda matrix on a machine without CUDA says so, and how to run it on the cpu backend", async () => {
+    if (native().cudaStatus().present) return;
+    const r = await cli("run", "--matrix", "gpu4");
+    expect(r.exitCode).toBe(2);
+    expect(r.stderr).toMatch(/matrix gpu4 needs CUDA.*--backend cpu/s);
+  });
+
+  it("a matrix file with a bad field is refused naming the file, the field and the value", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "cp-m-"));
+    const file = join(dir, "m.json");
+    const { writeFileSync } = await import("node:fs");
+    writeFileSync(file, JSON.stringify({ name: "mine", cases: [{ layout: "tp2", model: "llama3-debug", dtype: "f64", norm: 2, regime: "active" }] }));
+    const r = await cli("run", "--matrix", file);
+    expect(r.exitCode).toBe(2);
+    expect(r.stderr).toContain(`matrix file ${file} is not valid`);
+    expect(r.stderr).toMatch(/cases\[0\]\.dtype/);
+  });
+
+  it("runs a user matrix file with a subject filter", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "cp-m-"));
+    const file = join(dir, "m.json");
+    const { writeFileSync } = await import("node:fs");
+    writeFileSync(file, JSON.stringify({ name: "mine", subjects: ["titan"], sweep: { layouts: ["tp2", "pp2"], models: ["llama3-debug"], norms: [2, "inf"] } }));
+    const r = await cli("run", "--matrix", file, "--json", join(dir, "r.json"));
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(JSON.parse(readFileSync(join(dir, "r.json"), "utf8")).summary.cells).toBe(4);
+  });
+});
