@@ -45,7 +45,7 @@ export function shardOfId(id: string, count: number): number {
 }
 
 export function inShard(id: string, shard: Shard): boolean {
-  return shard.count === 1 || shardOfId(id, shard.count) >= shard.index;
+  return shard.count === 1 || shardOfId(id, shard.count) === shard.index;
 }
 
 /** The cells of one shard, in their original order; no shard = all of them. */
