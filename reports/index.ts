@@ -8,9 +8,8 @@
  *   onCellEnd(cell, index, total)              after each cell (the cell as the JSON shape)
  *   onRunEnd(cells, summary, outDir, meta)     at the end; returns the paths it wrote
  */
-import { join } from "node:path";
 import { mkdirSync, renameSync, writeFileSync } from "node:fs";
-import { dirname, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { InputError } from "../harness/errors.ts";
 import type { CellResult } from "../harness/run/cell.ts";
 import type { RunnerHooks, RunSummary } from "../harness/run/runner.ts";
@@ -151,6 +150,15 @@ export function reportSession(report: string | undefined, out: string | undefine
     },
   };
   return session;
+}
+
+/**
+ * For `npm test` (suites/matrix.test.ts): CLIP_PARITY_REPORT=json,junit,md,html and/or
+ * CLIP_PARITY_OUT=DIR (scripts/test.mjs can map `--report` / `--out` onto them, as it does --matrix)
+ * give a session whose `finish(results, summary)` writes the reports after the suite; null otherwise.
+ */
+export function reportSessionFromEnv(meta: ReportMeta = {}, env: NodeJS.ProcessEnv = process.env): ReportSession | null {
+  return reportSession(env.CLIP_PARITY_REPORT || undefined, env.CLIP_PARITY_OUT || undefined, meta);
 }
 
 /** Runner hooks that call each of `list` in turn (undefined entries skipped). */

@@ -5,12 +5,12 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { parseReporters, REPORTER_NAMES, REPORTERS, writeReports } from "../../reports/index.ts";
+import { parseReporters, REPORTER_NAMES, REPORTERS, reportSessionFromEnv, writeReports } from "../../reports/index.ts";
 import { renderJunit, xmlEscape } from "../../reports/junit.ts";
 import { renderMarkdown } from "../../reports/markdown.ts";
 import { renderHtml } from "../../reports/html.ts";
 import { parseResultFile, summarizeJson } from "../../reports/schema.ts";
-import { all, cli, parseXml, smallReport, SMALL_CELLS, synthCell, tempDir, tinyMatrixFile, type XmlElement } from "./fixtures.ts";
+import { all, cli, parseXml, smallReport, smallRun, SMALL_CELLS, synthCell, tempDir, tinyMatrixFile, type XmlElement } from "./fixtures.ts";
 
 const NONNEG_INT = /^(0|[1-9]\d*)$/;
 
@@ -138,6 +138,17 @@ describe("reporter registry", () => {
     expect(html).toBe(renderHtml(report.cells, report.summary, { matrix: "small" }));
     expect(html).not.toMatch(/<(link|img|iframe)\b|\bsrc=|https?:\/\/(?!www\.w3\.org\/2000\/svg)/);
     expect(html.match(/<details class="cell /g)).toHaveLength(SMALL_CELLS.length);
+  });
+
+  it("gives npm test's matrix suite a session from CLIP_PARITY_REPORT / CLIP_PARITY_OUT", async () => {
+    expect(reportSessionFromEnv({}, {})).toBeNull();
+    const dir = tempDir();
+    const session = reportSessionFromEnv({ matrix: "small" }, { CLIP_PARITY_REPORT: "md,junit", CLIP_PARITY_OUT: dir })!;
+    expect(session.reporters.map((r) => r.name)).toEqual(["md", "junit"]);
+    const { results, summary } = await smallRun();
+    expect(await session.finish(results, summary)).toEqual([join(dir, "summary.md"), join(dir, "junit.xml")]);
+    expect(readFileSync(join(dir, "summary.md"), "utf8")).toContain("matrix small");
+    expect(() => reportSessionFromEnv({}, { CLIP_PARITY_REPORT: "nope" })).toThrow(/unknown reporter "nope"/);
   });
 
   it("`run --report ... --out DIR` writes the reports; an unknown reporter is exit 2 with the allowed names", async () => {
