@@ -9,7 +9,7 @@ import { REGIMES, type Regime } from "../harness/clip/regimes.ts";
 import { InputError } from "../harness/errors.ts";
 import { formatLayout, parseLayout, validateLayout, type Layout } from "../harness/layout/layout.ts";
 import { MODEL_NAMES } from "../harness/model/models.ts";
-import type { Budgets, Cell } from "../harness/run/cell.ts";
+import { cellId, type Budgets, type Cell } from "../harness/run/cell.ts";
 
 export type Case = Omit<Cell, "subject">;
 
@@ -62,13 +62,19 @@ function dtypeAt(i: number): DType {
  */
 function sweep(layouts: string[], seed: number, norms: readonly number[] = NORMS): Case[] {
   const cases: Case[] = [];
+  const seen = new Set<string>();
+  const push = (c: Case) => {
+    const id = cellId({ subject: "", ...c });
+    if (!seen.has(id)) cases.push(c);
+    seen.add(id);
+  };
   layouts.forEach((spec, k) => {
     const layout = parseLayout(spec);
     DEBUG_MODELS.forEach((model, mi) => {
-      cases.push({ layout, model, dtype: "f32", normType: 2, regime: "active", seed });
+      push({ layout, model, dtype: "f32", normType: 2, regime: "active", seed });
       norms.forEach((normType, ni) => {
         const regime = REGIMES[(k * 3 + ni * 4 + mi * 5) % REGIMES.length];
-        cases.push({ layout, model, dtype: dtypeAt(k + ni + mi), normType, regime, seed });
+        push({ layout, model, dtype: dtypeAt(k + ni + mi), normType, regime, seed });
       });
     });
   });

@@ -19,6 +19,10 @@ for (let i = 0; i < args.length; i++) {
   if (matrix !== undefined) { env.CLIP_PARITY_MATRIX = matrix; continue; }
   const backend = take("backend");
   if (backend !== undefined) { env.CLIP_PARITY_BACKEND = backend; continue; }
+  const report = take("report");
+  if (report !== undefined) { env.CLIP_PARITY_REPORT = report; continue; }
+  const out = take("out");
+  if (out !== undefined) { env.CLIP_PARITY_OUT = out; continue; }
   rest.push(a);
 }
 

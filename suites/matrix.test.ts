@@ -3,14 +3,22 @@
  * Correct subjects must pass every check of every cell; each known-bad subject must be caught by the
  * check that targets its bug on at least one cell of the matrix.
  */
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { cellsOf, resolveMatrix } from "../matrix/index.ts";
 import { BUILTIN_SUBJECTS, CORRECT_SUBJECTS, KNOWN_BAD_SUBJECTS } from "../harness/clip/registry.ts";
-import { runCell } from "../harness/run/cell.ts";
+import { runCell, type CellResult } from "../harness/run/cell.ts";
+import { summarize } from "../harness/run/runner.ts";
+import { reportSessionFromEnv } from "../reports/index.ts";
 import type { BackendKind } from "../harness/backend/backend.ts";
 
 const matrix = resolveMatrix(process.env.CLIP_PARITY_MATRIX ?? "cpu");
 const backend = (process.env.CLIP_PARITY_BACKEND ?? "cpu") as BackendKind;
+// `npm test -- --report json,junit,md,html --out DIR` writes the correct subjects' cells as reports.
+const reports = reportSessionFromEnv({ title: `clip-parity: matrix ${matrix.name} (npm test)`, matrix: matrix.name, backend });
+const results: CellResult[] = [];
+afterAll(async () => {
+  if (reports && results.length) await reports.finish(results, summarize(results));
+});
 
 describe(`matrix ${matrix.name} on ${backend}: correct subjects pass every check`, () => {
   const subjects = matrix.subjects?.filter((s) => CORRECT_SUBJECTS.includes(s)) ?? CORRECT_SUBJECTS;
@@ -18,6 +26,7 @@ describe(`matrix ${matrix.name} on ${backend}: correct subjects pass every check
     const subject = BUILTIN_SUBJECTS[cell.subject];
     it(`${cell.subject} ${cell.model} ${cell.dtype} n${cell.normType} ${cell.regime} ${JSON.stringify(cell.layout)}`, async () => {
       const r = await runCell(cell, { backend, subject, budgets: matrix.budgets });
+      results.push(r);
       const failures = r.checks.filter((c) => c.status === "fail").map((c) => `${c.id}: ${c.message}`);
       expect(failures).toEqual([]);
       expect(r.checks.filter((c) => c.status === "pass").length).toBeGreaterThan(0);
