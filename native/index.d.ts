@@ -67,6 +67,26 @@ export declare class NativeStore {
   inspectSafetensors(path: string): Array<SafetensorsInfo>
   /** the header's "__metadata__" string map (addition to the contract) */
   safetensorsMetadata(path: string): Record<string, string>
+  /**
+   * one torch.optim.AdamW step (foreach=False) in place, float32 math in a fixed order
+   * (native/core/src/optim.rs): param, expAvg, expAvgSq f32; grad any dtype; same numel;
+   * step = the step count after this update (>= 1)
+   */
+  adamwStep(param: number, grad: number, expAvg: number, expAvgSq: number, step: number, hp: AdamWParams): void
+  /**
+   * copies the intersection of dstBlock and srcBlock (blocks of one global tensor) from src into
+   * dst (same dtype); returns the number of elements copied (0 when they do not intersect)
+   */
+  copyBlock(dst: number, dstBlock: Block, src: number, srcBlock: Block): number
+}
+
+/** AdamW hyper-parameters (torch names; betas = [beta1, beta2]) */
+export interface AdamWParams {
+  lr: number
+  beta1: number
+  beta2: number
+  eps: number
+  weightDecay: number
 }
 
 /** A hyper-rectangle of the global tensor: the local shard. */

@@ -150,6 +150,38 @@ export class Backend {
     );
   }
 
+  /** Every tensor of a safetensors file (validated before anything is allocated), charged to `rank`. */
+  loadSafetensors(path: string, rank: number): { name: string; tensor: Tensor }[] {
+    return this.store.loadSafetensors(path, rank).map((e) => {
+      const t = new TensorHandle(e.id, this.store.dtype(e.id) as DType, this.store.shape(e.id), rank);
+      this.live.set(e.id, t);
+      return { name: e.name, tensor: t };
+    });
+  }
+  /** The validated header of a safetensors file: names, dtypes and shapes (no data is read). */
+  inspectSafetensors(path: string): { name: string; dtype: DType; shape: number[] }[] {
+    return this.store.inspectSafetensors(path);
+  }
+  safetensorsMetadata(path: string): Record<string, string> {
+    return this.store.safetensorsMetadata(path);
+  }
+
+  /** One torch.optim.AdamW step in place (float32 state; native/core/src/optim.rs). */
+  adamwStep(
+    param: Tensor,
+    grad: Tensor,
+    expAvg: Tensor,
+    expAvgSq: Tensor,
+    step: number,
+    hp: { lr: number; beta1: number; beta2: number; eps: number; weightDecay: number },
+  ): void {
+    this.store.adamwStep(param.id, grad.id, expAvg.id, expAvgSq.id, step, hp);
+  }
+  /** Copies the intersection of two blocks of one global tensor from src into dst; returns elements copied. */
+  copyBlock(dst: Tensor, dstBlock: Block, src: Tensor, srcBlock: Block): number {
+    return this.store.copyBlock(dst.id, dstBlock, src.id, srcBlock);
+  }
+
   /** The ops a subject on `rank` gets: every new tensor is charged to that rank. */
   opsFor(rank: number): Ops {
     const s = this.store;

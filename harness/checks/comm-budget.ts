@@ -14,7 +14,7 @@ export default defineCheck({
     for (const [rank, params] of ctx.plan.entries()) {
       const groups = new Set<string>();
       for (const p of params) {
-        groups.add(reductionGroup(meshes, rank, p.mesh, p.placements.map((x) => x.kind !== "replicate")).key);
+        groups.add(reductionGroup(meshes, rank, p, p.placements.map((x) => x.kind !== "replicate")).key);
       }
       const budget = ctx.budgets.collectives ?? Math.max(1, groups.size) + 1;
       const why = ctx.budgets.collectives === undefined ? `${Math.max(1, groups.size)} distinct reduction groups + 1 (pp)` : "the matrix's budget";

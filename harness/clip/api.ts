@@ -9,6 +9,8 @@ import type { AxisName, Group, MeshName } from "../layout/mesh.ts";
 import type { Layout } from "../layout/layout.ts";
 import type { Block, Placement } from "../model/plan.ts";
 import type { ParamKind } from "../model/manifest.ts";
+import type { Backend } from "../backend/backend.ts";
+import type { CommRecord } from "../world/world.ts";
 
 export type DType = "f32" | "bf16" | "f16";
 export type ToleranceClass = "exact" | "fp32" | "bf16";
@@ -102,9 +104,11 @@ export interface RankContext {
   group(...axes: AxisName[]): Group;
   /**
    * The group a parameter reduces over: the ranks that differ from this one only on the mesh axes
-   * flagged true (aligned with `meshAxes`), or named.
+   * flagged true, or named. Flags are aligned with the parameter's `meshAxes` when the parameter is
+   * passed (`groupOf(p, flags)`: right for sub-mesh parameters too), or with every non-pp axis of the
+   * named mesh (`groupOf(p.mesh, flags)`: a flag list of another length throws).
    */
-  groupOf(mesh: MeshName, axes: readonly boolean[] | readonly AxisName[]): Group;
+  groupOf(mesh: MeshName | { readonly mesh: MeshName; readonly meshAxes: readonly AxisName[] }, axes: readonly boolean[] | readonly AxisName[]): Group;
   allReduce(group: Group, value: number, op: ReduceOp): Promise<number>;
   allReduce(group: Group, value: Exact, op: "sum"): Promise<Exact>;
   /** Gathers every member's tensor (group rank order) into one new tensor, concatenated on `dim`. */
@@ -124,6 +128,47 @@ export interface Subject {
   catchBy?: readonly string[];
   /** Scale the gradients in place and return the total norm (as float32, in a JS number). */
   clip(rank: RankContext, args: ClipArgs): Promise<number>;
+  /**
+   * A subject that runs outside this process (the PyTorch adapter, `torch:<module>:<function>`): when
+   * present, the cell calls it once with every rank's views instead of running `clip` on the simulated
+   * world. It must leave each rank's clipped gradients in the views' tensors and report per rank.
+   */
+  external?(cell: ExternalCell): Promise<ExternalRun>;
+}
+
+/** Everything an external subject gets: one cell, all ranks at once. */
+export interface ExternalCell {
+  readonly cell: {
+    readonly subject: string;
+    readonly model: string;
+    readonly dtype: DType;
+    readonly normType: number;
+    readonly regime: string;
+    readonly seed: number;
+  };
+  readonly layout: Layout;
+  readonly world: number;
+  /** Index = rank: every physical copy the rank holds, gradients filled (null when absent). */
+  readonly params: readonly (readonly ParamView[])[];
+  readonly maxNorm: number;
+  readonly normType: number;
+  readonly errorIfNonfinite: boolean;
+  /** The cell's backend: save/load the gradients through it; free whatever it allocates. */
+  readonly backend: Backend;
+  readonly timeoutMs?: number;
+}
+
+/** What an external subject reports: like the simulated world's result, plus its own measurements. */
+export interface ExternalRun {
+  /** Index = rank: the returned norm, or the exception it raised. */
+  ranks: { rank: number; value?: number; error?: Error }[];
+  /** A hang, a timeout or a crash of the external runtime (fails the liveness check), or null. */
+  liveness: string | null;
+  comm: CommRecord[];
+  /** Per rank, measured by the external runtime (the backend ledger does not see its memory). */
+  memory?: { scratchPeakBytes: number; leakedBytes: number }[];
+  /** The tolerance class the subject claims for this cell, when it depends on the cell (e.g. its dtype). */
+  tolerance?: ToleranceClass;
 }
 
 /** Raised by a subject when error_if_nonfinite is set and the total norm is not finite. */

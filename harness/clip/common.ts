@@ -4,7 +4,7 @@
  *
  * Nothing here issues a collective: every all_reduce stays visible in the subject itself.
  */
-import type { Group } from "../layout/mesh.ts";
+import type { AxisName, Group } from "../layout/mesh.ts";
 import type { ClipArgs, Ops, ParamView, RankContext, ReduceOp, Tensor } from "./api.ts";
 import { clipCoefficient, NonFiniteNormError, normFromPowerSum } from "./api.ts";
 
@@ -46,15 +46,21 @@ export function reduceFlags(p: ParamView): boolean[] {
  * its non-Replicate axes (Replicate axes hold identical copies, which must not be summed again).
  */
 export function reductionGroupOf(rank: RankContext, p: ParamView): Group {
-  return rank.groupOf(p.mesh, reduceFlags(p));
+  return rank.groupOf(p, reduceFlags(p)); // flags aligned with p.meshAxes (a sub-mesh too)
 }
 
 /**
  * True on the one rank of each set of replicas that counts the param: coordinate 0 on every Replicate
- * axis of its mesh. Its partial may then be reduced over any group that contains the others.
+ * axis of its mesh, and on every stage axis its sub-mesh does not span (a DTensor on a sub-mesh has one
+ * identical instance per slice of the other axes). Its partial may then be reduced over any group
+ * that contains the others.
  */
 export function isReplicaLeader(rank: RankContext, p: ParamView): boolean {
-  return p.placements.every((x, i) => x.kind !== "replicate" || rank.coords[p.meshAxes[i]] === 0);
+  const stageAxes: readonly AxisName[] = p.mesh === "sparse" ? SPARSE_STAGE_AXES : STAGE_AXES;
+  return stageAxes.every((a) => {
+    const i = p.meshAxes.indexOf(a);
+    return (i >= 0 && p.placements[i]!.kind !== "replicate") || rank.coords[a] === 0;
+  });
 }
 
 /** Every rank of this rank's PP stage (the dense mesh without pp). */

@@ -23,15 +23,38 @@ export function stageAxes(mesh: Mesh): AxisName[] {
   return mesh.axes.filter((a) => a !== "pp");
 }
 
-/** The group of ranks that differ from `rank` only on the flagged (or named) axes of a stage sub-mesh. */
-export function reductionGroup(meshes: Meshes, rank: number, mesh: MeshName, axes: readonly boolean[] | readonly AxisName[]): Group {
-  const m = meshes[mesh];
-  const named: AxisName[] =
-    typeof axes[0] === "boolean"
-      ? stageAxes(m).filter((_, i) => (axes as readonly boolean[])[i])
-      : [...(axes as readonly AxisName[])];
+/**
+ * A mesh by name (its whole stage sub-mesh: every axis but pp), or a parameter (anything with `mesh`
+ * and `meshAxes`, e.g. a ParamView): the sub-mesh its DTensor lives on, whose axes may be a subset.
+ */
+export type MeshRef = MeshName | { readonly mesh: MeshName; readonly meshAxes: readonly AxisName[] };
+
+/**
+ * The group of ranks that differ from `rank` only on the flagged (or named) axes of a stage sub-mesh.
+ * Boolean flags are aligned with the axes of `mesh`: a parameter's `meshAxes` when a parameter is
+ * given, else every axis of the named mesh but pp. A flag list of another length is an error, never a
+ * silent misalignment (a sub-mesh parameter's flags must come with the parameter).
+ */
+export function reductionGroup(meshes: Meshes, rank: number, mesh: MeshRef, axes: readonly boolean[] | readonly AxisName[]): Group {
+  const name = typeof mesh === "string" ? mesh : mesh.mesh;
+  const m = meshes[name];
+  if (!m) throw new Error(`no mesh "${String(name)}" (dense or sparse)`);
+  let named: AxisName[];
+  if (axes.length > 0 && typeof axes[0] === "boolean") {
+    const flags = axes as readonly boolean[];
+    const over = typeof mesh === "string" ? stageAxes(m) : mesh.meshAxes;
+    if (flags.length !== over.length) {
+      throw new Error(
+        `groupOf: ${flags.length} flags for the ${over.length} axes (${over.join(", ")}) of the ${name} ` +
+          (typeof mesh === "string" ? "stage mesh; for a parameter on a sub-mesh pass the parameter: groupOf(p, flags)" : "parameter's sub-mesh"),
+      );
+    }
+    named = over.filter((_, i) => flags[i]);
+  } else {
+    named = [...(axes as readonly AxisName[])];
+  }
   for (const a of named) {
-    if (!m.axes.includes(a)) throw new Error(`mesh ${mesh} has no axis "${a}" (axes: ${m.axes.join(", ")})`);
+    if (!m.axes.includes(a)) throw new Error(`mesh ${name} has no axis "${a}" (axes: ${m.axes.join(", ")})`);
   }
   return makeGroup(groupRanks(m, rank, named));
 }

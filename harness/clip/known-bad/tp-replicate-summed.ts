@@ -20,7 +20,7 @@ export default defineSubject({
       if (!counts(p)) continue;
       // BUG: the tp axis is always reduced over, whatever its placement
       const flags = p.placements.map((x, i) => x.kind !== "replicate" || p.meshAxes[i] === "tp");
-      const group = rank.groupOf(p.mesh, flags);
+      const group = rank.groupOf(p, flags);
       const b = buckets.get(group.key) ?? { group, acc: 0 };
       b.acc = combine(b.acc, localPartial(rank.ops, p.grad, normType), normType);
       buckets.set(group.key, b);

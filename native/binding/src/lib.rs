@@ -9,7 +9,7 @@ mod options;
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use clip_parity_core::{reference, safetensors, Store};
+use clip_parity_core::{optim, reference, safetensors, Store};
 use napi::bindgen_prelude::{BigInt, Float64Array, Unknown};
 use napi::{Error, Result};
 use napi_derive::napi;
@@ -86,6 +86,16 @@ pub struct SafetensorsInfo {
     #[napi(ts_type = "DType")]
     pub dtype: String,
     pub shape: Vec<f64>,
+}
+
+/// AdamW hyper-parameters (torch names; betas = [beta1, beta2])
+#[napi(object)]
+pub struct AdamWParams {
+    pub lr: f64,
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+    pub weight_decay: f64,
 }
 
 #[napi(object)]
@@ -340,6 +350,30 @@ impl NativeStore {
         guard("safetensorsMetadata", || {
             let h = safetensors::read_header(&path).map_err(core_err)?;
             Ok(h.metadata.into_iter().collect())
+        })
+    }
+
+    /// one torch.optim.AdamW step (foreach=False) in place, float32 math in a fixed order
+    /// (native/core/src/optim.rs): param, expAvg, expAvgSq f32; grad any dtype; same numel;
+    /// step = the step count after this update (>= 1)
+    #[napi]
+    pub fn adamw_step(&mut self, param: f64, grad: f64, exp_avg: f64, exp_avg_sq: f64, step: f64, hp: AdamWParams) -> Result<()> {
+        guard("adamwStep", || {
+            let ids = (o::id("param", param)?, o::id("grad", grad)?, o::id("expAvg", exp_avg)?, o::id("expAvgSq", exp_avg_sq)?);
+            let s = o::uint("step", step)?;
+            let h = optim::AdamW { lr: hp.lr, beta1: hp.beta1, beta2: hp.beta2, eps: hp.eps, weight_decay: hp.weight_decay };
+            self.inner.adamw_step(ids.0, ids.1, ids.2, ids.3, s, &h).map_err(core_err)
+        })
+    }
+
+    /// copies the intersection of dstBlock and srcBlock (blocks of one global tensor) from src into
+    /// dst (same dtype); returns the number of elements copied (0 when they do not intersect)
+    #[napi]
+    pub fn copy_block(&mut self, dst: f64, #[napi(ts_arg_type = "Block")] dst_block: Unknown<'_>, src: f64, #[napi(ts_arg_type = "Block")] src_block: Unknown<'_>) -> Result<f64> {
+        guard("copyBlock", || {
+            let (d, s) = (o::id("dst", dst)?, o::id("src", src)?);
+            let (db, sb) = (o::block(&dst_block)?, o::block(&src_block)?);
+            Ok(self.inner.copy_block(d, &db, s, &sb).map_err(core_err)? as f64)
         })
     }
 }

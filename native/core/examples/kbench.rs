@@ -31,6 +31,22 @@ fn main() {
         best[4] = best[4].min(t.elapsed().as_secs_f64());
         clip_parity_core::exact::set_force_portable(false);
     }
+    // cache-resident (compute-only) rates: 64 KiB slices, repeated
+    let small = &v[..16384];
+    let mut bs = [f64::MAX; 3];
+    for _ in 0..20 {
+        let t = Instant::now();
+        for _ in 0..1000 { sink += kernels::read_pass(small) as u64; }
+        bs[0] = bs[0].min(t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        for _ in 0..1000 { sink += kernels::sum_abs_pow(small, 2.0) as u64; }
+        bs[1] = bs[1].min(t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        for _ in 0..1000 { sink += exact_sum_abs_pow(small, 2.0).unwrap().limbs.len() as u64; }
+        bs[2] = bs[2].min(t.elapsed().as_secs_f64());
+    }
+    let el = 16384.0 * 1000.0;
+    println!("in cache: read {:.3} ns/el | sumsq {:.3} ns/el | exact2 {:.3} ns/el", bs[0] / el * 1e9, bs[1] / el * 1e9, bs[2] / el * 1e9);
     println!("portable exact2 {:.2} ms", best[4] * 1e3);
     println!("read {:.2} ms | sumsq {:.2} ms ratio {:.3} | exact2 {:.2} ms ratio {:.3} | exact1 {:.2} ms ratio {:.3} ({sink})",
         best[0] * 1e3, best[1] * 1e3, best[0] / best[1], best[2] * 1e3, best[0] / best[2], best[3] * 1e3, best[0] / best[3]);

@@ -164,8 +164,8 @@ fn f32bits<T: Elem>(x: T) -> u32 {
 /// Scalar exact binning for p = 1 or 2 (the portable path, and the fallback of the SIMD one).
 struct ScalarBins {
     p2: bool,
-    master: Box<[u128; 256]>,
-    bins: Box<[[u64; 256]; SETS]>,
+    /// Allocated on first use (the SIMD path rarely needs it).
+    state: Option<Box<([u128; 256], [[u64; 256]; SETS])>>,
     pending: usize,
 }
 
@@ -189,18 +189,20 @@ impl ScalarBins {
         }
     }
     fn flush(&mut self) {
+        self.pending = 0;
+        let Some(st) = self.state.as_mut() else { return };
+        let (master, bins) = &mut **st;
         for k in 0..255 {
             let mut t: u128 = 0;
             for s in 0..SETS {
-                t += self.bins[s][k] as u128;
-                self.bins[s][k] = 0;
+                t += bins[s][k] as u128;
+                bins[s][k] = 0;
             }
-            self.master[k] += t;
+            master[k] += t;
         }
         for s in 0..SETS {
-            self.bins[s][255] = 0; // non-finite: skipped
+            bins[s][255] = 0; // non-finite: skipped
         }
-        self.pending = 0;
     }
     /// Adds xs; the u64 bins are flushed before FLUSH elements have gone into them.
     fn add<T: Elem>(&mut self, xs: &[T]) {
@@ -208,10 +210,11 @@ impl ScalarBins {
         while !rest.is_empty() {
             let k = rest.len().min(FLUSH - self.pending);
             let (c, r) = rest.split_at(k);
+            let st = self.state.get_or_insert_with(|| Box::new(([0u128; 256], [[0u64; 256]; SETS])));
             if self.p2 {
-                bins_p2(&mut self.bins, c)
+                bins_p2(&mut st.1, c)
             } else {
-                bins_p1(&mut self.bins, c)
+                bins_p1(&mut st.1, c)
             }
             self.pending += k;
             if self.pending == FLUSH {
@@ -222,10 +225,11 @@ impl ScalarBins {
     }
     fn finish_into(&mut self, n: &mut BigUint) {
         self.flush();
+        let Some(st) = self.state.as_ref() else { return };
         for k in 0..255i32 {
             let e = k.max(1) - 150; // x = M * 2^e
             let shift = if self.p2 { 2 * e + 1074 } else { e + 1074 };
-            n.add_shifted(self.master[k as usize], shift as u32);
+            n.add_shifted(st.0[k as usize], shift as u32);
         }
     }
 }
@@ -242,7 +246,7 @@ impl ExactF32 {
     pub fn new(p2: bool) -> ExactF32 {
         ExactF32 {
             p2,
-            scalar: ScalarBins { p2, master: Box::new([0u128; 256]), bins: Box::new([[0u64; 256]; SETS]), pending: 0 },
+            scalar: ScalarBins { p2, state: None, pending: 0 },
             #[cfg(target_arch = "x86_64")]
             fold: Default::default(),
         }

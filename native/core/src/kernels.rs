@@ -408,6 +408,14 @@ mod simd_parity {
             let small: Vec<f32> = v.iter().map(|x| x * 2f32.powi(-100)).collect();
             check(&small);
         }
+        // the edges of the unchecked fold range: kmax - 20 (p = 2) and kmax - 65 (p = 1)
+        for d in [19, 20, 21, 22, 64, 65, 66, 67] {
+            let mut v = vec![f32::from_bits(0x3fff_ffff); 1024];
+            for (i, x) in v.iter_mut().enumerate().skip(1) {
+                *x = f32::from_bits(((0x7f - d) << 23) | (0x7f_ffff - i as u32)) * if i % 2 == 0 { 1.0 } else { -1.0 };
+            }
+            check(&v);
+        }
         // a block mixing the largest and smallest magnitudes
         let mut d = vec![f32::MAX, f32::from_bits(1), 1.0, 1e-20, 1e20, -3.5e-38];
         d.resize(256, 2.5e-10);

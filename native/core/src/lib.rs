@@ -7,6 +7,7 @@ pub mod gen;
 pub mod hash;
 pub mod json;
 pub mod kernels;
+pub mod optim;
 pub mod reference;
 pub mod safetensors;
 pub mod simd;

@@ -36,6 +36,9 @@ unsafe fn load4_pd<T: Elem>(p: *const T) -> __m256d {
     }
 }
 
+/// Prefetch distance in bytes (prefetching past the end of a slice is harmless).
+const PREFETCH: usize = 4096;
+
 /// Lanes of the f64 sums (must equal kernels::L).
 pub const LANES: usize = 32;
 const _: () = assert!(LANES % 8 == 0);
@@ -46,8 +49,16 @@ unsafe fn sum_lanes<T: Elem, const ABS: bool>(xs: &[T]) -> [f64; LANES] {
     let n = xs.len() / LANES * LANES;
     let p = xs.as_ptr();
     let sign = _mm256_set1_pd(-0.0);
+    let bytes_per_iter = LANES * std::mem::size_of::<T>();
     let mut i = 0;
     while i < n {
+        // software prefetch ~4 KiB ahead: keeps enough cache lines in flight while computing
+        let ahead = (p.add(i) as *const i8).add(PREFETCH);
+        let mut off = 0;
+        while off < bytes_per_iter {
+            _mm_prefetch::<_MM_HINT_T0>(ahead.add(off));
+            off += 64;
+        }
         for j in 0..LANES / 8 {
             let (lo, hi) = if T::DTYPE == DType::F32 {
                 (load4_pd(p.add(i + 8 * j)), load4_pd(p.add(i + 8 * j + 4)))
@@ -85,6 +96,9 @@ pub unsafe fn read_words(bytes: &[u8]) -> u32 {
     let mut acc = [_mm256_setzero_si256(); 4];
     let mut i = 0;
     while i < n {
+        // the same software prefetch as the kernels measured against it
+        _mm_prefetch::<_MM_HINT_T0>(p.add(i + PREFETCH) as *const i8);
+        _mm_prefetch::<_MM_HINT_T0>(p.add(i + PREFETCH + 64) as *const i8);
         for j in 0..4 {
             acc[j] = _mm256_add_epi32(acc[j], _mm256_loadu_si256(p.add(i + 32 * j) as *const __m256i));
         }
@@ -119,29 +133,35 @@ pub unsafe fn sum_abs_lanes<T: Elem>(xs: &[T]) -> [f64; LANES] {
 pub const BLOCK: usize = 1024;
 const LOG2_DEPOSITS: i32 = 6;
 
-/// Where the exact kernel puts its results: `fold[e + 1074]` counts units of 2^e.
+/// Where the exact kernel puts its results: (k, count) pairs, count units of 2^(k - 1074).
+/// Few distinct k occur (one per block maximum exponent), so a short list is enough.
+#[derive(Default)]
 pub struct FoldBins {
-    pub bins: Vec<u128>,
+    bins: Vec<(usize, u128)>,
+    last: usize,
     /// Spill for a bin that would overflow (never in practice).
-    pub spill: crate::exact::BigUint,
-}
-
-impl Default for FoldBins {
-    fn default() -> Self {
-        FoldBins { bins: vec![0u128; 2200], spill: crate::exact::BigUint::zero() }
-    }
+    spill: crate::exact::BigUint,
 }
 
 impl FoldBins {
     fn add(&mut self, total: u128, unit_exp: i32) {
         let k = (unit_exp + 1074) as usize;
-        match self.bins[k].checked_add(total) {
-            Some(v) => self.bins[k] = v,
+        let j = if self.bins.get(self.last).map(|b| b.0) == Some(k) {
+            self.last
+        } else if let Some(j) = self.bins.iter().position(|b| b.0 == k) {
+            j
+        } else {
+            self.bins.push((k, 0));
+            self.bins.len() - 1
+        };
+        self.last = j;
+        match self.bins[j].1.checked_add(total) {
+            Some(v) => self.bins[j].1 = v,
             None => self.spill.add_shifted(total, k as u32),
         }
     }
     pub fn finish_into(&self, n: &mut crate::exact::BigUint) {
-        for (k, &v) in self.bins.iter().enumerate() {
+        for &(k, v) in &self.bins {
             n.add_shifted(v, k as u32);
         }
         n.add(&self.spill);
@@ -159,13 +179,24 @@ impl FoldBins {
 unsafe fn fold_block<T: Elem, const P2: bool>(xs: &[T]) -> Option<(u128, i32)> {
     let p = xs.as_ptr();
     let n = xs.len();
-    // pass 1: largest |x| bit pattern (any NaN/Inf pattern is above every finite one)
+    // pass 1: largest |x| bit pattern (any NaN/Inf pattern is above every finite one) and the
+    // smallest nonzero one (|x| bits - 1 wraps zero to the top)
     let absm = _mm256_set1_epi32(0x7fff_ffff);
+    let onev = _mm256_set1_epi32(1);
     let mut mx = [_mm256_setzero_si256(); 2];
+    let mut mn = [_mm256_set1_epi32(-1); 2];
     let mut i = 0;
     while i < n {
+        let ahead = (p.add(i) as *const i8).add(PREFETCH);
+        let mut off = 0;
+        while off < 16 * std::mem::size_of::<T>() {
+            _mm_prefetch::<_MM_HINT_T0>(ahead.add(off));
+            off += 64;
+        }
         for h in 0..2 {
-            mx[h] = _mm256_max_epu32(mx[h], _mm256_and_si256(load8(p.add(i + 8 * h)), absm));
+            let a = _mm256_and_si256(load8(p.add(i + 8 * h)), absm);
+            mx[h] = _mm256_max_epu32(mx[h], a);
+            mn[h] = _mm256_min_epu32(mn[h], _mm256_sub_epi32(a, onev));
         }
         i += 16;
     }
@@ -175,7 +206,28 @@ unsafe fn fold_block<T: Elem, const P2: bool>(xs: &[T]) -> Option<(u128, i32)> {
     if maxbits >= 0x7f80_0000 {
         return None;
     }
+    if maxbits == 0 {
+        return Some((0, 0)); // all zeros
+    }
+    _mm256_storeu_si256(km.as_mut_ptr() as *mut __m256i, _mm256_min_epu32(mn[0], mn[1]));
+    let minbits = km.iter().copied().min().unwrap() + 1;
     let kmax = ((maxbits >> 23) as i32).max(1);
+    let kmin = ((minbits >> 23) as i32).max(1);
+    // Every element is captured by the two folds when its exponent is within this many binades of
+    // the largest (see the bounds below); otherwise the remainders are checked.
+    let span = if P2 { 20 } else { 65 };
+    if kmin >= kmax - span {
+        fold_main::<T, P2, false>(xs, kmax)
+    } else {
+        fold_main::<T, P2, true>(xs, kmax)
+    }
+}
+
+#[inline(always)]
+unsafe fn fold_main<T: Elem, const P2: bool, const CHECK: bool>(xs: &[T], kmax: i32) -> Option<(u128, i32)> {
+    let p = xs.as_ptr();
+    let n = xs.len();
+    let mut i;
     // |x| < 2^(kmax - 126): y < 2^ey
     let ey = if P2 { 2 * (kmax - 126) } else { kmax - 126 };
     let a1 = ey + LOG2_DEPOSITS + 2;
@@ -198,11 +250,13 @@ unsafe fn fold_block<T: Elem, const P2: bool>(xs: &[T]) -> Option<(u128, i32)> {
             let t2 = _mm256_add_pd(f2[j], r);
             let q2 = _mm256_sub_pd(t2, f2[j]);
             f2[j] = t2;
-            lost = _mm256_or_pd(lost, _mm256_cmp_pd(r, q2, _CMP_NEQ_UQ)); // remainder r - q2 != 0
+            if CHECK {
+                lost = _mm256_or_pd(lost, _mm256_cmp_pd(r, q2, _CMP_NEQ_UQ)); // remainder r - q2 != 0
+            }
         }
         i += 16;
     }
-    if _mm256_movemask_pd(lost) != 0 {
+    if CHECK && _mm256_movemask_pd(lost) != 0 {
         return None;
     }
     // exact reductions over the 4 registers (see the bounds above: < 2^53 units each)

@@ -182,6 +182,16 @@ impl Store {
         let e = self.missing(id);
         self.tensors.get_mut(&id).ok_or(e)
     }
+    /// Mutable access to N different live tensors at once (for kernels in other modules, e.g. optim).
+    pub fn get_disjoint_mut<const N: usize>(&mut self, ids: [u32; N]) -> Result<[&mut Tensor; N]> {
+        for (i, id) in ids.iter().enumerate() {
+            self.get(*id)?;
+            if ids[..i].contains(id) {
+                bail!("id {id}: the same tensor is given twice");
+            }
+        }
+        Ok(self.tensors.get_disjoint_mut(ids.each_ref()).map(|t| t.expect("checked above")))
+    }
 
     fn new_data(&self, dtype: DType, numel: u64) -> Result<Data> {
         if self.backend == Backend::Meta {

@@ -1,0 +1,398 @@
+//! Optimizer and resharding kernels for the checkpoint-resume checks (SPEC section 9).
+//!
+//! `adamw`: one torch.optim.AdamW step (foreach=False, amsgrad=False, maximize=False) on one
+//! tensor, float32 parameter and state, every element computed with the same float32 operations in
+//! the same order (no FMA contraction), so a run is bitwise reproducible:
+//!
+//! ```text
+//! scalars (float64, as Python computes them, then each rounded once to float32):
+//!   decay = f32(1 - lr * weight_decay)      w1 = f32(1 - beta1)        b2 = f32(beta2)
+//!   c2 = f32(1 - beta2)                      eps = f32(eps)
+//!   bc1 = 1 - beta1^step                     bc2 = 1 - beta2^step        (float64 pow)
+//!   neg_step_size = f32(-(lr / bc1))         bc2_sqrt = f32(sqrt(bc2))
+//! per element (float32; g = f32(grad)):
+//!   p = p * decay
+//!   m = |w1| < 0.5 ? m + w1 * (g - m) : g - (g - m) * (1 - w1)      (torch.lerp)
+//!   v = v * b2 + (c2 * g) * g                                       (mul_, addcmul_)
+//!   d = sqrt(v) / bc2_sqrt + eps
+//!   p = p + (neg_step_size * m) / d                                 (addcdiv_)
+//! ```
+//!
+//! `copy_block`: copies the intersection of two blocks of the same global tensor from one local
+//! shard into another (the primitive of resharding).
+
+use crate::dtype::Elem;
+use crate::gen::Block;
+use crate::kernels::multiversion;
+use crate::store::{Data, Store};
+use crate::{bail, Result};
+
+/// AdamW hyper-parameters (torch names; betas = (beta1, beta2)).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdamW {
+    pub lr: f64,
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+    pub weight_decay: f64,
+}
+
+/// The float32 scalars of one step (see the module comment).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdamWScalars {
+    pub decay: f32,
+    pub w1: f32,
+    pub b2: f32,
+    pub c2: f32,
+    pub neg_step_size: f32,
+    pub bc2_sqrt: f32,
+    pub eps: f32,
+}
+
+impl AdamW {
+    pub fn validate(&self) -> Result<()> {
+        let AdamW { lr, beta1, beta2, eps, weight_decay } = *self;
+        if !(lr.is_finite() && lr >= 0.0) {
+            bail!("adamw: lr {lr} must be finite and >= 0");
+        }
+        if !(0.0..1.0).contains(&beta1) {
+            bail!("adamw: beta1 {beta1} must be in [0, 1)");
+        }
+        if !(0.0..1.0).contains(&beta2) {
+            bail!("adamw: beta2 {beta2} must be in [0, 1)");
+        }
+        if !(eps.is_finite() && eps >= 0.0) {
+            bail!("adamw: eps {eps} must be finite and >= 0");
+        }
+        if !(weight_decay.is_finite() && weight_decay >= 0.0) {
+            bail!("adamw: weight_decay {weight_decay} must be finite and >= 0");
+        }
+        Ok(())
+    }
+
+    /// The scalars of the step whose step count (after the increment) is `step` >= 1.
+    pub fn scalars(&self, step: u64) -> AdamWScalars {
+        let s = step as f64;
+        let bc1 = 1.0 - self.beta1.powf(s);
+        let bc2 = 1.0 - self.beta2.powf(s);
+        AdamWScalars {
+            decay: (1.0 - self.lr * self.weight_decay) as f32,
+            w1: (1.0 - self.beta1) as f32,
+            b2: self.beta2 as f32,
+            c2: (1.0 - self.beta2) as f32,
+            neg_step_size: (-(self.lr / bc1)) as f32,
+            bc2_sqrt: bc2.sqrt() as f32,
+            eps: self.eps as f32,
+        }
+    }
+}
+
+/// One element of the step (exposed for tests and for outside re-implementations).
+#[inline(always)]
+pub fn adamw_elem(k: &AdamWScalars, p: f32, g: f32, m: f32, v: f32) -> (f32, f32, f32) {
+    let p = p * k.decay;
+    let m = if k.w1.abs() < 0.5 { m + k.w1 * (g - m) } else { g - (g - m) * (1.0 - k.w1) };
+    let v = v * k.b2 + k.c2 * g * g;
+    let d = v.sqrt() / k.bc2_sqrt + k.eps;
+    let p = p + k.neg_step_size * m / d;
+    (p, m, v)
+}
+
+multiversion! {
+    /// One AdamW step over equal-length slices.
+    pub fn adamw<T: Elem>(param: &mut [f32], grad: &[T], m: &mut [f32], v: &mut [f32], k: &AdamWScalars) -> () {
+        let n = param.len();
+        let (grad, m, v) = (&grad[..n], &mut m[..n], &mut v[..n]);
+        for i in 0..n {
+            let (p, mi, vi) = adamw_elem(k, param[i], grad[i].to_f32(), m[i], v[i]);
+            param[i] = p;
+            m[i] = mi;
+            v[i] = vi;
+        }
+    }
+}
+
+/// The intersection of two blocks of the same global shape, or None when it is empty.
+pub fn intersect(a: &Block, b: &Block) -> Option<Block> {
+    let d = a.global_shape.len();
+    let mut start = vec![0u64; d];
+    let mut len = vec![0u64; d];
+    for k in 0..d {
+        let s = a.start[k].max(b.start[k]);
+        let e = (a.start[k] + a.len[k]).min(b.start[k] + b.len[k]);
+        if e <= s {
+            return None;
+        }
+        start[k] = s;
+        len[k] = e - s;
+    }
+    Some(Block { global_shape: a.global_shape.clone(), start, len })
+}
+
+/// Copies the elements of `dst_block ∩ src_block` from `src` (holding src_block, row-major) into
+/// `dst` (holding dst_block). Returns how many elements were copied. Blocks must be validated and
+/// have the same global shape; slices must have the blocks' sizes.
+pub fn copy_block<T: Copy>(dst: &mut [T], dst_block: &Block, src: &[T], src_block: &Block) -> u64 {
+    let Some(x) = intersect(dst_block, src_block) else { return 0 };
+    let d = x.global_shape.len();
+    if d == 0 {
+        dst[0] = src[0];
+        return 1;
+    }
+    // local row-major strides of each block
+    let strides = |b: &Block| {
+        let mut s = vec![1u64; d];
+        for k in (0..d - 1).rev() {
+            s[k] = s[k + 1] * b.len[k + 1];
+        }
+        s
+    };
+    let (ds, ss) = (strides(dst_block), strides(src_block));
+    let run = x.len[d - 1] as usize;
+    let mut idx = vec![0u64; d]; // odometer over the outer dims of x (relative to x.start)
+    loop {
+        let (mut so, mut dof) = (0u64, 0u64);
+        for k in 0..d {
+            let g = x.start[k] + idx[k];
+            so += (g - src_block.start[k]) * ss[k];
+            dof += (g - dst_block.start[k]) * ds[k];
+        }
+        let (so, dof) = (so as usize, dof as usize);
+        dst[dof..dof + run].copy_from_slice(&src[so..so + run]);
+        let mut k = d - 1;
+        loop {
+            if k == 0 {
+                return x.numel();
+            }
+            k -= 1;
+            idx[k] += 1;
+            if idx[k] < x.len[k] {
+                break;
+            }
+            idx[k] = 0;
+        }
+    }
+}
+
+fn shape_str(s: &[u64]) -> String {
+    format!("[{}]", s.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", "))
+}
+
+impl Store {
+    /// One AdamW step in place: `param`, `exp_avg`, `exp_avg_sq` are f32 tensors and `grad` any
+    /// dtype, all with the same number of elements; `step` is the step count after this update.
+    pub fn adamw_step(&mut self, param: u32, grad: u32, exp_avg: u32, exp_avg_sq: u32, step: u64, hp: &AdamW) -> Result<()> {
+        hp.validate()?;
+        if step == 0 {
+            bail!("adamwStep: step must be >= 1 (the step count after this update)");
+        }
+        let ids = [param, grad, exp_avg, exp_avg_sq];
+        for i in 0..4 {
+            for j in i + 1..4 {
+                if ids[i] == ids[j] {
+                    bail!("adamwStep: param, grad, expAvg and expAvgSq must be four different tensors (id {} given twice)", ids[i]);
+                }
+            }
+        }
+        let numel = self.get(param)?.numel;
+        for (what, id) in [("param", param), ("grad", grad), ("expAvg", exp_avg), ("expAvgSq", exp_avg_sq)] {
+            let t = self.get(id)?;
+            if what != "grad" && t.dtype != crate::DType::F32 {
+                bail!("adamwStep: {what} (tensor {id}) is {} but must be f32", t.dtype.name());
+            }
+            if t.numel != numel {
+                bail!(
+                    "adamwStep: {what} (tensor {id}, shape {}) has {} elements but param (tensor {param}) has {numel}",
+                    shape_str(&t.shape),
+                    t.numel
+                );
+            }
+        }
+        let k = hp.scalars(step);
+        let [p, g, m, v] = self.get_disjoint_mut(ids)?;
+        let (Data::F32(p), Data::F32(m), Data::F32(v)) = (&mut p.data, &mut m.data, &mut v.data) else {
+            return Ok(()); // meta: no storage, nothing to compute
+        };
+        match &g.data {
+            Data::F32(g) => adamw(p, g, m, v, &k),
+            Data::BF16(g) => adamw(p, g, m, v, &k),
+            Data::F16(g) => adamw(p, g, m, v, &k),
+            Data::Meta => {}
+        }
+        Ok(())
+    }
+
+    /// Copies the intersection of `dst_block` and `src_block` (blocks of the same global tensor)
+    /// from `src` into `dst`; same dtype; returns the number of elements copied (0 when disjoint).
+    pub fn copy_block(&mut self, dst: u32, dst_block: &Block, src: u32, src_block: &Block) -> Result<u64> {
+        dst_block.validate()?;
+        src_block.validate()?;
+        if dst_block.global_shape != src_block.global_shape {
+            bail!(
+                "copyBlock: dstBlock.globalShape {} and srcBlock.globalShape {} differ",
+                shape_str(&dst_block.global_shape),
+                shape_str(&src_block.global_shape)
+            );
+        }
+        if dst == src {
+            bail!("copyBlock: dst and src are the same tensor ({dst})");
+        }
+        let (td, ts) = (self.get(dst)?, self.get(src)?);
+        if td.dtype != ts.dtype {
+            bail!("copyBlock: dst (tensor {dst}) is {} but src (tensor {src}) is {}", td.dtype.name(), ts.dtype.name());
+        }
+        for (what, id, t, b) in [("dst", dst, td, dst_block), ("src", src, ts, src_block)] {
+            if t.numel != b.numel() {
+                bail!(
+                    "copyBlock: {what}Block len {} has {} elements but tensor {id} has shape {} ({} elements)",
+                    shape_str(&b.len),
+                    b.numel(),
+                    shape_str(&t.shape),
+                    t.numel
+                );
+            }
+        }
+        let [d, s] = self.get_disjoint_mut([dst, src])?;
+        Ok(match (&mut d.data, &s.data) {
+            (Data::F32(x), Data::F32(y)) => copy_block(x, dst_block, y, src_block),
+            (Data::BF16(x), Data::BF16(y)) => copy_block(x, dst_block, y, src_block),
+            (Data::F16(x), Data::F16(y)) => copy_block(x, dst_block, y, src_block),
+            _ => intersect(dst_block, src_block).map_or(0, |x| x.numel()),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gen::{GenMode, GenSpec};
+    use crate::{Backend, DType};
+
+    const HP: AdamW = AdamW { lr: 8e-4, beta1: 0.9, beta2: 0.95, eps: 1e-8, weight_decay: 0.1 };
+
+    #[test]
+    fn adamw_matches_the_formula_by_hand() {
+        // step 1 from zero state: m = 0.1 g, v = 0.05 g^2 (in f32), bc1 = 0.1, bc2 = 0.05
+        let k = HP.scalars(1);
+        assert_eq!(k.decay, (1.0f64 - 8e-4 * 0.1) as f32);
+        assert_eq!(k.w1, 0.1f64 as f32);
+        assert_eq!(k.neg_step_size, (-(8e-4 / (1.0 - 0.9f64))) as f32);
+        let (p0, g) = (0.5f32, -0.25f32);
+        let (p, m, v) = adamw_elem(&k, p0, g, 0.0, 0.0);
+        let m_want = 0.0f32 + k.w1 * (g - 0.0);
+        let v_want = 0.0f32 * k.b2 + k.c2 * g * g;
+        let d = v_want.sqrt() / k.bc2_sqrt + k.eps;
+        assert_eq!((m, v), (m_want, v_want));
+        assert_eq!(p, p0 * k.decay + k.neg_step_size * m_want / d);
+        // the first Adam step moves each weight by about lr * sign(g) (plus the decay)
+        assert!(((p - p0 * k.decay) - 8e-4).abs() < 1e-6, "{p}");
+        // a large weight (w1 >= 0.5) uses the other lerp branch
+        let big = AdamW { beta1: 0.25, ..HP }.scalars(3);
+        let (_, m2, _) = adamw_elem(&big, 1.0, 2.0, 1.0, 0.0);
+        assert_eq!(m2, 2.0 - (2.0 - 1.0) * (1.0 - 0.75f32));
+    }
+
+    #[test]
+    fn adamw_step_on_the_store_is_deterministic_and_checks_its_arguments() {
+        let mut s = Store::new(Backend::Cpu, 1).unwrap();
+        let n = 1000u64;
+        let blk = Block::full(&[n]);
+        let mk = |s: &mut Store, dt: DType, name: &str| {
+            let id = s.alloc(0, dt, &[n]).unwrap();
+            s.fill_grad(id, &GenSpec::new(5, 0, name, dt, 0, GenMode::Gen), &blk).unwrap();
+            id
+        };
+        let mut hashes = Vec::new();
+        for _ in 0..2 {
+            let p = mk(&mut s, DType::F32, "param:w");
+            let g = mk(&mut s, DType::BF16, "w");
+            let m = s.alloc(0, DType::F32, &[n]).unwrap();
+            let v = s.alloc(0, DType::F32, &[n]).unwrap();
+            for step in 1..=4 {
+                s.adamw_step(p, g, m, v, step, &HP).unwrap();
+            }
+            // element 17 by hand
+            let k: Vec<AdamWScalars> = (1..=4).map(|t| HP.scalars(t)).collect();
+            let (pe, ge) = (s.get_element(p, 17).unwrap() as f32, s.get_element(g, 17).unwrap() as f32);
+            let p0 = {
+                let id = mk(&mut s, DType::F32, "param:w");
+                let x = s.get_element(id, 17).unwrap() as f32;
+                s.free(id).unwrap();
+                x
+            };
+            let (mut pp, mut mm, mut vv) = (p0, 0f32, 0f32);
+            for kk in &k {
+                (pp, mm, vv) = adamw_elem(kk, pp, ge, mm, vv);
+            }
+            assert_eq!(pp.to_bits(), pe.to_bits());
+            assert_eq!(mm.to_bits(), (s.get_element(m, 17).unwrap() as f32).to_bits());
+            assert_eq!(vv.to_bits(), (s.get_element(v, 17).unwrap() as f32).to_bits());
+            hashes.push((s.hash(p).unwrap(), s.hash(m).unwrap(), s.hash(v).unwrap()));
+            assert!(s.adamw_step(p, g, m, m, 5, &HP).unwrap_err().0.contains("four different tensors"));
+            assert!(s.adamw_step(g, p, m, v, 5, &HP).unwrap_err().0.contains("param (tensor"));
+            assert!(s.adamw_step(p, g, m, v, 0, &HP).unwrap_err().0.contains("step must be >= 1"));
+            let short = s.alloc(0, DType::F32, &[3]).unwrap();
+            assert!(s.adamw_step(p, g, m, short, 1, &HP).unwrap_err().0.contains("has 3 elements"));
+            for id in [p, g, m, v, short] {
+                s.free(id).unwrap();
+            }
+        }
+        assert_eq!(hashes[0], hashes[1]);
+        assert_eq!(s.live_bytes(0).unwrap(), 0);
+    }
+
+    #[test]
+    fn copy_block_reassembles_any_sharding() {
+        let mut s = Store::new(Backend::Cpu, 1).unwrap();
+        let shape = [5u64, 7, 3];
+        let spec = GenSpec::new(1, 1, "t", DType::F32, 0, GenMode::Gen);
+        let full = Block::full(&shape);
+        let whole = s.alloc(0, DType::F32, &shape).unwrap();
+        s.fill_grad(whole, &spec, &full).unwrap();
+        // source: dim 0 in chunks of 2, dim 1 in chunks of 4; destination: dim 1 in chunks of 3
+        let mut srcs = Vec::new();
+        for (a0, l0) in [(0, 2), (2, 2), (4, 1)] {
+            for (a1, l1) in [(0, 4), (4, 3)] {
+                let b = Block { global_shape: shape.to_vec(), start: vec![a0, a1, 0], len: vec![l0, l1, 3] };
+                let id = s.alloc(0, DType::F32, &b.len).unwrap();
+                s.fill_grad(id, &spec, &b).unwrap();
+                srcs.push((id, b));
+            }
+        }
+        for (a1, l1) in [(0, 3), (3, 3), (6, 1), (7, 0)] {
+            let b = Block { global_shape: shape.to_vec(), start: vec![0, a1, 0], len: vec![5, l1, 3] };
+            let dst = s.alloc(0, DType::F32, &b.len).unwrap();
+            let mut copied = 0;
+            for (id, sb) in &srcs {
+                copied += s.copy_block(dst, &b, *id, sb).unwrap();
+            }
+            assert_eq!(copied, b.numel());
+            let want = s.alloc(0, DType::F32, &b.len).unwrap();
+            s.fill_grad(want, &spec, &b).unwrap();
+            assert_eq!(s.compare(want, dst).unwrap(), None);
+            // and back into the whole tensor
+            let back = s.alloc(0, DType::F32, &shape).unwrap();
+            s.copy_block(back, &full, dst, &b).unwrap();
+            s.free(want).unwrap();
+            s.free(back).unwrap();
+            s.free(dst).unwrap();
+        }
+        let other = s.alloc(0, DType::BF16, &[5, 7, 3]).unwrap();
+        assert!(s.copy_block(other, &full, whole, &full).unwrap_err().0.contains("is bf16 but src"));
+        let bad = Block { global_shape: vec![5, 7, 4], start: vec![0, 0, 0], len: vec![5, 7, 3] };
+        assert!(s.copy_block(other, &full, whole, &bad).unwrap_err().0.contains("globalShape"));
+        // scalars
+        let a = s.alloc(0, DType::F16, &[]).unwrap();
+        let b = s.alloc(0, DType::F16, &[]).unwrap();
+        s.fill_value(b, 3.0).unwrap();
+        assert_eq!(s.copy_block(a, &Block::full(&[]), b, &Block::full(&[])).unwrap(), 1);
+        assert_eq!(s.get_element(a, 0).unwrap(), 3.0);
+        for (id, _) in srcs {
+            s.free(id).unwrap();
+        }
+        for id in [whole, other, a, b] {
+            s.free(id).unwrap();
+        }
+        assert_eq!(s.live_bytes(0).unwrap(), 0);
+    }
+}
