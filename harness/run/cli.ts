@@ -33,12 +33,15 @@ commands:
             [--shard I/N] [--report ${REPORTER_NAMES.join(",")}] [--out DIR] [--golden check|update|off] [--quiet]
   cell      --subject NAME|PATH --layout SPEC --model NAME --dtype f32|bf16|f16 --norm 2|1|inf|P --regime NAME
             [--max-norm X] [--seed N] [--error-if-nonfinite true|false] [--backend B] [--json FILE] [--dump DIR]
+  cell      --file FUZZ_CASE.json [--subject NAME|PATH]   (a counterexample written by npm run fuzz)
   plan      --model NAME --layout SPEC --dtype f32|bf16|f16 [--subject NAME|PATH]... [--json FILE]
   manifest  --model NAME [--json]
   list      [matrices|subjects|models|checks|regimes]
   gate      --baseline FILE --results FILE [--memory-slack 5%] [--comm-slack 0%] [--md FILE]
   merge     --out FILE FILE...
   report    --results FILE [--report ${REPORTER_NAMES.join(",")}] [--out DIR] [--title TEXT]
+  resume    --subject NAME|PATH --layout SPEC [--resume-layout SPEC] --model NAME --dtype f32|bf16|f16 [--steps T] [--save-at K]
+            [--dir DIR] [--from-existing] [--norm P] [--regime NAME] [--seed N] [--json FILE]   (clip-parity resume --help)
 
 exit status: 0 every check passed, 1 a check failed, 2 bad input`;
 
@@ -181,7 +184,16 @@ async function cmdCell(args: string[]): Promise<number> {
     backend: { type: "string" },
     json: { type: "string" },
     dump: { type: "string" },
+    file: { type: "string" },
   });
+  const caseFile = str(v, "file");
+  if (caseFile !== undefined) {
+    // A fuzz case file (harness/fuzz/case.ts): a synthetic model with explicit placements.
+    const other = ["layout", "model", "dtype", "norm", "regime", "max-norm", "seed", "error-if-nonfinite", "backend", "json", "dump"].filter((f) => v[f] !== undefined);
+    if (other.length) throw new InputError(`--file: the case file fixes the cell; only --subject may be given with it (got --${other.join(", --")})`);
+    const { printReplay } = await import("../fuzz/replay.ts");
+    return printReplay(caseFile, { subject: str(v, "subject"), memoryTable });
+  }
   const model = str(v, "model", true)!;
   getModel(model);
   const regime = str(v, "regime", true)!;
@@ -313,6 +325,8 @@ export async function main(argv: string[]): Promise<number> {
         return await cmdMerge(rest);
       case "report":
         return await cmdReport(rest);
+      case "resume":
+        return await (await import("../resume/cli.ts")).cmdResume(rest);
       case undefined:
       case "help":
       case "--help":
@@ -320,7 +334,7 @@ export async function main(argv: string[]): Promise<number> {
         process.stdout.write(`${USAGE}\n`);
         return command === undefined ? 2 : 0;
       default:
-        throw new InputError(`unknown command "${command}"; one of run, cell, plan, manifest, list, gate, merge, report\n${USAGE}`);
+        throw new InputError(`unknown command "${command}"; one of run, cell, plan, manifest, list, gate, merge, report, resume\n${USAGE}`);
     }
   } catch (err) {
     if (err instanceof ClipParityError) {

@@ -1,0 +1,90 @@
+/**
+ * Bitwise comparison of two training states of the same model, possibly in different layouts, held
+ * in one backend: every physical copy of the resumed state (tied replicas included) against the
+ * uninterrupted state's same physical copy (or its canonical copy when that layout has no such
+ * replica), for the parameter, exp_avg, exp_avg_sq and the optimizer step count. Across layouts the
+ * expected block is assembled from the uninterrupted shards in memory (native copyBlock), never
+ * through the checkpoint loader under test.
+ */
+import type { Backend } from "../backend/backend.ts";
+import { globalIndex } from "../checks/types.ts";
+import { sameLayout } from "../layout/layout.ts";
+import type { Tensor } from "../clip/api.ts";
+import { ROLES, roleTensor } from "./checkpoint.ts";
+import type { CopyState, TrainState } from "./train.ts";
+
+export interface StateDiff {
+  /** One line per difference found (at most `limit`). */
+  differences: string[];
+  /** How many (copy, role) tensors and step counts differ in all. */
+  count: number;
+  tensors: number;
+  elements: number;
+}
+
+const show = (x: number): string => {
+  if (Number.isNaN(x)) return "NaN";
+  const bits = new Uint32Array(new Float32Array([x]).buffer)[0]!;
+  return `${x} (0x${bits.toString(16).padStart(8, "0")})`;
+};
+
+export function compareStates(backend: Backend, expected: TrainState, actual: TrainState, limit = 8): StateDiff {
+  const out: StateDiff = { differences: [], count: 0, tensors: 0, elements: 0 };
+  const note = (line: string) => {
+    out.count++;
+    if (out.differences.length < limit) out.differences.push(line);
+  };
+  const same = sameLayout(expected.layout, actual.layout);
+  // uninterrupted copies by physical name, deduplicated by block
+  const byFqn = new Map<string, CopyState[]>();
+  const byName = new Map<string, CopyState[]>();
+  for (const copies of expected.ranks) {
+    for (const c of copies) {
+      for (const [map, key] of [
+        [byFqn, c.lp.fqn],
+        [byName, c.lp.canonical ? c.lp.name : ""],
+      ] as const) {
+        if (!key) continue;
+        const list = map.get(key) ?? map.set(key, []).get(key)!;
+        if (!list.some((o) => o.lp.block.start.join() === c.lp.block.start.join() && o.lp.block.len.join() === c.lp.block.len.join())) list.push(c);
+      }
+    }
+  }
+  actual.ranks.forEach((copies, rank) => {
+    copies.forEach((c, i) => {
+      const { lp } = c;
+      const sources = byFqn.get(lp.fqn) ?? byName.get(lp.name) ?? [];
+      const twin = same ? expected.ranks[rank]![i] : undefined;
+      if (same && twin?.lp.fqn !== lp.fqn) throw new Error(`internal: plans of the same layout differ at rank ${rank} copy ${i}`);
+      const wantSteps = twin ? twin.steps : sources[0]?.steps;
+      if (wantSteps !== c.steps) {
+        note(`rank ${rank} ${lp.fqn}: optimizer step count ${c.steps} after resuming; uninterrupted run: ${wantSteps}`);
+      }
+      for (const role of ROLES) {
+        const got = roleTensor(c, role);
+        let want: Tensor;
+        let scratch: Tensor | null = null;
+        if (twin) {
+          want = roleTensor(twin, role);
+        } else {
+          scratch = backend.alloc(rank, "f32", lp.block.len);
+          let n = 0;
+          for (const src of sources) n += backend.copyBlock(scratch, lp.block, roleTensor(src, role), src.lp.block);
+          if (n !== lp.numel) throw new Error(`internal: the uninterrupted run covers ${n} of ${lp.numel} elements of ${lp.fqn} on rank ${rank}`);
+          want = scratch;
+        }
+        const m = backend.compare(want, got);
+        if (scratch) backend.free(scratch);
+        out.tensors++;
+        out.elements += lp.numel;
+        if (m) {
+          note(
+            `rank ${rank} ${lp.fqn} ${role}: element ${m.index} (global index ${globalIndex(lp.block, m.index)} of [${lp.block.globalShape.join(", ")}]) ` +
+              `is ${show(m.actual)} after resuming; uninterrupted run: ${show(m.expected)}`,
+          );
+        }
+      }
+    });
+  });
+  return out;
+}
