@@ -265,6 +265,8 @@ function cmdList(args: string[]): number {
     },
     checks: () => {
       for (const c of CHECKS) out.write(`${c.id.padEnd(18)} ${c.description}\n`);
+      // Judged across a training run rather than one clip: `clip-parity resume`, not `run`.
+      out.write(`${"resume.equal".padEnd(18)} a resumed run ends bitwise equal to the uninterrupted one (clip-parity resume)\n`);
     },
     regimes: () => {
       for (const r of REGIMES) out.write(`${r}\n`);
