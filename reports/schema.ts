@@ -6,6 +6,7 @@
 import { readFileSync } from "node:fs";
 import { z } from "zod";
 import { InputError } from "../harness/errors.ts";
+import { layoutFields } from "../harness/layout/schema.ts";
 import type { RunSummary } from "../harness/run/runner.ts";
 
 /** A norm as the JSON shape writes it: a number, or "nan" / "inf" / "-inf", or null (no value). */
@@ -37,14 +38,7 @@ export const commJsonSchema = z.looseObject({
 export const cellJsonSchema = z.looseObject({
   id: z.string().min(1),
   subject: z.string().min(1),
-  layout: z.looseObject({
-    pp: z.number().int().positive(),
-    dp_replicate: z.number().int().positive(),
-    dp_shard: z.number().int().positive(),
-    cp: z.number().int().positive(),
-    tp: z.number().int().positive(),
-    ep: z.number().int().positive(),
-  }),
+  layout: z.looseObject(layoutFields),
   model: z.string(),
   dtype: z.string(),
   normType: z.union([z.number().positive(), z.literal("inf")]),

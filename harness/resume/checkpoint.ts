@@ -24,6 +24,7 @@ import { join, resolve } from "node:path";
 import { z } from "zod";
 import type { DType, Tensor } from "../clip/api.ts";
 import type { Backend } from "../backend/backend.ts";
+import { layoutFields } from "../layout/schema.ts";
 import { formatLayout, sameLayout, validateLayout, worldSize, type Layout } from "../layout/layout.ts";
 import type { ModelManifest } from "../model/manifest.ts";
 import type { Block } from "../model/plan.ts";
@@ -55,14 +56,7 @@ export function roleTensor(c: CopyState, role: Role): Tensor {
 }
 
 const dims = z.array(z.number().int().nonnegative());
-const layoutSchema = z.strictObject({
-  pp: z.number().int().positive(),
-  dp_replicate: z.number().int().positive(),
-  dp_shard: z.number().int().positive(),
-  cp: z.number().int().positive(),
-  tp: z.number().int().positive(),
-  ep: z.number().int().positive(),
-});
+const layoutSchema = z.strictObject(layoutFields);
 
 export const indexSchema = z.strictObject({
   format: z.literal(FORMAT),

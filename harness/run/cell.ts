@@ -4,14 +4,14 @@
  * The data takes one road: plan the shards, fill each rank's gradients from the generator, run the
  * subject on every rank at once, then judge the outcome with every check against the reference.
  */
-import { z } from "zod";
 import type { DType, ParamView, Subject, Tensor } from "../clip/api.ts";
 import { clipCoefficient } from "../clip/api.ts";
 import { Backend, DTYPE_BYTES, type BackendKind, type GenSpec } from "../backend/backend.ts";
 import { formatLayout, validateLayout, worldSize, type Layout } from "../layout/layout.ts";
 import { getModel } from "../model/models.ts";
+import type { ModelManifest } from "../model/manifest.ts";
 import { planWorld, type LocalParam } from "../model/plan.ts";
-import { f32Below, REGIMES, regimeSpec, type Regime } from "../clip/regimes.ts";
+import { f32Below, regimeSpec, type Regime } from "../clip/regimes.ts";
 import { computeReference, type Reference } from "../clip/reference.ts";
 import { World, type CommRecord, type RankOutcome } from "../world/world.ts";
 import { meshesOf, rankContext } from "../world/context.ts";
@@ -36,26 +36,6 @@ export interface Cell {
   errorIfNonfinite?: boolean;
   step?: number;
 }
-
-export const cellSchema = z.object({
-  subject: z.string().min(1),
-  layout: z.object({
-    pp: z.number().int().positive(),
-    dp_replicate: z.number().int().positive(),
-    dp_shard: z.number().int().positive(),
-    cp: z.number().int().positive(),
-    tp: z.number().int().positive(),
-    ep: z.number().int().positive(),
-  }),
-  model: z.string(),
-  dtype: z.enum(["f32", "bf16", "f16"]),
-  normType: z.union([z.number().positive(), z.literal("inf")]).transform((v) => (v === "inf" ? Infinity : v)),
-  regime: z.enum(REGIMES),
-  seed: z.number().int().nonnegative(),
-  maxNorm: z.number().positive().optional(),
-  errorIfNonfinite: z.boolean().optional(),
-  step: z.number().int().nonnegative().optional(),
-});
 
 export function formatNorm(p: number): string {
   return p === Infinity ? "inf" : String(p);
@@ -158,6 +138,15 @@ export interface RunCellOptions {
   timeoutMs?: number;
   /** Called with everything the checks saw, before the cell's tensors are freed (e.g. --dump). */
   inspect?: (ctx: CheckContext) => void;
+  /**
+   * A model given explicitly instead of the built-in `cell.model` (e.g. a fuzzer's synthetic model).
+   * Its name must equal `cell.model` and identify its content: the reference is cached by name.
+   */
+  model?: ModelManifest;
+  /** Each rank's physical copies (index = rank) instead of the default plan of the model. */
+  plan?: LocalParam[][];
+  /** The command line printed to reproduce the cell, when `reproCommand` cannot express it. */
+  repro?: string;
 }
 
 /** The meta backend holds no values: no reference, only shapes, bytes and collectives. */
@@ -174,7 +163,10 @@ export async function runCell(cell: Cell, options: RunCellOptions): Promise<Cell
   const subject = options.subject;
   const layout = validateLayout(cell.layout);
   const world = worldSize(layout);
-  const model = getModel(cell.model);
+  const model = options.model ?? getModel(cell.model);
+  if (options.model && options.model.name !== cell.model) {
+    throw new InputError(`cell.model "${cell.model}" does not name the model given to runCell ("${options.model.name}")`);
+  }
   if (!DTYPES.includes(cell.dtype)) throw new InputError(`dtype: "${cell.dtype}" is not one of ${DTYPES.join(", ")}`);
   if (!(cell.normType > 0)) throw new InputError(`norm: ${cell.normType} must be a positive number or inf`);
   const regime = regimeSpec(cell.regime);
@@ -197,7 +189,8 @@ export async function runCell(cell: Cell, options: RunCellOptions): Promise<Cell
   const errorIfNonfinite = cell.errorIfNonfinite ?? regime.errorIfNonfinite;
   const clipCoef = clipCoefficient(maxNorm, reference.totalNorm);
 
-  const plan = planWorld(model, layout);
+  const plan = options.plan ?? planWorld(model, layout);
+  if (plan.length !== world) throw new InputError(`the plan given to runCell has ${plan.length} ranks; the layout has ${world}`);
   const backend = new Backend(backendKind, world);
   try {
     const grads: (Tensor | null)[][] = plan.map((params, rank) =>
@@ -233,16 +226,22 @@ export async function runCell(cell: Cell, options: RunCellOptions): Promise<Cell
 
     const meshes = meshesOf(layout);
     const sim = new World(world, backend);
-    const run = await sim.run(
-      (rank) =>
-        subject.clip(rankContext(rank, layout, meshes, sim, backend), {
-          params: views[rank],
-          maxNorm,
-          normType: cell.normType,
-          errorIfNonfinite,
-        }),
-      { timeoutMs: options.timeoutMs },
-    );
+    // An external subject (the PyTorch adapter) runs the whole cell itself, outside the simulated world.
+    const external = subject.external
+      ? await subject.external({ cell, layout, world, params: views, maxNorm, normType: cell.normType, errorIfNonfinite, backend, timeoutMs: options.timeoutMs })
+      : undefined;
+    const run = external
+      ? { ranks: external.ranks, liveness: external.liveness, comm: external.comm }
+      : await sim.run(
+          (rank) =>
+            subject.clip(rankContext(rank, layout, meshes, sim, backend), {
+              params: views[rank],
+              maxNorm,
+              normType: cell.normType,
+              errorIfNonfinite,
+            }),
+          { timeoutMs: options.timeoutMs },
+        );
     backend.markStage("after clip");
 
     const memory: RankMemory[] = plan.map((params, rank) => {
@@ -251,19 +250,19 @@ export async function runCell(cell: Cell, options: RunCellOptions): Promise<Cell
       return {
         rank,
         gradBytes: before[rank],
-        scratchPeakBytes: backend.peakBytes(rank) - before[rank],
+        scratchPeakBytes: external?.memory?.[rank]?.scratchPeakBytes ?? backend.peakBytes(rank) - before[rank],
         budgetBytes: options.budgets?.scratchBytes ?? largest * DTYPE_BYTES.f32 + 1024 * 1024,
-        leakedBytes: backend.liveBytes(rank) - before[rank],
+        leakedBytes: external?.memory?.[rank]?.leakedBytes ?? backend.liveBytes(rank) - before[rank],
         stages: [...backend.stageProfile(rank)],
       };
     });
 
-    const repro = reproCommand(cell, backendKind);
+    const repro = options.repro ?? reproCommand(cell, backendKind);
     const ctx: CheckContext = {
       cell,
       backend,
       subject,
-      tolerance: subject.tolerance ?? "fp32",
+      tolerance: external?.tolerance ?? subject.tolerance ?? "fp32",
       maxNorm,
       errorIfNonfinite,
       reference,
