@@ -17,7 +17,7 @@ export default defineSubject({
     const buckets = new Map<string, { group: ReturnType<typeof rank.groupOf>; acc: number }>();
     for (const p of params) {
       if (!p.grad || !p.canonical) continue; // a tied copy counts once: only its canonical copy
-      const group = rank.groupOf(p.mesh, p.placements.map((x) => x.kind !== "replicate"));
+      const group = rank.groupOf(p, p.placements.map((x) => x.kind !== "replicate")); // flags align with p.meshAxes
       const b = buckets.get(group.key) ?? { group, acc: 0 };
       const local = inf ? rank.ops.maxAbs(p.grad) : rank.ops.sumAbsPow(p.grad, normType);
       b.acc = inf ? Math.max(b.acc, local) : b.acc + local;

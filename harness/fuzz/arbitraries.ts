@@ -1,0 +1,168 @@
+/**
+ * fast-check arbitraries for fuzz cases (case.ts).
+ *
+ * Every case is drawn as layout-independent "raw" numbers and then mapped onto the drawn layout
+ * (stage = raw % pp, sub-mesh = a bit mask over the stage mesh's axes, placement code 0 = Replicate,
+ * k = Shard((k-1) % ndim), ep = a divisor of dp_shard*cp*tp picked by index). fast-check shrinks the
+ * raw numbers toward 0, so a counterexample shrinks toward: one rank per axis, stage 0, the whole
+ * stage mesh, Replicate everywhere, shape [1], no replicas, the first dtype / norm / regime, seed 0.
+ *
+ * What is covered (harness/fuzz/coverage.ts counts them; suites/fuzz/case.test.ts asserts each in >= 5% of cases):
+ * - layouts of world size 1 to 16 on all six axes, ep any divisor of dp_shard*cp*tp;
+ * - per copy: the dense or the sparse stage mesh or any sub-mesh of it (1 to 4 axes), each axis
+ *   Replicate or Shard(d) on any dim, several axes sharding one dim (outer axis first, torch.chunk),
+ *   dims of 1 to 7 elements so uneven and empty chunks are common;
+ * - parameters on different meshes in one model; PP stages picked per parameter, so stages without
+ *   expert (sparse) parameters, stages with nothing at all and stages holding only a tied replica
+ *   occur; tie groups with replicas on other stages, each replica with its own mesh and placements;
+ * - dtypes f32, bf16, f16; norm types 2, 1, inf and 1.5; every regime, error_if_nonfinite default or
+ *   false; gradient seeds 0..999.
+ * Tensors stay small (at most 7^3 = 343 elements, at most 6 logical params) so hundreds of cases
+ * run in seconds.
+ */
+import fc from "fast-check";
+import type { DType } from "../clip/api.ts";
+import { REGIMES, type Regime } from "../clip/regimes.ts";
+import type { Layout } from "../layout/layout.ts";
+import type { MeshName } from "../layout/mesh.ts";
+import { Replicate, Shard, type Placement } from "../model/plan.ts";
+import { STAGE_MESH_AXES, type FuzzCase, type FuzzCopy, type FuzzParam } from "./case.ts";
+
+export const MAX_WORLD = 16;
+export const MAX_PARAMS = 6;
+export const MAX_DIM = 7;
+export const FUZZ_DTYPES: readonly DType[] = ["f32", "bf16", "f16"];
+export const FUZZ_NORMS: readonly number[] = [2, 1, Infinity, 1.5];
+
+/** Axis sizes by index: shrinking the index shrinks the size; small sizes are drawn most often. */
+const SIZES = [1, 1, 1, 1, 2, 2, 2, 3, 3, 4, 4, 5, 6, 8];
+
+function divisors(n: number): number[] {
+  const out: number[] = [];
+  for (let d = 1; d <= n; d++) if (n % d === 0) out.push(d);
+  return out;
+}
+
+/** World-size caps by index: spreads worlds over 1..16 instead of piling them up at 12-16. */
+const CAPS = [1, 2, 2, 3, 4, 4, 5, 6, 8, 8, 9, 12, 16, 16, 16];
+
+interface RawLayout {
+  /** index into CAPS: the largest world this layout may have */
+  cap: number;
+  sizes: number[]; // pp, dp_replicate, dp_shard, cp, tp (indices into SIZES)
+  ep: number;
+}
+
+/** Sizes from SIZES, then the largest axis decremented until the world fits in its cap (<= MAX_WORLD). */
+export function layoutFromRaw(raw: RawLayout): Layout {
+  const s = raw.sizes.map((i) => SIZES[i % SIZES.length]!);
+  const cap = Math.min(MAX_WORLD, CAPS[raw.cap % CAPS.length]!);
+  for (;;) {
+    const world = s.reduce((a, b) => a * b, 1);
+    if (world <= cap) break;
+    let big = 0;
+    for (let i = 1; i < s.length; i++) if (s[i]! >= s[big]!) big = i;
+    s[big]!--;
+  }
+  const [pp, dp_replicate, dp_shard, cp, tp] = s as [number, number, number, number, number];
+  const ds = divisors(dp_shard * cp * tp);
+  return { pp, dp_replicate, dp_shard, cp, tp, ep: ds[raw.ep % ds.length]! };
+}
+
+const rawLayout: fc.Arbitrary<RawLayout> = fc.record({
+  cap: fc.nat(CAPS.length - 1),
+  sizes: fc.array(fc.nat(SIZES.length - 1), { minLength: 5, maxLength: 5 }),
+  ep: fc.nat(15),
+});
+
+export const layoutArb: fc.Arbitrary<Layout> = rawLayout.map(layoutFromRaw);
+
+interface RawCopy {
+  stage: number;
+  sparse: boolean;
+  /** 0 or >= 16: the whole stage mesh; else a bit mask of its axes (a mask selecting none = the whole mesh). */
+  axesMask: number;
+  /** Per selected axis: 0 Replicate, k Shard((k-1) % ndim). */
+  placements: number[];
+}
+
+interface RawParam extends RawCopy {
+  shape: number[];
+  replicas: RawCopy[];
+}
+
+const rawCopy: fc.Arbitrary<RawCopy> = fc.record({
+  stage: fc.nat(15),
+  sparse: fc.boolean(),
+  axesMask: fc.nat(31),
+  placements: fc.array(fc.nat(3), { minLength: 4, maxLength: 4 }),
+});
+
+const rawParam: fc.Arbitrary<RawParam> = fc.record({
+  shape: fc.array(fc.integer({ min: 1, max: MAX_DIM }), { minLength: 1, maxLength: 3 }),
+  stage: fc.nat(15),
+  sparse: fc.boolean(),
+  axesMask: fc.nat(31),
+  placements: fc.array(fc.nat(3), { minLength: 4, maxLength: 4 }),
+  replicas: fc.array(rawCopy, { maxLength: 2 }),
+});
+
+function copyFromRaw(raw: RawCopy, ndim: number, pp: number): FuzzCopy {
+  const mesh: MeshName = raw.sparse ? "sparse" : "dense";
+  const all = STAGE_MESH_AXES[mesh];
+  let axes = raw.axesMask >= 16 ? [] : all.filter((_, i) => raw.axesMask & (1 << i));
+  if (axes.length === 0) axes = all.slice();
+  const placements: Placement[] = axes.map((_, i) => {
+    const code = raw.placements[i] ?? 0;
+    return code === 0 ? Replicate : Shard((code - 1) % ndim);
+  });
+  return { stage: raw.stage % pp, mesh, axes, placements };
+}
+
+function paramFromRaw(raw: RawParam, index: number, pp: number): FuzzParam {
+  const ndim = raw.shape.length;
+  const canonical = copyFromRaw(raw, ndim, pp);
+  const stages = new Set([canonical.stage]);
+  const replicas: FuzzCopy[] = [];
+  for (const r of raw.replicas) {
+    const copy = copyFromRaw(r, ndim, pp);
+    if (stages.has(copy.stage)) continue; // same stage = the same tensor; not a separate copy
+    stages.add(copy.stage);
+    replicas.push(copy);
+  }
+  return { name: `p${index}`, shape: raw.shape.slice(), ...canonical, replicas };
+}
+
+export interface CaseArbOptions {
+  /** The subject every case names. */
+  subject: string;
+}
+
+/** Fuzz cases for one subject. */
+export function caseArb(options: CaseArbOptions): fc.Arbitrary<FuzzCase> {
+  return fc
+    .record({
+      layout: rawLayout,
+      params: fc.array(rawParam, { minLength: 1, maxLength: MAX_PARAMS }),
+      dtype: fc.constantFrom(...FUZZ_DTYPES),
+      normType: fc.constantFrom(...FUZZ_NORMS),
+      regime: fc.constantFrom<Regime>(...REGIMES),
+      seed: fc.nat(999),
+      noError: fc.boolean(),
+    })
+    .map((raw) => {
+      const layout = layoutFromRaw(raw.layout);
+      const c: FuzzCase = {
+        subject: options.subject,
+        layout,
+        dtype: raw.dtype,
+        normType: raw.normType,
+        regime: raw.regime,
+        seed: raw.seed,
+        params: raw.params.map((p, i) => paramFromRaw(p, i, layout.pp)),
+      };
+      // error_if_nonfinite=False on a non-finite regime: NaN/Inf propagate through the scaling.
+      if (raw.noError && raw.regime.startsWith("nonfinite")) c.errorIfNonfinite = false;
+      return c;
+    });
+}

@@ -1,0 +1,368 @@
+/**
+ * A fuzz case: one cell whose model is synthetic. Instead of a built-in model name it carries its
+ * parameters explicitly, each with the PP stage, mesh (dense or sparse), mesh axes (the whole stage
+ * mesh or a sub-mesh of it) and placements of its canonical copy and of every tied replica.
+ *
+ * A case is plain JSON (the replay file is one), and it is turned into what `runCell` needs:
+ * a ModelManifest (the logical parameters, for the reference) and a plan (each rank's LocalParams,
+ * for the subjects and the checks). Nothing here is random: the arbitraries (arbitraries.ts) produce
+ * cases, and replaying a case file builds exactly the same cell again.
+ *
+ * Semantics (documented choices):
+ * - a copy's `axes` are axes of its mesh without pp, in mesh order (dense: dp_replicate, dp_shard,
+ *   cp, tp; sparse: dp_replicate, efsdp, ep). A copy on a sub-mesh (fewer axes) is, like a DTensor
+ *   on `world_mesh[...]` sub-mesh, one instance per slice of the missing axes: identical copies,
+ *   i.e. Replicate on every stage axis it does not name;
+ * - placements are aligned with `axes`; a dim sharded by several axes is split outer axis first,
+ *   each split as torch.chunk does (uneven and empty chunks are normal): harness/model/plan.ts
+ *   localBlock. Partial is not generated (generated gradients are full values, never partial sums);
+ * - every rank of a stage holds the stage's copies in the same order: canonical copies in manifest
+ *   order, then replicas in manifest order;
+ * - a replica lives on a stage other than its canonical copy's (a copy on the same stage would be
+ *   the same tensor, as in plan.ts); at most one replica per stage.
+ */
+import { createHash } from "node:crypto";
+import { z } from "zod";
+import type { DType } from "../clip/api.ts";
+import { REGIMES, type Regime } from "../clip/regimes.ts";
+import { InputError } from "../errors.ts";
+import { formatLayout, validateLayout, worldSize, type Layout } from "../layout/layout.ts";
+import { axisIndex, coordsOf, denseMesh, sparseMesh, type AxisName, type Mesh, type MeshName } from "../layout/mesh.ts";
+import { numel, type LogicalParam, type ModelManifest, type ParamKind } from "../model/manifest.ts";
+import { localBlock, Replicate, Shard, type LocalParam, type Placement } from "../model/plan.ts";
+import type { Cell } from "../run/cell.ts";
+
+/** The per-stage axes of each mesh, in mesh order (no pp). */
+export const STAGE_MESH_AXES: Record<MeshName, readonly AxisName[]> = {
+  dense: ["dp_replicate", "dp_shard", "cp", "tp"],
+  sparse: ["dp_replicate", "efsdp", "ep"],
+};
+
+/** Where one physical copy lives and how it is placed. */
+export interface FuzzCopy {
+  stage: number;
+  mesh: MeshName;
+  axes: AxisName[];
+  placements: Placement[];
+}
+
+export interface FuzzParam extends FuzzCopy {
+  /** Logical (canonical) name: the generator key. */
+  name: string;
+  shape: number[];
+  /** Tied copies on other stages (a tie group across stages when non-empty). */
+  replicas: FuzzCopy[];
+}
+
+export interface FuzzCase {
+  subject: string;
+  layout: Layout;
+  dtype: DType;
+  normType: number;
+  regime: Regime;
+  seed: number;
+  maxNorm?: number;
+  errorIfNonfinite?: boolean;
+  params: FuzzParam[];
+}
+
+// ---- placements as short text: "R", "S(0)" -----------------------------------------------------
+
+export function formatPlacement(p: Placement): string {
+  return p.kind === "shard" ? `S(${p.dim})` : p.kind === "replicate" ? "R" : "P";
+}
+
+export function parsePlacement(text: string): Placement {
+  if (text === "R") return Replicate;
+  const m = /^S\((\d+)\)$/.exec(text);
+  if (m) return Shard(Number(m[1]));
+  throw new InputError(`placement "${text}" is not R or S(<dim>)`);
+}
+
+// ---- validation ---------------------------------------------------------------------------------
+
+function checkCopy(c: FuzzCopy, shape: number[], pp: number, where: string): void {
+  if (!Number.isInteger(c.stage) || c.stage < 0 || c.stage >= pp) throw new InputError(`${where}: stage ${c.stage} is outside 0..${pp - 1}`);
+  const allowed = STAGE_MESH_AXES[c.mesh];
+  if (!allowed) throw new InputError(`${where}: mesh "${String(c.mesh)}" is not dense or sparse`);
+  let last = -1;
+  for (const a of c.axes) {
+    const i = allowed.indexOf(a);
+    if (i < 0) throw new InputError(`${where}: axis "${a}" is not an axis of the ${c.mesh} stage mesh (${allowed.join(", ")})`);
+    if (i <= last) throw new InputError(`${where}: axes [${c.axes.join(", ")}] must be distinct and in mesh order (${allowed.join(", ")})`);
+    last = i;
+  }
+  if (c.placements.length !== c.axes.length) {
+    throw new InputError(`${where}: ${c.placements.length} placements for ${c.axes.length} axes`);
+  }
+  for (const p of c.placements) {
+    if (p.kind === "partial") throw new InputError(`${where}: Partial placements are not supported in fuzz cases`);
+    if (p.kind === "shard" && !(Number.isInteger(p.dim) && p.dim >= 0 && p.dim < shape.length)) {
+      throw new InputError(`${where}: Shard(${p.dim}) of a tensor of shape [${shape.join(", ")}]`);
+    }
+  }
+}
+
+/** Throws InputError naming the parameter and field when the case is not well formed. */
+export function validateCase(c: FuzzCase): FuzzCase {
+  const layout = validateLayout(c.layout);
+  if (worldSize(layout) > 64) throw new InputError(`fuzz case: world ${worldSize(layout)} is larger than 64 ranks`);
+  const names = new Set<string>();
+  c.params.forEach((p, i) => {
+    const where = `fuzz case param ${i} (${p.name})`;
+    if (!/^[A-Za-z0-9_.]+$/.test(p.name)) throw new InputError(`${where}: name must match [A-Za-z0-9_.]+`);
+    if (names.has(p.name)) throw new InputError(`${where}: duplicate name`);
+    names.add(p.name);
+    if (p.shape.length === 0 || p.shape.some((d) => !Number.isSafeInteger(d) || d < 1)) {
+      throw new InputError(`${where}: shape [${p.shape.join(", ")}] must have 1+ dims of size >= 1`);
+    }
+    checkCopy(p, p.shape, layout.pp, where);
+    const stages = new Set([p.stage]);
+    p.replicas.forEach((r, k) => {
+      checkCopy(r, p.shape, layout.pp, `${where} replica ${k}`);
+      if (stages.has(r.stage)) throw new InputError(`${where} replica ${k}: stage ${r.stage} already holds a copy`);
+      stages.add(r.stage);
+    });
+  });
+  return { ...c, layout };
+}
+
+// ---- model and plan -----------------------------------------------------------------------------
+
+export function replicaFqn(p: FuzzParam, r: FuzzCopy): string {
+  return `${p.name}.tied.s${r.stage}`;
+}
+
+function kindOf(p: FuzzParam): ParamKind {
+  if (p.replicas.length) return "embedding";
+  return p.mesh === "sparse" ? "expert" : "ffn";
+}
+
+/** A stable short hash of what the reference depends on: the logical params' names and shapes. */
+export function modelName(c: FuzzCase): string {
+  const h = createHash("sha256");
+  h.update(JSON.stringify(c.params.map((p) => [p.name, p.shape])));
+  return `fuzz-${h.digest("hex").slice(0, 12)}`;
+}
+
+export function fuzzManifest(c: FuzzCase): ModelManifest {
+  const params: LogicalParam[] = c.params.map((p, index) => ({
+    index,
+    name: p.name,
+    shape: p.shape.slice(),
+    kind: kindOf(p),
+    layer: null,
+    tp: "replicate",
+  }));
+  return {
+    name: modelName(c),
+    nLayers: 0,
+    params,
+    ties: c.params
+      .filter((p) => p.replicas.length)
+      .map((p) => ({ canonical: p.name, replicas: p.replicas.map((r) => ({ fqn: replicaFqn(p, r), stage: "last" as const, tp: "replicate" as const })) })),
+    totalParams: params.reduce((n, p) => n + numel(p.shape), 0),
+    description: `synthetic model of ${params.length} parameters from the fuzzer`,
+  };
+}
+
+function prod(xs: readonly number[]): number {
+  return xs.reduce((a, b) => a * b, 1);
+}
+
+/** Each rank's physical copies: the plan runCell hands to the subjects and checks. */
+export function fuzzPlan(c: FuzzCase): LocalParam[][] {
+  const layout = validateLayout(c.layout);
+  const meshes: Record<MeshName, Mesh> = { dense: denseMesh(layout), sparse: sparseMesh(layout) };
+  const world = worldSize(layout);
+  const out: LocalParam[][] = [];
+  for (let rank = 0; rank < world; rank++) {
+    const coords: Record<MeshName, number[]> = { dense: coordsOf(meshes.dense, rank), sparse: coordsOf(meshes.sparse, rank) };
+    const stage = coords.dense[0]!;
+    const local: LocalParam[] = [];
+    const emit = (p: FuzzParam, index: number, copy: FuzzCopy, canonical: boolean): void => {
+      const m = meshes[copy.mesh];
+      const idx = copy.axes.map((a) => axisIndex(m, a));
+      const block = localBlock(
+        p.shape,
+        copy.axes.slice(),
+        copy.placements,
+        idx.map((i) => m.sizes[i]!),
+        idx.map((i) => coords[copy.mesh][i]!),
+      );
+      local.push({
+        fqn: canonical ? p.name : replicaFqn(p, copy),
+        name: p.name,
+        index,
+        canonical,
+        tieGroup: p.replicas.length ? p.name : null,
+        kind: kindOf(p),
+        layer: null,
+        stage,
+        mesh: copy.mesh,
+        meshAxes: copy.axes.slice(),
+        placements: copy.placements.map((x) => ({ ...x })),
+        block,
+        numel: prod(block.len),
+      });
+    };
+    c.params.forEach((p, i) => {
+      if (p.stage === stage) emit(p, i, p, true);
+    });
+    c.params.forEach((p, i) => {
+      for (const r of p.replicas) if (r.stage === stage) emit(p, i, r, false);
+    });
+    out.push(local);
+  }
+  return out;
+}
+
+/** The cell runCell runs (its model is the synthetic manifest's name). */
+export function fuzzCell(c: FuzzCase): Cell {
+  return {
+    subject: c.subject,
+    layout: c.layout,
+    model: modelName(c),
+    dtype: c.dtype,
+    normType: c.normType,
+    regime: c.regime,
+    seed: c.seed,
+    ...(c.maxNorm !== undefined ? { maxNorm: c.maxNorm } : {}),
+    ...(c.errorIfNonfinite !== undefined ? { errorIfNonfinite: c.errorIfNonfinite } : {}),
+  };
+}
+
+// ---- size: what "smaller" means -----------------------------------------------------------------
+
+/** The size of a cell: ranks, logical params, logical elements, physical copies (replicas included). */
+export interface CellSize {
+  ranks: number;
+  params: number;
+  elements: number;
+}
+
+export function caseSize(c: FuzzCase): CellSize {
+  return {
+    ranks: worldSize(c.layout),
+    params: c.params.length,
+    elements: c.params.reduce((n, p) => n + numel(p.shape), 0),
+  };
+}
+
+/** a is smaller than b: no more ranks, and strictly fewer logical params and elements. */
+export function smallerThan(a: CellSize, b: CellSize): boolean {
+  return a.ranks <= b.ranks && a.params < b.params && a.elements < b.elements;
+}
+
+// ---- the replay file ----------------------------------------------------------------------------
+
+const placementText = z.string().transform((s, ctx) => {
+  try {
+    return parsePlacement(s);
+  } catch (err) {
+    ctx.addIssue({ code: "custom", message: (err as Error).message });
+    return z.NEVER;
+  }
+});
+const copySchema = z.strictObject({
+  stage: z.number().int().nonnegative(),
+  mesh: z.enum(["dense", "sparse"]),
+  axes: z.array(z.enum(["dp_replicate", "dp_shard", "cp", "tp", "efsdp", "ep"])),
+  placements: z.array(placementText),
+});
+const paramSchema = copySchema.extend({
+  name: z.string().min(1),
+  shape: z.array(z.number().int().positive()).min(1),
+  replicas: z.array(copySchema).default([]),
+});
+export const CASE_FILE_FORMAT = "clip-parity fuzz case v1";
+const caseFileSchema = z.strictObject({
+  format: z.literal(CASE_FILE_FORMAT),
+  note: z.string().optional(),
+  subject: z.string().min(1),
+  layout: z.object({
+    pp: z.number().int().positive(),
+    dp_replicate: z.number().int().positive(),
+    dp_shard: z.number().int().positive(),
+    cp: z.number().int().positive(),
+    tp: z.number().int().positive(),
+    ep: z.number().int().positive(),
+  }),
+  dtype: z.enum(["f32", "bf16", "f16"]),
+  norm: z.union([z.number().positive(), z.literal("inf")]),
+  regime: z.enum(REGIMES),
+  seed: z.number().int().nonnegative(),
+  maxNorm: z.number().positive().optional(),
+  errorIfNonfinite: z.boolean().optional(),
+  params: z.array(paramSchema),
+});
+
+/** The case as the JSON of a replay file (placements as "R" / "S(d)", one param per line). */
+export function caseToFile(c: FuzzCase, note?: string): string {
+  const copy = (x: FuzzCopy) => ({ stage: x.stage, mesh: x.mesh, axes: x.axes, placements: x.placements.map(formatPlacement) });
+  const head = {
+    format: CASE_FILE_FORMAT,
+    ...(note ? { note } : {}),
+    subject: c.subject,
+    layout: c.layout,
+    dtype: c.dtype,
+    norm: c.normType === Infinity ? "inf" : c.normType,
+    regime: c.regime,
+    seed: c.seed,
+    ...(c.maxNorm !== undefined ? { maxNorm: c.maxNorm } : {}),
+    ...(c.errorIfNonfinite !== undefined ? { errorIfNonfinite: c.errorIfNonfinite } : {}),
+  };
+  const params = c.params.map((p) =>
+    JSON.stringify({ name: p.name, shape: p.shape, ...copy(p), ...(p.replicas.length ? { replicas: p.replicas.map(copy) } : {}) }),
+  );
+  const text = JSON.stringify(head, null, 2);
+  return `${text.slice(0, -2)},\n  "params": [\n    ${params.join(",\n    ")}\n  ]\n}\n`;
+}
+
+/** Parses and validates a replay file's text; `where` names it in errors. */
+export function caseFromFile(text: string, where: string): FuzzCase {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (err) {
+    throw new InputError(`${where}: ${(err as Error).message}`);
+  }
+  const parsed = caseFileSchema.safeParse(raw);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.slice(0, 5).map((i) => `  ${i.path.join(".") || "(top level)"}: ${i.message}`);
+    throw new InputError(`${where} is not a valid fuzz case file:\n${lines.join("\n")}`);
+  }
+  const f = parsed.data;
+  return validateCase({
+    subject: f.subject,
+    layout: f.layout,
+    dtype: f.dtype,
+    normType: f.norm === "inf" ? Infinity : f.norm,
+    regime: f.regime,
+    seed: f.seed,
+    ...(f.maxNorm !== undefined ? { maxNorm: f.maxNorm } : {}),
+    ...(f.errorIfNonfinite !== undefined ? { errorIfNonfinite: f.errorIfNonfinite } : {}),
+    params: f.params.map((p) => ({
+      name: p.name,
+      shape: p.shape,
+      stage: p.stage,
+      mesh: p.mesh,
+      axes: p.axes as AxisName[],
+      placements: p.placements,
+      replicas: p.replicas.map((r) => ({ stage: r.stage, mesh: r.mesh, axes: r.axes as AxisName[], placements: r.placements })),
+    })),
+  });
+}
+
+/** One line describing the case, e.g. for test output. */
+export function describeCase(c: FuzzCase): string {
+  const s = caseSize(c);
+  const norm = c.normType === Infinity ? "inf" : String(c.normType);
+  const params = c.params
+    .map((p) => {
+      const copy = (x: FuzzCopy) => `s${x.stage}:${x.mesh}[${x.axes.map((a, i) => `${a}=${formatPlacement(x.placements[i]!)}`).join(",")}]`;
+      return `${p.name}[${p.shape.join("x")}]@${copy(p)}${p.replicas.map((r) => ` tied ${copy(r)}`).join("")}`;
+    })
+    .join("; ");
+  return `${c.subject} ${formatLayout(c.layout)} ${c.dtype} n${norm} ${c.regime} s${c.seed} (${s.ranks} ranks, ${s.params} params, ${s.elements} elements): ${params}`;
+}

@@ -1,0 +1,80 @@
+/**
+ * Running one fuzz case through the SAME cell runner, subjects and checks as the matrices, and
+ * judging the fuzz properties on the result.
+ *
+ * Properties (each against the reference, as the checks compute it):
+ * - every check of harness/checks passes or is skipped: parity.norm and parity.tensors within the
+ *   subject's tolerance class (`exact` bitwise), parity.ranks, scaling.nonempty, scaling.replicas,
+ *   liveness, errors.nonfinite, memory.peak (scratch within budget), memory.leak, comm.budget;
+ * - `collectives.buckets`, for the bucketing subjects (bucketed, exact): on every rank the number of
+ *   all_reduce calls equals the number of distinct reduction groups of the copies that count in the
+ *   norm on that rank (canonical copies with a gradient), plus one (pp), and no other collective.
+ */
+import type { Subject } from "../clip/api.ts";
+import { CHECK_IDS } from "../checks/index.ts";
+import { runCell, type CellResult } from "../run/cell.ts";
+import { meshesOf, reductionGroup } from "../world/context.ts";
+import { fuzzCell, fuzzManifest, fuzzPlan, type FuzzCase } from "./case.ts";
+
+/** Subjects that issue one all_reduce per reduction group (then one over pp). */
+export const BUCKETING_SUBJECTS: readonly string[] = ["bucketed", "exact"];
+
+export const BUCKETS_PROPERTY = "collectives.buckets";
+
+/** Every property id the fuzzer judges. */
+export const PROPERTY_IDS: readonly string[] = [...CHECK_IDS, BUCKETS_PROPERTY];
+
+export interface Violation {
+  id: string;
+  message: string;
+}
+
+export interface FuzzOutcome {
+  result: CellResult;
+  violations: Violation[];
+}
+
+export interface RunCaseOptions {
+  /** The command line the check messages print to reproduce the case. */
+  repro?: string;
+  timeoutMs?: number;
+}
+
+export async function runFuzzCase(c: FuzzCase, subject: Subject, options: RunCaseOptions = {}): Promise<FuzzOutcome> {
+  const model = fuzzManifest(c);
+  const plan = fuzzPlan(c);
+  const cell = fuzzCell(c);
+  let grads: boolean[][] = [];
+  const result = await runCell(cell, {
+    subject,
+    model,
+    plan,
+    repro: options.repro,
+    timeoutMs: options.timeoutMs ?? 20_000,
+    inspect: (ctx) => {
+      grads = ctx.grads.map((row) => row.map((g) => g !== null));
+    },
+  });
+  const violations: Violation[] = result.checks.filter((x) => x.status === "fail").map((x) => ({ id: x.id, message: x.message }));
+  if (BUCKETING_SUBJECTS.includes(subject.name) && !result.liveness) {
+    const meshes = meshesOf(result.cell.layout);
+    for (const [rank, params] of plan.entries()) {
+      const groups = new Set<string>();
+      params.forEach((p, i) => {
+        if (p.canonical && grads[rank]?.[i]) groups.add(reductionGroup(meshes, rank, p, p.placements.map((x) => x.kind !== "replicate")).key);
+      });
+      const comm = result.comm[rank]!;
+      const want = groups.size + 1;
+      if (comm.byKind.all_reduce.calls !== want || comm.calls !== want) {
+        violations.push({
+          id: BUCKETS_PROPERTY,
+          message:
+            `rank ${rank} issued ${comm.byKind.all_reduce.calls} all_reduce (${comm.calls} collectives in all); ` +
+            `it holds ${groups.size} distinct reduction groups, so ${want} were expected (one per group + 1 for pp)`,
+        });
+        break;
+      }
+    }
+  }
+  return { result, violations };
+}
