@@ -111,8 +111,9 @@ function printFailures(results: CellResult[], out: NodeJS.WritableStream): void 
   }
 }
 
+/** The closing line, in the plain "N passed, N failed" form that CI log readers recognise. */
 function summaryLine(s: RunSummary): string {
-  return `${s.cells} cells: ${s.passed} passed, ${s.failed} failed, ${s.skipped} skipped`;
+  return `${s.cells} cells\ncells: ${s.passed} passed, ${s.failed} failed, ${s.skipped} skipped`;
 }
 
 async function cmdRun(args: string[]): Promise<number> {

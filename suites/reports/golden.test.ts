@@ -61,7 +61,7 @@ describe("goldens", () => {
     expect(r.stdout).toMatch(new RegExp(`DRIFT ${normId.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")}: totalNorm \\S+ \\(golden\\) -> \\S+ \\(now\\)`));
     expect(r.stdout).toContain(`DRIFT ${hashId}: tensor hash 0123456789abcdef (golden) -> `);
     expect(r.stdout).toContain(`FAIL ${hashId}\n  golden: drift from ${g.path} (cpu, ${process.platform}/${process.arch}`);
-    expect(r.stdout).toContain("3 cells: 1 passed, 2 failed, 0 skipped");
+    expect(r.stdout).toContain("3 cells\ncells: 1 passed, 2 failed, 0 skipped");
   });
 
   it("is checked by default when CI=true and the file exists (same backend); off otherwise", async () => {
