@@ -1,6 +1,12 @@
 import { defineCheck, fail, pass, skip } from "./types.ts";
 
-/** With error_if_nonfinite and a non-finite norm, every rank raises: none hangs, none goes on. */
+/** What torch and the built-in subjects say when they refuse a non-finite norm. */
+const NONFINITE_MESSAGE = /non-?finite/i;
+
+/**
+ * With error_if_nonfinite and a non-finite norm, every rank raises the non-finite error: none hangs,
+ * none goes on, and none raises something else (an unrelated crash is not the error that was asked for).
+ */
 export default defineCheck({
   id: "errors.nonfinite",
   description: "with error_if_nonfinite, a non-finite norm raises on every rank and never hangs",
@@ -18,6 +24,8 @@ export default defineCheck({
           `${quiet[0].value} instead of raising`,
       );
     }
+    const other = ctx.outcomes.find((o) => !NONFINITE_MESSAGE.test(o.error!.message));
+    if (other) return fail(this.id, `rank ${other.rank} raised, but not for the non-finite norm: ${other.error!.message.split("\n")[0]}`);
     return pass(this.id, `raised on all ${ctx.outcomes.length} ranks`);
   },
 });

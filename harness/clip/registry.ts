@@ -84,6 +84,7 @@ export function validateSubject(value: unknown, where: string): Subject {
     tolerance: subject.tolerance,
     catchBy: subject.catchBy,
     clip: subject.clip.bind(subject),
+    ...(subject.external ? { external: subject.external.bind(subject) } : {}),
   };
 }
 
@@ -100,18 +101,17 @@ function describe(v: unknown): string {
 
 /**
  * A built-in subject by name, or a user subject from a module path (relative to the working
- * directory; `.ts` works because the harness runs under tsx/vitest). `torch:module:function` is
- * reserved for the Python adapter.
+ * directory; `.ts` works because the harness runs under tsx/vitest), or `torch:<module>:<function>`: a
+ * Python function run by the PyTorch adapter (harness/clip/torch-subject.ts).
  */
 export async function loadSubject(spec: string): Promise<Subject> {
   if (typeof spec !== "string" || spec.length === 0) {
     throw new InputError(`subject: expected a built-in name or a module path; got ${describe(spec)}`);
   }
   if (spec.startsWith("torch:")) {
-    throw new InputError(
-      `subject "${spec}": torch:module:function subjects run through the Python adapter (adapters/torch), ` +
-        "which is not available from loadSubject yet",
-    );
+    // A real Python function run by the PyTorch adapter (adapters/torch): loaded only when asked for.
+    const { loadTorchSubject } = await import("./torch-subject.ts");
+    return loadTorchSubject(spec);
   }
   if (!isSubjectPath(spec)) {
     const builtin = Object.hasOwn(BUILTIN_SUBJECTS, spec) ? BUILTIN_SUBJECTS[spec] : undefined;

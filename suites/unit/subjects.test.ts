@@ -624,9 +624,13 @@ describe("registry", () => {
     await expect(loadSubject("")).rejects.toBeInstanceOf(InputError);
   });
 
-  it("reserves torch:module:function for the adapter", async () => {
-    await expect(loadSubject("torch:my_pkg.clip:clip_grad_norm_")).rejects.toThrow(/torch:module:function.*adapter/);
-  });
+  it("sends torch:module:function to the PyTorch adapter, which refuses a module it cannot import", async () => {
+    // With torch installed: the module does not import; without: run `npm run setup:torch`. Exit 2 either way.
+    const err = await loadSubject("torch:my_pkg.clip:clip_grad_norm_").catch((e: Error) => e);
+    expect(err).toBeInstanceOf(InputError);
+    expect((err as Error).message).toMatch(/my_pkg.*cannot be imported|npm run setup:torch/);
+    await expect(loadSubject("torch:not a spec")).rejects.toThrow(/torch:<module>:<function>/);
+  }, 60_000);
 
   it("validates a subject's fields, naming field and value", () => {
     const where = "subject module ./x.ts";

@@ -1,0 +1,83 @@
+"""Safetensors read/write without the `safetensors` package.
+
+The format: an 8-byte little-endian header length N, N bytes of JSON (padded with spaces), then the raw
+little-endian tensor bytes. The JSON maps each tensor name to {"dtype", "shape", "data_offsets": [begin,
+end]} (offsets into the data section) and may hold a "__metadata__" string map. The harness's native
+store (native/CONTRACT.md) reads what `save` writes: data in entry order, no holes, no trailing bytes.
+"""
+from __future__ import annotations
+
+import json
+import os
+import struct
+
+import torch
+
+DTYPES = {
+    "F32": torch.float32,
+    "BF16": torch.bfloat16,
+    "F16": torch.float16,
+    "F64": torch.float64,
+}
+NAMES = {v: k for k, v in DTYPES.items()}
+
+
+def load(path: str) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """Every tensor of the file (each owning its own memory) and the metadata map."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    if len(raw) < 8:
+        raise ValueError(f"safetensors {path}: {len(raw)} bytes is too short for a header")
+    (n,) = struct.unpack("<Q", raw[:8])
+    if 8 + n > len(raw):
+        raise ValueError(f"safetensors {path}: header length {n} runs past the end of the file")
+    header = json.loads(raw[8 : 8 + n].decode("utf-8"))
+    meta = header.pop("__metadata__", {}) or {}
+    data = bytearray(raw[8 + n :])
+    out: dict[str, torch.Tensor] = {}
+    for name, info in header.items():
+        dtype = DTYPES.get(info["dtype"])
+        if dtype is None:
+            raise ValueError(f"safetensors {path}: tensor {name!r}: dtype {info['dtype']!r} is not supported")
+        begin, end = info["data_offsets"]
+        shape = [int(s) for s in info["shape"]]
+        count = 1
+        for s in shape:
+            count *= s
+        item = torch.empty((), dtype=dtype).element_size()
+        if end - begin != count * item:
+            raise ValueError(f"safetensors {path}: tensor {name!r}: {end - begin} bytes for shape {shape} of {info['dtype']}")
+        if count == 0:
+            out[name] = torch.empty(shape, dtype=dtype)
+        else:
+            out[name] = torch.frombuffer(data, dtype=dtype, count=count, offset=begin).reshape(shape).clone()
+    return out, meta
+
+
+def save(path: str, tensors: list[tuple[str, torch.Tensor]], metadata: dict[str, str] | None = None) -> None:
+    """Writes atomically (temp file, rename). Tensors are written contiguous, in the order given."""
+    header: dict[str, object] = {}
+    if metadata:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    offset = 0
+    blobs = []
+    for name, t in tensors:
+        if name in header:
+            raise ValueError(f"safetensors {path}: duplicate tensor name {name!r}")
+        t = t.detach().to("cpu").contiguous()
+        if t.dtype not in NAMES:
+            raise ValueError(f"safetensors {path}: tensor {name!r}: dtype {t.dtype} is not supported")
+        nbytes = t.numel() * t.element_size()
+        header[name] = {"dtype": NAMES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + nbytes]}
+        blobs.append(t)
+        offset += nbytes
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * ((8 - len(text) % 8) % 8)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for t in blobs:
+            if t.numel():
+                f.write(t.reshape(-1).view(torch.uint8).numpy())  # buffer protocol: no copy
+    os.replace(tmp, path)

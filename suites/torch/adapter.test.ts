@@ -1,0 +1,131 @@
+/**
+ * `torch:<module>:<function>` subjects (issue 7): real Python clipping functions run by adapters/torch under
+ * torchrun (gloo on CPU) and judged by the same checks as built-in subjects. The parts that need no torch
+ * (spec parsing, the message when torch is missing) always run; the rest needs `npm run setup:torch`.
+ */
+import { execa } from "execa";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { loadSubject } from "../../harness/clip/registry.ts";
+import { closeTorchSessions, parseTorchSpec, PROJECT_ROOT } from "../../harness/clip/torch-subject.ts";
+import { InputError } from "../../harness/errors.ts";
+import { parseLayout } from "../../harness/layout/layout.ts";
+import { runCell, type Cell, type CellResult } from "../../harness/run/cell.ts";
+import { torchAvailability } from "./torch-available.ts";
+
+const torch = torchAvailability();
+process.env.PYTHONPATH = [join(PROJECT_ROOT, "suites", "torch", "fixtures"), process.env.PYTHONPATH].filter(Boolean).join(":");
+
+const STOCK = "torch:torch.nn.utils:clip_grad_norm_";
+
+function cell(subject: string, layout: string, model: string, dtype: Cell["dtype"], normType: number, regime: Cell["regime"]): Cell {
+  return { subject, layout: parseLayout(layout), model, dtype, normType, regime, seed: 0 };
+}
+
+async function run(c: Cell): Promise<CellResult> {
+  return runCell(c, { subject: await loadSubject(c.subject) });
+}
+
+const status = (r: CellResult, id: string) => r.checks.find((c) => c.id === id)!.status;
+const failed = (r: CellResult) => r.checks.filter((c) => c.status === "fail").map((c) => c.id);
+const message = (r: CellResult, id: string) => r.checks.find((c) => c.id === id)!.message;
+
+afterAll(async () => {
+  await closeTorchSessions();
+});
+
+describe("torch:<module>:<function> subjects without torch", () => {
+  it("refuses a malformed spec with the expected form", () => {
+    for (const bad of ["torch:", "torch:torch.nn.utils", "torch:torch.nn.utils:", "torch::f", "torch:a b:c", "torch:1x:f"]) {
+      expect(() => parseTorchSpec(bad), bad).toThrow(InputError);
+      expect(() => parseTorchSpec(bad), bad).toThrow(/torch:<module>:<function>/);
+    }
+    expect(parseTorchSpec(STOCK)).toEqual({ module: "torch.nn.utils", fn: "clip_grad_norm_", target: "torch.nn.utils:clip_grad_norm_" });
+  });
+
+  it("tells the user to run npm run setup:torch when torch is missing (exit 2)", async () => {
+    const saved = process.env.CLIP_PARITY_TORCH_PYTHON;
+    process.env.CLIP_PARITY_TORCH_PYTHON = "/nonexistent/clip-parity/python";
+    try {
+      await expect(loadSubject(STOCK)).rejects.toThrow(/npm run setup:torch/);
+      const cli = await execa(process.execPath, [join(PROJECT_ROOT, "bin", "clip-parity.js"), "cell", "--subject", STOCK, "--layout", "tp2", "--model", "llama3-debug", "--dtype", "f32", "--norm", "2", "--regime", "active"], { reject: false, env: { CLIP_PARITY_TORCH_PYTHON: "/nonexistent/clip-parity/python" } });
+      expect(cli.exitCode).toBe(2);
+      expect(cli.stderr).toMatch(/PyTorch.*not installed.*npm run setup:torch/);
+    } finally {
+      if (saved === undefined) delete process.env.CLIP_PARITY_TORCH_PYTHON;
+      else process.env.CLIP_PARITY_TORCH_PYTHON = saved;
+    }
+  }, 60_000);
+});
+
+describe(`PyTorch functions as subjects, through the adapter${torch.skipNote}`, () => {
+  it.runIf(torch.run)("refuses a target that does not exist before anything runs", async () => {
+    await expect(loadSubject("torch:torch.nn.utils:no_such_clip")).rejects.toThrow(/cannot be imported.*no_such_clip/);
+    await expect(loadSubject("torch:no_such_module_xyz:clip")).rejects.toThrow(InputError);
+  }, 120_000);
+
+  it.runIf(torch.run)("stock clip_grad_norm_ on FSDP2xTP2: every check passes, collectives and scratch recorded", async () => {
+    const r = await run(cell(STOCK, "dp_shard2,tp2", "llama3-debug", "f32", 2, "active"));
+    expect(failed(r)).toEqual([]);
+    expect(status(r, "parity.tensors")).toBe("pass");
+    expect(r.ranks.every((x) => typeof x.norm === "number" && x.norm > 1000)).toBe(true);
+    for (const c of r.comm) {
+      expect(c.calls).toBeGreaterThan(0);
+      expect(c.byKind.all_reduce.calls).toBe(c.calls);
+      expect(Object.keys(c.byGroup).every((k) => /^\d+(,\d+)*$/.test(k))).toBe(true);
+    }
+    expect(r.memory.every((m) => m.scratchPeakBytes > 0 && m.leakedBytes === 0)).toBe(true);
+  }, 600_000);
+
+  it.runIf(torch.run)("stock clip_grad_norm_ with PP: no reduction over the pipeline (parity.norm, parity.ranks)", async () => {
+    const r = await run(cell(STOCK, "pp2,tp2", "llama3-debug", "f32", 2, "active"));
+    expect(failed(r)).toEqual(expect.arrayContaining(["parity.norm", "parity.ranks"]));
+    expect(r.ranks[0]!.norm).toBeLessThan(r.referenceNorm);
+    expect(status(r, "liveness")).toBe("pass");
+  }, 300_000);
+
+  it.runIf(torch.run)("stock clip_grad_norm_ with experts on their own mesh: raises on every rank", async () => {
+    const r = await run(cell(STOCK, "pp2,dp_shard2,ep2", "deepseek-v3-debug", "f32", 2, "active"));
+    expect(failed(r)).toContain("parity.norm");
+    expect(message(r, "parity.norm")).toMatch(/RuntimeError: .*same mesh/);
+    expect(r.ranks.every((x) => x.error !== undefined)).toBe(true);
+  }, 300_000);
+
+  it.runIf(torch.run)("a user's own correct Python clip passes every value check, replicas and experts included", async () => {
+    const r = await run(cell("torch:clip_targets:correct", "pp2,dp_shard2,ep2", "deepseek-v3-debug", "f32", 2, "ones"));
+    // One norm per mesh costs one collective per mesh: the dense and expert meshes span the same ranks here.
+    expect(failed(r)).toEqual(["comm.budget"]);
+    expect(message(r, "comm.budget")).toMatch(/3 collectives \(3 all_reduce\).*budget 2/);
+    expect(status(r, "scaling.replicas")).toBe("pass");
+    expect(status(r, "parity.norm")).toBe("pass");
+    expect(status(r, "parity.ranks")).toBe("pass");
+  }, 300_000);
+
+  it.runIf(torch.run)("a Python exception fails the cell with its message", async () => {
+    const r = await run(cell("torch:clip_targets:raises", "dp_shard2,tp2", "llama3-debug", "f32", 2, "active"));
+    expect(failed(r)).toContain("parity.norm");
+    expect(message(r, "parity.norm")).toMatch(/ValueError: boom from the target/);
+  }, 300_000);
+
+  it.runIf(torch.run)("a hang is a liveness failure after the timeout, and the next cell runs in a fresh session", async () => {
+    process.env.CLIP_PARITY_TORCH_TIMEOUT_S = "20";
+    try {
+      const r = await run(cell("torch:clip_targets:hang", "dp_shard2,tp2", "llama3-debug", "f32", 2, "active"));
+      expect(failed(r)).toContain("liveness");
+      expect(r.liveness).toMatch(/did not finish within 20 s.*rank\(s\) 1,2,3 never returned/s);
+    } finally {
+      delete process.env.CLIP_PARITY_TORCH_TIMEOUT_S;
+    }
+    const next = await run(cell(STOCK, "dp_shard2,tp2", "llama3-debug", "f32", 2, "inactive"));
+    expect(failed(next)).toEqual([]);
+  }, 600_000);
+
+  it.runIf(torch.run)("a crash fails the cell with the adapter's last lines, and the run goes on", async () => {
+    const r = await run(cell("torch:clip_targets:crash", "dp_shard2,tp2", "llama3-debug", "f32", 2, "active"));
+    expect(failed(r)).toContain("liveness");
+    expect(r.liveness).toMatch(/crashed \((exit code|signal)/);
+    expect(r.liveness).toMatch(/last output:\n/);
+    const next = await run(cell(STOCK, "dp_shard2,tp2", "llama3-debug", "f32", Infinity, "active"));
+    expect(failed(next)).toEqual([]);
+  }, 600_000);
+});
