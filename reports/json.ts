@@ -41,6 +41,8 @@ export function cellJson(r: CellResult) {
       scratchPeakBytes: m.scratchPeakBytes,
       budgetBytes: m.budgetBytes,
       leakedBytes: m.leakedBytes,
+      // cuda: the ledger's stages with the device's own free/total readings beside them
+      ...(m.stages.some((s) => s.device !== undefined) ? { device: m.stages.find((s) => s.device)!.device, stages: m.stages } : {}),
     })),
     comm: r.comm.map((c, rank) => ({
       rank,

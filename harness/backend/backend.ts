@@ -35,6 +35,10 @@ export interface StageRecord {
   stage: string;
   liveBytes: number;
   peakBytes: number;
+  /** cuda: the rank's device and what it reports at that moment (driver and allocator use included), beside the ledger. */
+  device?: string;
+  deviceFreeBytes?: number;
+  deviceTotalBytes?: number;
 }
 
 class TensorHandle implements Tensor {
@@ -60,13 +64,18 @@ export class Backend {
 
   constructor(kind: BackendKind, ranks: number) {
     if (kind === "cuda") {
+      // Ranks map to devices as rank % device count (native/core/src/cuda, docs/cuda.md).
       const status = native().cudaStatus();
       if (!status.present) throw new ClipParityError("E_NO_CUDA", `backend cuda: ${status.message}`);
-      throw new ClipParityError("E_NO_CUDA", "backend cuda: the CUDA kernels are not available in this build");
     }
     this.kind = kind;
     this.ranks = ranks;
-    this.store = new (native().NativeStore)(kind, ranks);
+    try {
+      this.store = new (native().NativeStore)(kind, ranks);
+    } catch (err) {
+      if (kind !== "cuda") throw err;
+      throw new ClipParityError("E_NO_CUDA", `backend cuda: ${(err as Error).message}`);
+    }
     this.stages = Array.from({ length: ranks }, () => []);
   }
 
@@ -111,10 +120,13 @@ export class Backend {
     this.store.resetPeak(rank);
   }
 
-  /** Records a named stage of every rank's ledger. */
+  /** Records a named stage of every rank's ledger (and, on cuda, the device's own free/total readings). */
   markStage(stage: string): void {
     for (let r = 0; r < this.ranks; r++) {
-      this.stages[r].push({ stage, liveBytes: this.liveBytes(r), peakBytes: this.peakBytes(r) });
+      const rec: StageRecord = { stage, liveBytes: this.liveBytes(r), peakBytes: this.peakBytes(r) };
+      const dev = this.kind === "cuda" ? this.store.deviceMemory(r) : null;
+      if (dev) Object.assign(rec, { device: dev.device, deviceFreeBytes: dev.freeBytes, deviceTotalBytes: dev.totalBytes });
+      this.stages[r].push(rec);
     }
   }
   stageProfile(rank: number): readonly StageRecord[] {

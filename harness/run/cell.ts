@@ -6,7 +6,7 @@
  */
 import type { DType, ParamView, Subject, Tensor } from "../clip/api.ts";
 import { clipCoefficient } from "../clip/api.ts";
-import { Backend, DTYPE_BYTES, type BackendKind, type GenSpec } from "../backend/backend.ts";
+import { Backend, DTYPE_BYTES, type BackendKind, type GenSpec, type StageRecord } from "../backend/backend.ts";
 import { formatLayout, validateLayout, worldSize, type Layout } from "../layout/layout.ts";
 import { getModel } from "../model/models.ts";
 import type { ModelManifest } from "../model/manifest.ts";
@@ -77,7 +77,8 @@ export interface RankMemory {
   budgetBytes: number;
   /** Bytes the subject left allocated after the clip. */
   leakedBytes: number;
-  stages: { stage: string; liveBytes: number; peakBytes: number }[];
+  /** The ledger at named stages; on cuda also the device's own free/total readings beside it. */
+  stages: StageRecord[];
 }
 
 export interface CellResult {

@@ -131,7 +131,8 @@ async function cmdRun(args: string[]): Promise<number> {
     golden: { type: "string" },
   });
   const matrix = resolveMatrix(str(v, "matrix") ?? "cpu");
-  const backend = parseBackend(str(v, "backend"));
+  // a cuda matrix runs on the cuda backend unless --backend says otherwise (absent CUDA: refused below)
+  const backend = parseBackend(str(v, "backend") ?? (matrix.backend === "cuda" ? "cuda" : undefined));
   const shard = str(v, "shard") === undefined ? undefined : parseShard(str(v, "shard")!);
   const reports = reportSession(str(v, "report"), str(v, "out"), { matrix: matrix.name, backend, shard: shard && formatShard(shard) });
   const partial = Boolean(shard || str(v, "filter") || v.subject || str(v, "seed"));
@@ -290,7 +291,8 @@ function cmdList(args: string[]): number {
 export function memoryTable(r: CellResult): string {
   const fmt = (n: number) => n.toLocaleString("en-US");
   const stageNames = [...new Set(r.memory.flatMap((m) => m.stages.map((s) => s.stage)))];
-  const head = ["rank", "grads", "scratch peak", "budget", ...stageNames.map((s) => `${s} (live/peak)`), "collectives", "comm bytes"];
+  const onDevice = r.memory.some((m) => m.stages.some((s) => s.deviceFreeBytes !== undefined));
+  const head = ["rank", "grads", "scratch peak", "budget", ...stageNames.map((s) => `${s} (live/peak${onDevice ? "; device free/total" : ""})`), "collectives", "comm bytes"];
   const rows = r.memory.map((m) => [
     String(m.rank),
     fmt(m.gradBytes),
@@ -298,7 +300,9 @@ export function memoryTable(r: CellResult): string {
     fmt(m.budgetBytes),
     ...stageNames.map((name) => {
       const s = m.stages.find((x) => x.stage === name);
-      return s ? `${fmt(s.liveBytes)}/${fmt(s.peakBytes)}` : "-";
+      if (!s) return "-";
+      const dev = s.deviceFreeBytes !== undefined ? `; ${fmt(s.deviceFreeBytes)}/${fmt(s.deviceTotalBytes ?? 0)}` : "";
+      return `${fmt(s.liveBytes)}/${fmt(s.peakBytes)}${dev}`;
     }),
     String(r.comm[m.rank].calls),
     fmt(r.comm[m.rank].bytes),

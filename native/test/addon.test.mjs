@@ -173,5 +173,15 @@ test("safetensors round trip, inspect, metadata and refusals", () => {
 test("cudaStatus never throws", () => {
   const st = n.cudaStatus();
   assert.equal(typeof st.present, "boolean");
+  assert.equal(typeof st.emulated, "boolean");
   assert.ok(st.message.length > 0);
+});
+
+test("without CUDA, a cuda store is refused with the status message; deviceMemory is null off cuda", () => {
+  assert.equal(new n.NativeStore("cpu", 1).deviceMemory(0), null);
+  assert.throws(() => new n.NativeStore("cpu", 1).deviceMemory(1), /rank: 1 is out of range/);
+  assert.throws(() => new n.NativeStore("gpu", 1), /backend: "gpu" is not one of cpu, meta, cuda/);
+  const st = n.cudaStatus();
+  if (st.present) return;
+  assert.throws(() => new n.NativeStore("cuda", 2), (e) => e.message === st.message);
 });

@@ -9,7 +9,8 @@ mod options;
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use clip_parity_core::{optim, reference, safetensors, Store};
+use clip_parity_core::cuda::{self, AnyStore};
+use clip_parity_core::{optim, reference, safetensors};
 use napi::bindgen_prelude::{BigInt, Float64Array, Unknown};
 use napi::{Error, Result};
 use napi_derive::napi;
@@ -101,12 +102,23 @@ pub struct AdamWParams {
 #[napi(object)]
 pub struct CudaStatus {
     pub present: bool,
+    /// true when the devices are the CPU emulation of the kernels (CLIP_PARITY_CUDA_EMU), not GPUs
+    pub emulated: bool,
     pub message: String,
+}
+
+/// What the device itself reports for a rank's device (cuda backend), beside the ledger
+#[napi(object)]
+pub struct DeviceMemory {
+    /// e.g. "cuda:0 NVIDIA H200 (sm_90)"
+    pub device: String,
+    pub free_bytes: f64,
+    pub total_bytes: f64,
 }
 
 #[napi]
 pub struct NativeStore {
-    inner: Store,
+    inner: AnyStore,
 }
 
 #[napi]
@@ -114,9 +126,9 @@ impl NativeStore {
     #[napi(constructor)]
     pub fn new(#[napi(ts_arg_type = "BackendKind")] backend: String, ranks: f64) -> Result<Self> {
         guard("NativeStore", || {
-            let b = o::backend("backend", &backend)?;
+            let b = o::store_kind("backend", &backend)?;
             let r = o::uint_max("ranks", ranks, 1 << 20)? as usize;
-            Ok(NativeStore { inner: Store::new(b, r).map_err(core_err)? })
+            Ok(NativeStore { inner: AnyStore::new(b, r).map_err(core_err)? })
         })
     }
 
@@ -178,6 +190,16 @@ impl NativeStore {
     #[napi]
     pub fn live_tensors(&self) -> u32 {
         self.inner.live_tensors() as u32
+    }
+
+    /// cuda: the free/total bytes the device of `rank` reports (driver and allocator use included),
+    /// read now, to record beside the ledger; null on the cpu and meta backends
+    #[napi]
+    pub fn device_memory(&self, rank: f64) -> Result<Option<DeviceMemory>> {
+        guard("deviceMemory", || {
+            let m = self.inner.device_memory(o::rank("rank", rank)?).map_err(core_err)?;
+            Ok(m.map(|m| DeviceMemory { device: m.device, free_bytes: m.free_bytes as f64, total_bytes: m.total_bytes as f64 }))
+        })
     }
 
     /// element j of the shard = gen(global flat index of j)
@@ -417,35 +439,13 @@ pub fn max_abs_full(#[napi(ts_arg_type = "GenSpec")] gen: Unknown<'_>, numel: f6
     })
 }
 
-/// Whether a CUDA driver is usable. Checks for libcuda before touching any cudarc API (cudarc
-/// panics when the library is absent).
+/// Whether the cuda backend can be used here: a CUDA driver (libcuda, looked for before any CUDA
+/// call), a device, and NVRTC or the shipped PTX for the kernels. Never throws; compiles nothing.
 #[napi]
 pub fn cuda_status() -> CudaStatus {
     let r = guard("cudaStatus", || {
-        // SAFETY: only tries to dlopen the candidate library names.
-        if !unsafe { cudarc::driver::sys::is_culib_present() } {
-            let tried = ["cuda", "nvcuda"]
-                .iter()
-                .flat_map(|l| cudarc::get_lib_name_candidates(l))
-                .collect::<Vec<_>>()
-                .join(", ");
-            return Ok(CudaStatus {
-                present: false,
-                message: format!("CUDA driver library (libcuda.so) not found: tried {tried}"),
-            });
-        }
-        let info = (|| -> std::result::Result<String, cudarc::driver::DriverError> {
-            cudarc::driver::result::init()?;
-            let n = cudarc::driver::result::device::get_count()?;
-            let mut v: std::ffi::c_int = 0;
-            // SAFETY: the driver library is loaded and initialized.
-            unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut v).result()? };
-            Ok(format!("CUDA driver {}.{} with {n} device(s)", v / 1000, (v % 1000) / 10))
-        })();
-        Ok(match info {
-            Ok(m) => CudaStatus { present: true, message: m },
-            Err(e) => CudaStatus { present: false, message: format!("CUDA driver library found but unusable: {e:?}") },
-        })
+        let s = cuda::status();
+        Ok(CudaStatus { present: s.present, emulated: s.emulated, message: s.message })
     });
-    r.unwrap_or_else(|e| CudaStatus { present: false, message: e.reason.clone() })
+    r.unwrap_or_else(|e| CudaStatus { present: false, emulated: false, message: e.reason.clone() })
 }

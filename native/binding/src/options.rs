@@ -3,7 +3,8 @@
 
 use clip_parity_core::exact::BigUint;
 use clip_parity_core::gen::{EXP_MAX, EXP_MIN};
-use clip_parity_core::{Backend, Block, DType, GenMode, GenSpec};
+use clip_parity_core::cuda::StoreKind;
+use clip_parity_core::{Block, DType, GenMode, GenSpec};
 use napi::bindgen_prelude::{BigInt, JsValue, Object, Unknown};
 use napi::{Error, Result, ValueType};
 
@@ -75,8 +76,9 @@ pub fn dtype(field: &str, s: &str) -> Result<DType> {
     DType::parse(s).map_or_else(|| err(format!("{field}: \"{s}\" is not one of f32, bf16, f16")), Ok)
 }
 
-pub fn backend(field: &str, s: &str) -> Result<Backend> {
-    Backend::parse(s).map_or_else(|| err(format!("{field}: \"{s}\" is not one of {}", Backend::NAMES)), Ok)
+/// A store's backend: cpu, meta or cuda.
+pub fn store_kind(field: &str, s: &str) -> Result<StoreKind> {
+    StoreKind::parse(s).map_or_else(|| err(format!("{field}: \"{s}\" is not one of {}", StoreKind::NAMES)), Ok)
 }
 
 fn bigint_text(b: &BigInt) -> String {

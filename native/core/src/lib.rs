@@ -1,6 +1,7 @@
 //! clip-parity native core (no napi): SPEC section 5 generator, dtypes, the tensor store with its
 //! per-rank memory ledger, kernels, the exact accumulator and safetensors I/O.
 
+pub mod cuda;
 pub mod dtype;
 pub mod exact;
 pub mod gen;
