@@ -34,7 +34,11 @@ describe(`matrix ${matrix.name} on ${backend}: correct subjects pass every check
   }
 });
 
-describe(`matrix ${matrix.name} on ${backend}: every known-bad subject is caught by its own check`, () => {
+// The cpu and nightly matrices are built to expose every known bug (uneven shards, expert-less PP
+// stages, ties across stages); a smaller matrix such as gpu4 need not contain a cell for each.
+const EXPOSES_EVERY_BUG = ["cpu", "nightly"];
+
+describe.runIf(EXPOSES_EVERY_BUG.includes(matrix.name))(`matrix ${matrix.name} on ${backend}: every known-bad subject is caught by its own check`, () => {
   for (const name of KNOWN_BAD_SUBJECTS) {
     const subject = BUILTIN_SUBJECTS[name];
     const targets = subject.catchBy ?? [];
