@@ -11,5 +11,5 @@ for (const stream of [process.stdout, process.stderr]) {
 }
 
 register();
-const { main } = await import("../harness/run/cli.ts");
+const { main } = await import("../cli/main.ts");
 process.exitCode = await main(process.argv.slice(2));

@@ -2,28 +2,17 @@
  * Matrices: what to run. A matrix is a named list of cases (a cell without its subject) and the
  * subjects to run on every case; user matrices are JSON files validated here with clear errors.
  */
-import { readFileSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 import { z } from "zod";
 import type { DType } from "../harness/clip/api.ts";
 import { REGIMES, type Regime } from "../harness/clip/regimes.ts";
 import { InputError } from "../harness/errors.ts";
 import { formatLayout, parseLayout, validateLayout, type Layout } from "../harness/layout/layout.ts";
 import { MODEL_NAMES } from "../harness/model/models.ts";
-import { cellId, type Budgets, type Cell } from "../harness/run/cell.ts";
+import { cellId, type Case, type Matrix } from "../harness/spec/cell.ts";
+import { DEFAULT_LIMITS } from "../harness/run/policy.ts";
 
-export type Case = Omit<Cell, "subject">;
-
-export interface Matrix {
-  name: string;
-  description: string;
-  /** The backend its cells are meant for: "cuda" matrices refuse to run elsewhere unless told. */
-  backend: "cpu" | "cuda";
-  cases: Case[];
-  /** Subjects to run on every case; undefined = the correct built-in subjects. */
-  subjects?: string[];
-  /** Overrides of the default memory and collective budgets (SPEC §10). */
-  budgets?: Budgets;
-}
+export type { Case, Matrix } from "../harness/spec/cell.ts";
 
 const DEBUG_MODELS = ["llama3-debug", "deepseek-v3-debug"] as const;
 const NORMS = [2, 1, Infinity] as const;
@@ -138,6 +127,9 @@ export const MATRIX_NAMES = ["cpu", "gpu1", "gpu4", "gpu8", "nightly"] as const;
 
 // ---- user matrix files -------------------------------------------------------------------------
 
+/** A listed case takes about 150 bytes of JSON: 64 MiB is far beyond any hand-written matrix. */
+const MAX_MATRIX_FILE_BYTES = 64 * 1024 * 1024;
+
 const normSchema = z.union([z.number().positive(), z.literal("inf")]).transform((v) => (v === "inf" ? Infinity : v));
 const layoutSchema = z.string().transform((s, ctx) => {
   try {
@@ -186,9 +178,17 @@ function issuePath(path: readonly PropertyKey[]): string {
   return path.map((p) => (typeof p === "number" ? `[${p}]` : `.${String(p)}`)).join("").replace(/^\./, "") || "(top level)";
 }
 
-export function loadMatrixFile(path: string): Matrix {
+/**
+ * A matrix file, validated (errors name the file, the field path and the value). A sweep is counted
+ * before it is expanded: one that would make more than `maxCases` cases is refused, not built.
+ */
+export function loadMatrixFile(path: string, maxCases = DEFAULT_LIMITS.maxCells): Matrix {
   let raw: unknown;
   try {
+    const bytes = statSync(path).size;
+    if (bytes > MAX_MATRIX_FILE_BYTES) {
+      throw new Error(`${bytes.toLocaleString("en-US")} bytes is over the limit of ${MAX_MATRIX_FILE_BYTES.toLocaleString("en-US")} for a matrix file (use a sweep)`);
+    }
     raw = JSON.parse(readFileSync(path, "utf8"));
   } catch (err) {
     throw new InputError(`matrix file ${path}: ${(err as Error).message}`);
@@ -211,6 +211,14 @@ export function loadMatrixFile(path: string): Matrix {
   }));
   if (m.sweep) {
     const s = m.sweep;
+    const sizes = [s.layouts.length, s.models.length, s.dtypes.length, s.norms.length, s.regimes.length, s.seeds.length];
+    const count = sizes.reduce((a, b) => a * b, 1);
+    if (count + cases.length > maxCases) {
+      throw new InputError(
+        `matrix file ${path}: its sweep makes ${sizes.join(" x ")} = ${count.toLocaleString("en-US")} cases` +
+          `${cases.length ? ` (+${cases.length} listed)` : ""}, over the limit of ${maxCases.toLocaleString("en-US")} (raise it with --max-cells N)`,
+      );
+    }
     for (const layout of s.layouts)
       for (const model of s.models)
         for (const dtype of s.dtypes)
@@ -222,17 +230,14 @@ export function loadMatrixFile(path: string): Matrix {
 }
 
 /** A built-in matrix name, or a path to a JSON matrix file. */
-export function resolveMatrix(nameOrPath: string): Matrix {
-  const named = builtinMatrices()[nameOrPath];
+export function resolveMatrix(nameOrPath: string, maxCases = DEFAULT_LIMITS.maxCells): Matrix {
+  const named = Object.hasOwn(builtinMatrices(), nameOrPath) ? builtinMatrices()[nameOrPath] : undefined;
   if (named) return named;
-  if (/[\\/]|\.json$/.test(nameOrPath)) return loadMatrixFile(nameOrPath);
+  if (/[\\/]|\.json$/.test(nameOrPath)) return loadMatrixFile(nameOrPath, maxCases);
   throw new InputError(`--matrix: "${nameOrPath}" is neither a built-in matrix (${MATRIX_NAMES.join(", ")}) nor a .json file`);
 }
 
-/** The cells of a matrix: each subject on each case. */
-export function cellsOf(matrix: Matrix, subjects: readonly string[]): Cell[] {
-  return subjects.flatMap((subject) => matrix.cases.map((c) => ({ subject, ...c })));
-}
+export { cellsOf } from "../harness/spec/cell.ts";
 
 export function describeLayout(l: Layout): string {
   return formatLayout(validateLayout(l));

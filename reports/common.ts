@@ -4,7 +4,7 @@
  * rendered from a live run, a merged set of shards or a file from another machine alike.
  */
 import { formatLayout, LAYOUT_AXES, type Layout } from "../harness/layout/layout.ts";
-import { cellJsonFailed, type CellJson } from "./schema.ts";
+import { cellJsonFailed, type CellJson } from "../harness/results/schema.ts";
 
 /** What a report says about the run it describes; every field optional. */
 export interface ReportMeta {

@@ -11,7 +11,7 @@
  * Stable ids and classes (cell pass|fail|skip, data-cell-id, bar over, budget) are what tests and
  * scripts may rely on.
  */
-import type { RunSummary } from "../harness/run/runner.ts";
+import type { RunSummary } from "../harness/results/types.ts";
 import {
   counts,
   describeRun,
@@ -24,7 +24,7 @@ import {
   type Grid,
   type ReportMeta,
 } from "./common.ts";
-import type { CellJson } from "./schema.ts";
+import type { CellJson } from "../harness/results/schema.ts";
 
 export function htmlEscape(text: string): string {
   return text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;").replace(/'/g, "&#39;");

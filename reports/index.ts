@@ -8,20 +8,20 @@
  *   onCellEnd(cell, index, total)              after each cell (the cell as the JSON shape)
  *   onRunEnd(cells, summary, outDir, meta)     at the end; returns the paths it wrote
  */
-import { mkdirSync, renameSync, writeFileSync } from "node:fs";
-import { dirname, join, resolve } from "node:path";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
 import { InputError } from "../harness/errors.ts";
-import type { CellResult } from "../harness/run/cell.ts";
-import type { RunnerHooks, RunSummary } from "../harness/run/runner.ts";
-import { cellJson } from "./json.ts";
+import type { CellResult, RunSummary } from "../harness/results/types.ts";
+import { cellJson } from "../harness/results/json.ts";
+import { writeFileAtomic } from "../harness/util/fs.ts";
 import { renderJunit } from "./junit.ts";
 import { renderMarkdown } from "./markdown.ts";
 import { renderHtml } from "./html.ts";
-import type { CellJson } from "./schema.ts";
+import type { CellJson } from "../harness/results/schema.ts";
 import type { ReportMeta } from "./common.ts";
 
 export type { ReportMeta } from "./common.ts";
-export type { CellJson, ResultFile } from "./schema.ts";
+export type { CellJson, ResultFile } from "../harness/results/schema.ts";
 
 export interface RunStartInfo {
   total: number;
@@ -38,15 +38,6 @@ export interface Reporter {
   onRunEnd?(cells: readonly CellJson[], summary: RunSummary, outDir: string, meta: ReportMeta): string[] | void | Promise<string[] | void>;
 }
 
-/** Writes a file whole or not at all (a temporary file renamed over it). */
-export function writeAtomic(path: string, text: string): void {
-  const abs = resolve(path);
-  mkdirSync(dirname(abs), { recursive: true });
-  const tmp = `${abs}.tmp-${process.pid}-${Math.random().toString(36).slice(2)}`;
-  writeFileSync(tmp, text);
-  renameSync(tmp, abs);
-}
-
 function fileReporter(
   name: string,
   file: string,
@@ -59,7 +50,7 @@ function fileReporter(
     description,
     onRunEnd(cells, summary, outDir, meta) {
       const path = join(outDir, file);
-      writeAtomic(path, render(cells, summary, meta));
+      writeFileAtomic(path, render(cells, summary, meta));
       return [path];
     },
   };
@@ -109,6 +100,15 @@ export async function writeReports(
 export const DEFAULT_OUT_DIR = "reports-out";
 
 /**
+ * What a run tells its reporters as it goes; structurally the runner's hooks (harness/run/runner.ts
+ * RunHooks), declared here so that reports/ depends on the result types alone.
+ */
+export interface ReportHooks {
+  onRunStart?(info: { total: number; backend: string }): void;
+  onCellEnd?(result: CellResult, index: number, total: number, done: number): void;
+}
+
+/**
  * The reporters of one `run`: validated before any cell runs. `--report` without `--out` writes to
  * reports-out/; `--out` without `--report` writes every report.
  */
@@ -117,25 +117,22 @@ export interface ReportSession {
   outDir: string;
   meta: ReportMeta;
   /** Runner hooks that feed onRunStart/onCellEnd. */
-  hooks: RunnerHooks;
-  /** Writes the reports; returns the paths. */
-  finish(results: readonly CellResult[], summary: RunSummary, notes?: string[]): Promise<string[]>;
+  hooks: ReportHooks;
+  /** Writes the reports; returns the paths. `extra` adds to the meta (e.g. the backend the run used). */
+  finish(results: readonly CellResult[], summary: RunSummary, notes?: string[], extra?: ReportMeta): Promise<string[]>;
 }
 
 export function reportSession(report: string | undefined, out: string | undefined, meta: ReportMeta = {}): ReportSession | null {
   if (report === undefined && out === undefined) return null;
   const reporters = parseReporters(report ?? REPORTER_NAMES.join(","));
   const outDir = out ?? DEFAULT_OUT_DIR;
-  let started = false;
   const session: ReportSession = {
     reporters,
     outDir,
     meta,
     hooks: {
-      onCellStart(_cell, index, total) {
-        if (started || index !== 0) return;
-        started = true;
-        for (const r of reporters) void r.onRunStart?.({ total, meta }, outDir);
+      onRunStart(info) {
+        for (const r of reporters) void r.onRunStart?.({ total: info.total, meta: { ...meta, backend: meta.backend ?? info.backend } }, outDir);
       },
       onCellEnd(result, index, total) {
         const hooked = reporters.filter((r) => r.onCellEnd);
@@ -144,9 +141,10 @@ export function reportSession(report: string | undefined, out: string | undefine
         for (const r of hooked) void r.onCellEnd!(cell, index, total);
       },
     },
-    async finish(results, summary, notes) {
+    async finish(results, summary, notes, extra) {
       const cells = results.map((r) => cellJson(r) as CellJson);
-      return writeReports(reporters, cells, summary, outDir, notes?.length ? { ...meta, notes: [...(meta.notes ?? []), ...notes] } : meta);
+      const m: ReportMeta = { ...meta, ...extra };
+      return writeReports(reporters, cells, summary, outDir, notes?.length ? { ...m, notes: [...(m.notes ?? []), ...notes] } : m);
     },
   };
   return session;
@@ -154,22 +152,9 @@ export function reportSession(report: string | undefined, out: string | undefine
 
 /**
  * For `npm test` (suites/matrix.test.ts): CLIP_PARITY_REPORT=json,junit,md,html and/or
- * CLIP_PARITY_OUT=DIR (scripts/test.mjs can map `--report` / `--out` onto them, as it does --matrix)
+ * CLIP_PARITY_OUT=DIR (scripts/test.mjs maps `--report` / `--out` onto them, as it does --matrix)
  * give a session whose `finish(results, summary)` writes the reports after the suite; null otherwise.
  */
 export function reportSessionFromEnv(meta: ReportMeta = {}, env: NodeJS.ProcessEnv = process.env): ReportSession | null {
   return reportSession(env.CLIP_PARITY_REPORT || undefined, env.CLIP_PARITY_OUT || undefined, meta);
-}
-
-/** Runner hooks that call each of `list` in turn (undefined entries skipped). */
-export function combineHooks(...list: (RunnerHooks | undefined | null)[]): RunnerHooks {
-  const hooks = list.filter((x): x is RunnerHooks => Boolean(x));
-  return {
-    onCellStart(cell, index, total) {
-      for (const x of hooks) x.onCellStart?.(cell, index, total);
-    },
-    onCellEnd(result, index, total) {
-      for (const x of hooks) x.onCellEnd?.(result, index, total);
-    },
-  };
 }

@@ -3,9 +3,9 @@
  * subject, one <testcase> per cell and check (classname = the cell id, name = the check id), <failure>
  * with a message attribute and the full message as text, <skipped> with its reason.
  */
-import type { RunSummary } from "../harness/run/runner.ts";
+import type { RunSummary } from "../harness/results/types.ts";
 import { describeRun, firstLine, type ReportMeta } from "./common.ts";
-import type { CellJson } from "./schema.ts";
+import type { CellJson } from "../harness/results/schema.ts";
 
 /** Characters XML 1.0 cannot carry at all (most C0 controls, lone surrogates, U+FFFE/U+FFFF). */
 const INVALID_XML = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\uFFFE\uFFFF]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;

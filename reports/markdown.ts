@@ -3,9 +3,9 @@
  * with passed/total per entry, then the failing cells with their checks, messages and the command that
  * reproduces each. Long runs are cut (GitHub keeps 1 MiB of summary per step) with a count of the rest.
  */
-import type { RunSummary } from "../harness/run/runner.ts";
+import type { RunSummary } from "../harness/results/types.ts";
 import { counts, describeRun, failedChecks, gridOf, messageBody, summaryText, type ReportMeta } from "./common.ts";
-import type { CellJson } from "./schema.ts";
+import type { CellJson } from "../harness/results/schema.ts";
 
 /** Escapes text for a Markdown table cell. */
 export function mdCell(text: string): string {

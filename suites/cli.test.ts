@@ -44,12 +44,12 @@ describe("clip-parity cell", () => {
     [["--layout", "pp2,dp_shard3,ep2"], /ep\(2\) must divide dp_shard \* cp \* tp \(3\)/],
     [["--layout", "pp2,xx2"], /Unknown layout axis "xx"/],
     [["--dtype", "f64"], /--dtype: "f64" is not one of f32, bf16, f16/],
-    [["--norm", "0"], /--norm: "0" is not 2, 1, inf or a positive number/],
+    [["--norm", "0"], /--norm: "0" is not 2, 1, inf or a positive decimal number/],
     [["--regime", "warm"], /--regime: "warm" is not one of active/],
     [["--model", "gpt5"], /gpt5/],
     [["--subject", "nonesuch"], /nonesuch/],
     [["--subject", "./no/such/file.ts"], /no\/such\/file\.ts/],
-    [["--seed", "x"], /--seed: "x" is not a non-negative integer/],
+    [["--seed", "x"], /--seed: "x" is not a decimal integer/],
   ])("exits 2 on bad input %j", async (override, message) => {
     const args = [...cell, "--subject", "bucketed"];
     for (let i = 0; i < override.length; i += 2) {

@@ -42,12 +42,17 @@ export interface StageRecord {
 }
 
 class TensorHandle implements Tensor {
+  readonly shape: readonly number[];
   constructor(
     readonly id: number,
     readonly dtype: DType,
-    readonly shape: readonly number[],
+    shape: readonly number[],
     readonly rank: number,
-  ) {}
+  ) {
+    // Frozen: a subject that rewrites a handle's id or shape gets a TypeError, not another tensor.
+    this.shape = Object.freeze([...shape]);
+    Object.freeze(this);
+  }
   get numel(): number {
     return this.shape.reduce((a, b) => a * b, 1);
   }
@@ -55,14 +60,31 @@ class TensorHandle implements Tensor {
 
 export const DTYPE_BYTES: Record<DType, number> = { f32: 4, bf16: 2, f16: 2 };
 
+/**
+ * Bytes one backend may hold at once, over all its ranks, unless the caller says otherwise: a subject
+ * that asks for a petabyte gets a clear error from its own op instead of taking the machine down.
+ * The meta backend holds no storage and has no limit.
+ */
+export const DEFAULT_MAX_LIVE_BYTES = 16 * 1024 ** 3;
+
+export interface BackendOptions {
+  /** See DEFAULT_MAX_LIVE_BYTES. */
+  maxLiveBytes?: number;
+}
+
 export class Backend {
   readonly kind: BackendKind;
   readonly ranks: number;
   private readonly store: InstanceType<ReturnType<typeof native>["NativeStore"]>;
   private readonly live = new Map<number, TensorHandle>();
+  /** What the harness (not a subject) allocated, by id: a subject may not free or replace these. */
+  private readonly harnessOwned = new Map<number, string>();
   private readonly stages: StageRecord[][];
+  private readonly maxLiveBytes: number;
+  private liveTotal = 0;
 
-  constructor(kind: BackendKind, ranks: number) {
+  constructor(kind: BackendKind, ranks: number, options: BackendOptions = {}) {
+    this.maxLiveBytes = kind === "meta" ? Infinity : (options.maxLiveBytes ?? DEFAULT_MAX_LIVE_BYTES);
     if (kind === "cuda") {
       // Ranks map to devices as rank % device count (native/core/src/cuda, docs/cuda.md).
       const status = native().cudaStatus();
@@ -83,16 +105,50 @@ export class Backend {
     return this.kind === "meta";
   }
 
-  alloc(rank: number, dtype: DType, shape: readonly number[]): Tensor {
+  /**
+   * A new tensor charged to `rank`. `owner` names what the harness allocated it for (e.g. "the
+   * gradient of layers.0.wq"): such a tensor cannot be freed through a subject's ops.
+   */
+  alloc(rank: number, dtype: DType, shape: readonly number[], owner?: string): Tensor {
+    this.reserve(dtype, shape, `alloc on rank ${rank}`);
     const id = this.store.alloc(rank, dtype, [...shape]);
-    const t = new TensorHandle(id, dtype, [...shape], rank);
+    return this.track(id, dtype, shape, rank, owner);
+  }
+
+  private track(id: number, dtype: DType, shape: readonly number[], rank: number, owner?: string): TensorHandle {
+    const t = new TensorHandle(id, dtype, shape, rank);
     this.live.set(id, t);
+    this.liveTotal += t.numel * DTYPE_BYTES[dtype];
+    if (owner !== undefined) this.harnessOwned.set(id, owner);
     return t;
   }
 
+  /** Refuses, before the native store allocates, what would take the backend over its byte limit. */
+  private reserve(dtype: DType, shape: readonly number[], what: string): void {
+    if (!DTYPE_BYTES[dtype]) throw new ClipParityError("E_TENSOR", `${what}: dtype ${JSON.stringify(dtype)} is not one of f32, bf16, f16`, 1);
+    let n = 1;
+    for (const d of shape) {
+      if (!Number.isSafeInteger(d) || d < 0) throw new ClipParityError("E_TENSOR", `${what}: shape [${shape.join(", ")}] has a dim that is not a non-negative integer`, 1);
+      n *= d;
+    }
+    const bytes = n * DTYPE_BYTES[dtype];
+    if (this.liveTotal + bytes > this.maxLiveBytes) {
+      throw new ClipParityError(
+        "E_TENSOR",
+        `${what}: ${dtype} [${shape.join(", ")}] needs ${bytes.toLocaleString("en-US")} bytes; with ` +
+          `${this.liveTotal.toLocaleString("en-US")} live the backend would pass its limit of ${this.maxLiveBytes.toLocaleString("en-US")} bytes`,
+        1,
+      );
+    }
+  }
+
   free(t: Tensor): void {
-    if (!this.live.delete(t.id)) throw new ClipParityError("E_TENSOR", `tensor ${t.id} was already freed`, 1);
-    this.store.free(t.id);
+    const handle = this.live.get(t?.id);
+    if (!handle) throw new ClipParityError("E_TENSOR", `free: tensor ${t?.id} is not alive (freed already, or never allocated)`, 1);
+    this.live.delete(handle.id);
+    this.harnessOwned.delete(handle.id);
+    this.liveTotal -= handle.numel * DTYPE_BYTES[handle.dtype];
+    this.store.free(handle.id);
   }
 
   /** Frees every tensor still alive; returns how many there were. */
@@ -100,6 +156,8 @@ export class Backend {
     const n = this.live.size;
     for (const id of this.live.keys()) this.store.free(id);
     this.live.clear();
+    this.harnessOwned.clear();
+    this.liveTotal = 0;
     return n;
   }
 
@@ -164,11 +222,10 @@ export class Backend {
 
   /** Every tensor of a safetensors file (validated before anything is allocated), charged to `rank`. */
   loadSafetensors(path: string, rank: number): { name: string; tensor: Tensor }[] {
-    return this.store.loadSafetensors(path, rank).map((e) => {
-      const t = new TensorHandle(e.id, this.store.dtype(e.id) as DType, this.store.shape(e.id), rank);
-      this.live.set(e.id, t);
-      return { name: e.name, tensor: t };
-    });
+    return this.store.loadSafetensors(path, rank).map((e) => ({
+      name: e.name,
+      tensor: this.track(e.id, this.store.dtype(e.id) as DType, this.store.shape(e.id), rank),
+    }));
   }
   /** The validated header of a safetensors file: names, dtypes and shapes (no data is read). */
   inspectSafetensors(path: string): { name: string; dtype: DType; shape: number[] }[] {
@@ -194,17 +251,22 @@ export class Backend {
     return this.store.copyBlock(dst.id, dstBlock, src.id, srcBlock);
   }
 
-  /** The ops a subject on `rank` gets: every new tensor is charged to that rank. */
+  /**
+   * The ops a subject on `rank` gets: every new tensor is charged to that rank; a tensor of another
+   * rank, a freed one, or one the harness owns (a gradient) where the op would free it, is refused
+   * with an error that names it, raised in the subject's own call.
+   */
   opsFor(rank: number): Ops {
     const s = this.store;
     const own = (t: Tensor, what: string): number => {
-      if (!this.live.has(t.id)) throw new ClipParityError("E_TENSOR", `${what}: tensor ${t.id} is not alive`, 1);
-      return t.id;
+      const handle = t === null || typeof t !== "object" ? undefined : this.live.get(t.id);
+      if (!handle) throw new ClipParityError("E_TENSOR", `${what}: tensor ${t === null || typeof t !== "object" ? String(t) : t.id} is not alive (freed already, or not a tensor of this cell)`, 1);
+      if (handle.rank !== rank) throw new ClipParityError("E_TENSOR", `${what}: tensor ${handle.id} is rank ${handle.rank}'s; rank ${rank} cannot use it`, 1);
+      return handle.id;
     };
-    const wrap = (id: number): Tensor => {
-      const t = new TensorHandle(id, s.dtype(id) as DType, s.shape(id), rank);
-      this.live.set(id, t);
-      return t;
+    const wrap = (id: number): Tensor => this.track(id, s.dtype(id) as DType, s.shape(id), rank);
+    const sized = (dtype: DType, shape: readonly number[], what: string) => {
+      this.reserve(dtype, shape, `${what} on rank ${rank}`);
     };
     return {
       sumAbsPow: (t, p) => s.sumAbsPow(own(t, "sumAbsPow"), p),
@@ -216,29 +278,68 @@ export class Backend {
       },
       maxAbs: (t) => s.maxAbs(own(t, "maxAbs")),
       nonFiniteCount: (t) => s.nonFiniteCount(own(t, "nonFiniteCount")),
-      scale_: (t, coef) => s.scale(own(t, "scale_"), coef),
+      scale_: (t, coef) => {
+        if (typeof coef !== "number") throw new ClipParityError("E_TENSOR", `scale_: the coefficient must be a number; got ${typeof coef}`, 1);
+        s.scale(own(t, "scale_"), coef);
+      },
       empty: (dtype, shape) => this.alloc(rank, dtype, shape),
-      clone: (t) => wrap(s.clone(own(t, "clone"), rank)),
-      narrow: (t, dim, start, length) => wrap(s.narrow(own(t, "narrow"), dim, start, length, rank)),
-      cat: (ts, dim) => wrap(s.cat(ts.map((t) => own(t, "cat")), dim, rank)),
+      clone: (t) => {
+        const id = own(t, "clone");
+        const h = this.live.get(id)!;
+        sized(h.dtype, h.shape, "clone");
+        return wrap(s.clone(id, rank));
+      },
+      narrow: (t, dim, start, length) => {
+        const id = own(t, "narrow");
+        const h = this.live.get(id)!;
+        if (Number.isInteger(dim) && dim >= 0 && dim < h.shape.length && Number.isSafeInteger(length) && length >= 0) {
+          sized(h.dtype, h.shape.map((d, i) => (i === dim ? length : d)), "narrow");
+        }
+        return wrap(s.narrow(id, dim, start, length, rank));
+      },
+      cat: (ts, dim) => {
+        const ids = ts.map((t) => own(t, "cat"));
+        const total = ids.reduce((n, id) => n + this.live.get(id)!.numel, 0);
+        sized(this.live.get(ids[0]!)?.dtype ?? "f32", [total], "cat");
+        return wrap(s.cat(ids, dim, rank));
+      },
       copy_: (dst, src) => s.copyFrom(own(dst, "copy_"), own(src, "copy_")),
-      free: (t) => this.free(t),
+      free: (t) => {
+        const id = own(t, "free");
+        const owner = this.harnessOwned.get(id);
+        if (owner !== undefined) {
+          throw new ClipParityError("E_TENSOR", `free: tensor ${id} is ${owner}, which the harness gave this subject; a subject frees only the tensors it allocates`, 1);
+        }
+        this.free(t);
+      },
       exactZero: () => EXACT_ZERO,
       exactAdd,
       exactToNumber,
     };
   }
 
+  /** A copy of any rank's tensor charged to `rank`, for the harness's own use (dumps, checks). */
+  cloneFor(rank: number, t: Tensor): Tensor {
+    const h = this.live.get(t.id);
+    if (!h) throw new ClipParityError("E_TENSOR", `clone: tensor ${t.id} is not alive`, 1);
+    this.reserve(h.dtype, h.shape, `clone into rank ${rank}`);
+    return this.track(this.store.clone(h.id, rank), h.dtype, h.shape, rank);
+  }
+
+  /** x = round(float32(x) * float32(coef)) in place, for the harness's own use. */
+  scale(t: Tensor, coef: number): void {
+    this.store.scale(t.id, coef);
+  }
+
   /** Concatenation on behalf of a collective: the result is charged to `rank`. */
   catFor(rank: number, ts: readonly Tensor[], dim: number): Tensor {
+    this.reserve(ts[0].dtype, [ts.reduce((n, t) => n + t.numel, 0)], `all_gather into rank ${rank}`);
     const id = this.store.cat(
       ts.map((t) => t.id),
       dim,
       rank,
     );
-    const t = new TensorHandle(id, ts[0].dtype, this.store.shape(id), rank);
-    this.live.set(id, t);
-    return t;
+    return this.track(id, ts[0].dtype, this.store.shape(id), rank);
   }
 }
 

@@ -1,14 +1,37 @@
 /**
  * A check: one named pass/fail criterion with a stable id (SPEC §8), judged from a cell's outcome.
  */
-import type { CheckContext } from "../run/cell.ts";
+import type { ParamView, Subject, Tensor, ToleranceClass } from "../clip/api.ts";
+import type { Reference } from "../clip/reference.ts";
+import type { Backend, GenSpec } from "../backend/backend.ts";
+import type { LocalParam } from "../model/plan.ts";
+import type { CommRecord, RankOutcome } from "../world/world.ts";
+import type { Budgets, Cell } from "../spec/cell.ts";
+import type { CheckResult, RankMemory } from "../results/types.ts";
 
-export type CheckStatus = "pass" | "fail" | "skip";
+export type { CheckResult, CheckStatus } from "../results/types.ts";
 
-export interface CheckResult {
-  id: string;
-  status: CheckStatus;
-  message: string;
+/** Everything a check may look at. Tensors stay alive until every check has judged. */
+export interface CheckContext {
+  cell: Cell;
+  backend: Backend;
+  subject: Subject;
+  tolerance: ToleranceClass;
+  maxNorm: number;
+  errorIfNonfinite: boolean;
+  reference: Reference;
+  /** The reference's clip coefficient. */
+  clipCoef: number;
+  plan: LocalParam[][];
+  grads: (Tensor | null)[][];
+  views: ParamView[][];
+  outcomes: RankOutcome<number>[];
+  liveness: string | null;
+  memory: RankMemory[];
+  comm: CommRecord[];
+  genSpec(p: LocalParam): GenSpec;
+  repro: string;
+  budgets: Budgets;
 }
 
 export interface Check {

@@ -4,14 +4,13 @@
  *
  * Nothing here issues a collective: every all_reduce stays visible in the subject itself.
  */
-import type { AxisName, Group } from "../layout/mesh.ts";
+import { DENSE_STAGE_AXES, SPARSE_STAGE_AXES, type AxisName, type Group } from "../layout/mesh.ts";
 import type { ClipArgs, Ops, ParamView, RankContext, ReduceOp, Tensor } from "./api.ts";
 import { clipCoefficient, NonFiniteNormError, normFromPowerSum } from "./api.ts";
 
 /** The dense mesh axes of one PP stage (every non-pp axis); the sparse mesh spans the same ranks. */
-export const STAGE_AXES = ["dp_replicate", "dp_shard", "cp", "tp"] as const;
-/** The sparse (expert) mesh axes of one PP stage. */
-export const SPARSE_STAGE_AXES = ["dp_replicate", "efsdp", "ep"] as const;
+export const STAGE_AXES = DENSE_STAGE_AXES;
+export { SPARSE_STAGE_AXES };
 
 export const isInf = (normType: number): boolean => normType === Infinity;
 

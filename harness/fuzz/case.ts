@@ -27,16 +27,13 @@ import type { DType } from "../clip/api.ts";
 import { REGIMES, type Regime } from "../clip/regimes.ts";
 import { InputError } from "../errors.ts";
 import { formatLayout, validateLayout, worldSize, type Layout } from "../layout/layout.ts";
-import { axisIndex, coordsOf, denseMesh, sparseMesh, type AxisName, type Mesh, type MeshName } from "../layout/mesh.ts";
+import { ALL_AXES, axisIndex, coordsOf, denseMesh, DENSE_STAGE_AXES, SPARSE_STAGE_AXES, sparseMesh, type AxisName, type Mesh, type MeshName } from "../layout/mesh.ts";
 import { numel, type LogicalParam, type ModelManifest, type ParamKind } from "../model/manifest.ts";
 import { localBlock, Replicate, Shard, type LocalParam, type Placement } from "../model/plan.ts";
-import type { Cell } from "../run/cell.ts";
+import type { Cell } from "../spec/cell.ts";
 
 /** The per-stage axes of each mesh, in mesh order (no pp). */
-export const STAGE_MESH_AXES: Record<MeshName, readonly AxisName[]> = {
-  dense: ["dp_replicate", "dp_shard", "cp", "tp"],
-  sparse: ["dp_replicate", "efsdp", "ep"],
-};
+export const STAGE_MESH_AXES: Record<MeshName, readonly AxisName[]> = { dense: DENSE_STAGE_AXES, sparse: SPARSE_STAGE_AXES };
 
 /** Where one physical copy lives and how it is placed. */
 export interface FuzzCopy {
@@ -221,7 +218,7 @@ export function fuzzPlan(c: FuzzCase): LocalParam[][] {
 export function fuzzCell(c: FuzzCase): Cell {
   return {
     subject: c.subject,
-    layout: c.layout,
+    layout: validateLayout(c.layout),
     model: modelName(c),
     dtype: c.dtype,
     normType: c.normType,
@@ -267,7 +264,7 @@ const placementText = z.string().transform((s, ctx) => {
 const copySchema = z.strictObject({
   stage: z.number().int().nonnegative(),
   mesh: z.enum(["dense", "sparse"]),
-  axes: z.array(z.enum(["dp_replicate", "dp_shard", "cp", "tp", "efsdp", "ep"])),
+  axes: z.array(z.enum(ALL_AXES.filter((a) => a !== "pp") as [AxisName, ...AxisName[]])),
   placements: z.array(placementText),
 });
 const paramSchema = copySchema.extend({

@@ -14,7 +14,9 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join, relative, resolve } from "node:path";
 import fc from "fast-check";
 import type { Subject } from "../clip/api.ts";
-import { runCell, reproCommand } from "../run/cell.ts";
+import { validateLayout } from "../layout/layout.ts";
+import { runCell } from "../run/cell.ts";
+import { reproCommand } from "../spec/cell.ts";
 import { caseArb } from "./arbitraries.ts";
 import { caseToFile, describeCase, type FuzzCase } from "./case.ts";
 import { minimize } from "./minimize.ts";
@@ -105,7 +107,7 @@ async function onBuiltinModels(c: FuzzCase, subject: Subject, violations: Violat
   const ids = new Set(violations.map((v) => v.id));
   const out: string[] = [];
   for (const model of BUILTIN_MODELS) {
-    const cell = { subject: c.subject, layout: c.layout, model, dtype: c.dtype, normType: c.normType, regime: c.regime, seed: c.seed, ...(c.errorIfNonfinite !== undefined ? { errorIfNonfinite: c.errorIfNonfinite } : {}) };
+    const cell = { subject: c.subject, layout: validateLayout(c.layout), model, dtype: c.dtype, normType: c.normType, regime: c.regime, seed: c.seed, ...(c.errorIfNonfinite !== undefined ? { errorIfNonfinite: c.errorIfNonfinite } : {}) };
     try {
       const r = await runCell(cell, { subject, timeoutMs: 20_000 });
       if (r.checks.some((x) => x.status === "fail" && ids.has(x.id))) out.push(reproCommand(cell, "cpu"));

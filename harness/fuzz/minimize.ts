@@ -9,11 +9,10 @@
  * its size, turn a Shard into Replicate, drop a sub-mesh axis, move a copy to stage 0 or to the dense
  * mesh, and reset seed, dtype, norm, regime and error_if_nonfinite to the simplest values.
  */
-import { validateLayout, type Layout } from "../layout/layout.ts";
+import { LAYOUT_AXES, validateLayout, type Layout } from "../layout/layout.ts";
 import { Replicate, Shard } from "../model/plan.ts";
 import { caseSize, STAGE_MESH_AXES, validateCase, type FuzzCase, type FuzzCopy, type FuzzParam } from "./case.ts";
 
-const LAYOUT_ORDER = ["pp", "dp_replicate", "dp_shard", "cp", "tp", "ep"] as const;
 
 function divisors(n: number): number[] {
   const out: number[] = [];
@@ -42,7 +41,7 @@ function refitStages(c: FuzzCase): FuzzCase {
 }
 
 function* layoutSteps(c: FuzzCase): Generator<FuzzCase> {
-  for (const axis of LAYOUT_ORDER) {
+  for (const axis of LAYOUT_AXES) {
     const size = c.layout[axis];
     if (size === 1) continue;
     for (const smaller of new Set([1, Math.floor(size / 2), size - 1])) {

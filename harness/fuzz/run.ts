@@ -12,7 +12,8 @@
  */
 import type { Subject } from "../clip/api.ts";
 import { CHECK_IDS } from "../checks/index.ts";
-import { runCell, type CellResult } from "../run/cell.ts";
+import { runCell } from "../run/cell.ts";
+import { type CellResult } from "../results/types.ts";
 import { meshesOf, reductionGroup } from "../world/context.ts";
 import { fuzzCell, fuzzManifest, fuzzPlan, type FuzzCase } from "./case.ts";
 

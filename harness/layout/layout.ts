@@ -17,8 +17,17 @@ export interface Layout {
   ep: number;
 }
 
+declare const validated: unique symbol;
+
+/**
+ * A layout that went through `validateLayout` (or `parseLayout`): frozen, only the six axes, every
+ * rule of SPEC §3 checked once. Code that needs a valid layout takes this type instead of checking
+ * again at every use; a plain `Layout` (e.g. read back from a result file) must be validated first.
+ */
+export type ValidLayout = Readonly<Layout> & { readonly [validated]: true };
+
 /** The all-ones layout: one rank. */
-export const SINGLE: Readonly<Layout> = Object.freeze({ pp: 1, dp_replicate: 1, dp_shard: 1, cp: 1, tp: 1, ep: 1 });
+export const SINGLE: ValidLayout = Object.freeze({ pp: 1, dp_replicate: 1, dp_shard: 1, cp: 1, tp: 1, ep: 1 }) as ValidLayout;
 
 /** Number of ranks: pp * dp_replicate * dp_shard * cp * tp (ep reuses dp_shard * cp * tp ranks). */
 export function worldSize(l: Layout): number {
@@ -38,7 +47,7 @@ export function innerSize(l: Layout): number {
  *  - `Invalid parallel dims: dp_replicate(2) * dp_shard(2) * cp(1) * tp(2) * pp(2) != world(8)` (only
  *    when `world` is given).
  */
-export function validateLayout(l: Layout, world?: number): Layout {
+export function validateLayout(l: Layout, world?: number): ValidLayout {
   if (l === null || typeof l !== "object") {
     throw new LayoutError(`A layout must be an object with axes ${LAYOUT_AXES.join(", ")}; got ${String(l)}`);
   }
@@ -62,7 +71,7 @@ export function validateLayout(l: Layout, world?: number): Layout {
       );
     }
   }
-  return out;
+  return Object.freeze(out) as ValidLayout;
 }
 
 const TOKEN = /^([a-z_]+)\s*=?\s*(-?\d+)$/i;
@@ -72,11 +81,11 @@ const TOKEN = /^([a-z_]+)\s*=?\s*(-?\d+)$/i;
  * "tp8,dp_shard2" (any order; `axis=size` and spaces are accepted too). Axes left out are 1. "", "1" and
  * "single" are the all-ones layout. The result is validated (without a world size).
  */
-export function parseLayout(spec: string): Layout {
+export function parseLayout(spec: string): ValidLayout {
   if (typeof spec !== "string") throw new LayoutError(`A layout spec must be a string; got ${String(spec)}`);
   const s = spec.trim();
   const l: Layout = { ...SINGLE };
-  if (s === "" || s === "1" || s.toLowerCase() === "single") return l;
+  if (s === "" || s === "1" || s.toLowerCase() === "single") return SINGLE;
   const seen = new Set<string>();
   for (const raw of s.split(",")) {
     const tok = raw.trim();

@@ -10,7 +10,7 @@
  * Every axis is present even when its size is 1.
  */
 import { LayoutError } from "../errors.ts";
-import { validateLayout, type Layout } from "./layout.ts";
+import type { ValidLayout } from "./layout.ts";
 
 export type AxisName = "pp" | "dp_replicate" | "dp_shard" | "cp" | "tp" | "efsdp" | "ep";
 export type MeshName = "dense" | "sparse";
@@ -22,21 +22,27 @@ export interface Mesh {
   sizes: number[];
 }
 
-export const DENSE_AXES: readonly AxisName[] = ["pp", "dp_replicate", "dp_shard", "cp", "tp"];
-export const SPARSE_AXES: readonly AxisName[] = ["pp", "dp_replicate", "efsdp", "ep"];
+/** The one place the mesh axes are spelled out (SPEC §3); everything else derives from these. */
+export const DENSE_AXES = ["pp", "dp_replicate", "dp_shard", "cp", "tp"] as const satisfies readonly AxisName[];
+export const SPARSE_AXES = ["pp", "dp_replicate", "efsdp", "ep"] as const satisfies readonly AxisName[];
+/** A PP stage's sub-mesh: every axis but pp (torchtitan builds one per stage). */
+export const DENSE_STAGE_AXES = ["dp_replicate", "dp_shard", "cp", "tp"] as const satisfies readonly AxisName[];
+export const SPARSE_STAGE_AXES = ["dp_replicate", "efsdp", "ep"] as const satisfies readonly AxisName[];
+/** Axes that exist only on the sparse (expert) mesh. */
+export const SPARSE_ONLY_AXES = ["efsdp", "ep"] as const satisfies readonly AxisName[];
+/** Every axis name of both meshes, in a stable order. */
+export const ALL_AXES: readonly AxisName[] = ["pp", "dp_replicate", "dp_shard", "cp", "tp", "efsdp", "ep"];
 
-export function denseMesh(l: Layout): Mesh {
-  const v = validateLayout(l);
+export function denseMesh(v: ValidLayout): Mesh {
   return { name: "dense", axes: [...DENSE_AXES], sizes: [v.pp, v.dp_replicate, v.dp_shard, v.cp, v.tp] };
 }
 
-export function sparseMesh(l: Layout): Mesh {
-  const v = validateLayout(l);
+export function sparseMesh(v: ValidLayout): Mesh {
   const efsdp = (v.dp_shard * v.cp * v.tp) / v.ep;
   return { name: "sparse", axes: [...SPARSE_AXES], sizes: [v.pp, v.dp_replicate, efsdp, v.ep] };
 }
 
-export function meshOf(name: MeshName, l: Layout): Mesh {
+export function meshOf(name: MeshName, l: ValidLayout): Mesh {
   return name === "dense" ? denseMesh(l) : sparseMesh(l);
 }
 

@@ -18,8 +18,8 @@
  *   own tp style (hence placements), and canonical = false.
  */
 import { LayoutError, ModelError } from "../errors.ts";
-import { validateLayout, worldSize, type Layout } from "../layout/layout.ts";
-import { coordsOf, denseMesh, sparseMesh, type AxisName, type Mesh, type MeshName } from "../layout/mesh.ts";
+import { worldSize, type ValidLayout } from "../layout/layout.ts";
+import { coordsOf, denseMesh, DENSE_STAGE_AXES, SPARSE_STAGE_AXES, sparseMesh, type AxisName, type Mesh, type MeshName } from "../layout/mesh.ts";
 import type { LogicalParam, ModelManifest, ParamKind, TpStyle } from "./manifest.ts";
 
 export type Placement = { kind: "shard"; dim: number } | { kind: "replicate" } | { kind: "partial" };
@@ -99,15 +99,14 @@ export function chunkRange(n: number, k: number, i: number): [start: number, len
   return [start, Math.min(c, n - start)];
 }
 
-const DENSE_AXES_NO_PP: readonly AxisName[] = ["dp_replicate", "dp_shard", "cp", "tp"];
-const SPARSE_AXES_NO_PP: readonly AxisName[] = ["dp_replicate", "efsdp", "ep"];
+const DENSE_AXES_NO_PP: readonly AxisName[] = DENSE_STAGE_AXES;
+const SPARSE_AXES_NO_PP: readonly AxisName[] = SPARSE_STAGE_AXES;
 
 /** Mesh, mesh axes (without pp) and placements of a param (or of a replica: its tp style, the logical shape). */
 export function placementsFor(
   p: LogicalParam | { tp: TpStyle; shape: number[] },
-  l: Layout,
+  l: ValidLayout,
 ): { mesh: MeshName; meshAxes: AxisName[]; placements: Placement[] } {
-  validateLayout(l);
   const what = "name" in p ? p.name : `a ${p.tp} param`;
   const need = (dim: number): Placement => {
     if (dim >= p.shape.length) {
@@ -173,7 +172,7 @@ function prod(xs: readonly number[]): number {
 
 /** Precomputed per-model, per-layout tables shared by every rank. */
 class Planner {
-  readonly l: Layout;
+  readonly l: ValidLayout;
   readonly pp: number;
   readonly byStage: LogicalParam[][];
   readonly replicasByStage: { p: LogicalParam; fqn: string; tp: TpStyle }[][];
@@ -183,9 +182,9 @@ class Planner {
 
   constructor(
     readonly model: ModelManifest,
-    layout: Layout,
+    layout: ValidLayout,
   ) {
-    this.l = validateLayout(layout);
+    this.l = layout;
     this.pp = this.l.pp;
     this.denseM = denseMesh(this.l);
     this.sparseM = sparseMesh(this.l);
@@ -261,13 +260,13 @@ class Planner {
 }
 
 /** The params physically on this rank, in manifest order (replicas after their stage's params). */
-export function planRank(model: ModelManifest, l: Layout, rank: number): LocalParam[] {
+export function planRank(model: ModelManifest, l: ValidLayout, rank: number): LocalParam[] {
   const pl = new Planner(model, l);
   return pl.plan(rank, pl.tieNames());
 }
 
 /** planRank for every rank; index = rank. */
-export function planWorld(model: ModelManifest, l: Layout): LocalParam[][] {
+export function planWorld(model: ModelManifest, l: ValidLayout): LocalParam[][] {
   const pl = new Planner(model, l);
   const tied = pl.tieNames();
   const n = worldSize(pl.l);

@@ -31,6 +31,7 @@ import type { Block } from "../model/plan.ts";
 import { ADAMW, PARAM_INIT } from "./adamw.ts";
 import { CheckpointError } from "./errors.ts";
 import type { CopyState, TrainState } from "./train.ts";
+import { fsyncDir, writeFileAtomic } from "../util/fs.ts";
 
 export const INDEX_FILE = "index.json";
 export const FORMAT = "clip-parity-checkpoint";
@@ -122,31 +123,6 @@ export function sha256File(path: string): string {
   return h.digest("hex");
 }
 
-function writeAtomic(path: string, text: string): void {
-  const tmp = `${path}.tmp-${process.pid}`;
-  const fd = openSync(tmp, "w");
-  try {
-    writeSync(fd, text);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-  renameSync(tmp, path);
-}
-
-function fsyncDir(dir: string): void {
-  try {
-    const fd = openSync(dir, "r");
-    try {
-      fsyncSync(fd);
-    } finally {
-      closeSync(fd);
-    }
-  } catch {
-    // not supported everywhere (e.g. some filesystems); the renames are still atomic
-  }
-}
-
 const blockKey = (name: string, b: Block) => `${name}|${b.start.join(",")}|${b.len.join(",")}`;
 const numelOf = (xs: readonly number[]) => xs.reduce((a, b) => a * b, 1);
 
@@ -233,8 +209,7 @@ export function saveCheckpoint(backend: Backend, s: TrainState, dir: string, inf
     files,
   };
   fsyncDir(abs);
-  writeAtomic(join(abs, INDEX_FILE), JSON.stringify(index, null, 1) + "\n");
-  fsyncDir(abs);
+  writeFileAtomic(join(abs, INDEX_FILE), JSON.stringify(index, null, 1) + "\n");
   return index;
 }
 
@@ -392,26 +367,26 @@ export function readCheckpoint(backend: Backend, dir: string, expect: Expectatio
   return index;
 }
 
-/** How a loader restores state: correctly, or with one of the known bugs the resume check must catch. */
-export const LOADER_VARIANTS = ["correct", "drop-step", "drop-tied"] as const;
-export type LoaderVariant = (typeof LOADER_VARIANTS)[number];
-export const LOADER_BUGS: Record<Exclude<LoaderVariant, "correct">, string> = {
-  "drop-step": "restores parameters and moments but not the optimizer step count (bias correction restarts at step 1)",
-  "drop-tied": "loads a tied parameter into its canonical copy only: the replica keeps its initial value and zero state",
-};
+/**
+ * A checkpoint loader: how a trainer restores its state. The correct one is below; known-bad ones
+ * (harness/resume/known-bad/) model a bug each, for the suite's own negative resume cells.
+ */
+export interface CheckpointLoader {
+  name: string;
+  /** One line: what it restores (and, for a known-bad one, what it gets wrong). */
+  description: string;
+  load(backend: Backend, dir: string, index: CheckpointIndex, s: TrainState): void;
+}
 
 /**
  * Loads a validated checkpoint into `s` (any layout of the same model): every physical copy of
  * every parameter gets its block of param, exp_avg and exp_avg_sq, and its optimizer step count.
  */
-export function loadCheckpoint(backend: Backend, dir: string, index: CheckpointIndex, s: TrainState, variant: LoaderVariant = "correct"): void {
+export function loadCheckpoint(backend: Backend, dir: string, index: CheckpointIndex, s: TrainState): void {
   const abs = resolve(dir);
   const dests = new Map<string, CopyState[]>();
   for (const copies of s.ranks) {
-    for (const c of copies) {
-      if (variant === "drop-tied" && !c.lp.canonical) continue;
-      (dests.get(c.lp.name) ?? dests.set(c.lp.name, []).get(c.lp.name)!).push(c);
-    }
+    for (const c of copies) (dests.get(c.lp.name) ?? dests.set(c.lp.name, []).get(c.lp.name)!).push(c);
   }
   const copied = new Map<CopyState, number>();
   for (const f of index.files) {
@@ -438,7 +413,7 @@ export function loadCheckpoint(backend: Backend, dir: string, index: CheckpointI
       if (n !== c.lp.numel * ROLES.length) {
         throw new Error(`internal: ${c.lp.fqn} [${c.lp.block.start}]+[${c.lp.block.len}] received ${n} of ${c.lp.numel * ROLES.length} elements`);
       }
-      if (variant !== "drop-step") c.steps = index.tensors[c.lp.name]!.optimizerStep;
+      c.steps = index.tensors[c.lp.name]!.optimizerStep;
     }
   }
   s.step = index.step;
@@ -453,9 +428,15 @@ export function restoreCheckpoint(
   dir: string,
   expect: Expectation,
   s: TrainState,
-  variant: LoaderVariant = "correct",
+  loader: CheckpointLoader = correctLoader,
 ): CheckpointIndex {
   const index = readCheckpoint(backend, dir, expect);
-  loadCheckpoint(backend, dir, index, s, variant);
+  loader.load(backend, dir, index, s);
   return index;
 }
+
+export const correctLoader: CheckpointLoader = {
+  name: "correct",
+  description: "restores every physical copy's parameter, both moments and its optimizer step count",
+  load: loadCheckpoint,
+};

@@ -9,7 +9,7 @@
  */
 import type { DType, ParamView, Subject, Tensor } from "../clip/api.ts";
 import type { Backend, GenSpec } from "../backend/backend.ts";
-import { validateLayout, worldSize, type Layout } from "../layout/layout.ts";
+import { validateLayout, worldSize, type Layout, type ValidLayout } from "../layout/layout.ts";
 import type { ModelManifest } from "../model/manifest.ts";
 import { planWorld, type LocalParam } from "../model/plan.ts";
 import { f32Below, regimeSpec, type Regime } from "../clip/regimes.ts";
@@ -44,7 +44,7 @@ export interface CopyState {
 }
 
 export interface TrainState {
-  layout: Layout;
+  layout: ValidLayout;
   world: number;
   plan: LocalParam[][];
   /** index = rank; aligned with plan[rank] */

@@ -3,133 +3,27 @@
  *
  * The data takes one road: plan the shards, fill each rank's gradients from the generator, run the
  * subject on every rank at once, then judge the outcome with every check against the reference.
+ * Each phase is timed (CellResult.timings), so a slow cell says where its time went.
  */
-import type { DType, ParamView, Subject, Tensor } from "../clip/api.ts";
+import { createHash } from "node:crypto";
+import type { ParamView, Subject, Tensor } from "../clip/api.ts";
 import { clipCoefficient } from "../clip/api.ts";
-import { Backend, DTYPE_BYTES, type BackendKind, type GenSpec, type StageRecord } from "../backend/backend.ts";
-import { formatLayout, validateLayout, worldSize, type Layout } from "../layout/layout.ts";
+import { Backend, DTYPE_BYTES, type BackendKind, type GenSpec } from "../backend/backend.ts";
+import { validateLayout, worldSize } from "../layout/layout.ts";
 import { getModel } from "../model/models.ts";
 import type { ModelManifest } from "../model/manifest.ts";
 import { planWorld, type LocalParam } from "../model/plan.ts";
-import { f32Below, regimeSpec, type Regime } from "../clip/regimes.ts";
+import { f32Below, regimeSpec } from "../clip/regimes.ts";
 import { computeReference, type Reference } from "../clip/reference.ts";
-import { World, type CommRecord, type RankOutcome } from "../world/world.ts";
+import { World } from "../world/world.ts";
 import { meshesOf, rankContext } from "../world/context.ts";
-import { CHECKS, type CheckResult } from "../checks/index.ts";
+import { CHECKS } from "../checks/index.ts";
+import type { CheckContext } from "../checks/types.ts";
 import { InputError } from "../errors.ts";
-
-export const DTYPES: readonly DType[] = ["f32", "bf16", "f16"];
-
-/** What identifies a cell. `subject` is a built-in name or a module path. */
-export interface Cell {
-  subject: string;
-  layout: Layout;
-  model: string;
-  dtype: DType;
-  /** 2, 1, Infinity or any p > 0. */
-  normType: number;
-  regime: Regime;
-  seed: number;
-  /** Overrides the regime's max_norm. */
-  maxNorm?: number;
-  /** Overrides the regime's default. */
-  errorIfNonfinite?: boolean;
-  step?: number;
-}
-
-export function formatNorm(p: number): string {
-  return p === Infinity ? "inf" : String(p);
-}
-
-export function cellId(c: Cell): string {
-  const parts = [c.subject, formatLayout(c.layout), c.model, c.dtype, `n${formatNorm(c.normType)}`, c.regime, `s${c.seed}`];
-  if (c.maxNorm !== undefined) parts.push(`max${c.maxNorm}`);
-  if (c.errorIfNonfinite !== undefined) parts.push(c.errorIfNonfinite ? "err" : "noerr");
-  if (c.step) parts.push(`step${c.step}`);
-  return parts.join("/");
-}
-
-/** One command line that reruns this cell alone. */
-export function reproCommand(c: Cell, backend: BackendKind): string {
-  const args = [
-    "npx clip-parity cell",
-    `--subject ${c.subject}`,
-    `--layout ${formatLayout(c.layout)}`,
-    `--model ${c.model}`,
-    `--dtype ${c.dtype}`,
-    `--norm ${formatNorm(c.normType)}`,
-    `--regime ${c.regime}`,
-    `--seed ${c.seed}`,
-  ];
-  if (c.maxNorm !== undefined) args.push(`--max-norm ${c.maxNorm}`);
-  if (c.errorIfNonfinite !== undefined) args.push(`--error-if-nonfinite ${c.errorIfNonfinite}`);
-  if (backend !== "cpu") args.push(`--backend ${backend}`);
-  return args.join(" ");
-}
-
-export interface RankMemory {
-  rank: number;
-  /** Live bytes of gradients when the clip starts. */
-  gradBytes: number;
-  /** Peak during the clip minus live bytes before it. */
-  scratchPeakBytes: number;
-  /** float32 size of the rank's largest local shard + 1 MiB (SPEC §10). */
-  budgetBytes: number;
-  /** Bytes the subject left allocated after the clip. */
-  leakedBytes: number;
-  /** The ledger at named stages; on cuda also the device's own free/total readings beside it. */
-  stages: StageRecord[];
-}
-
-export interface CellResult {
-  id: string;
-  cell: Cell;
-  backend: BackendKind;
-  subjectName: string;
-  maxNorm: number;
-  errorIfNonfinite: boolean;
-  totalNorm: number | null;
-  referenceNorm: number;
-  clipCoef: number;
-  checks: CheckResult[];
-  ranks: { rank: number; norm?: number; error?: string }[];
-  memory: RankMemory[];
-  comm: CommRecord[];
-  liveness: string | null;
-  repro: string;
-  durationMs: number;
-}
-
-/** Everything a check may look at. Tensors stay alive until every check has judged. */
-export interface CheckContext {
-  cell: Cell;
-  backend: Backend;
-  subject: Subject;
-  tolerance: "exact" | "fp32" | "bf16";
-  maxNorm: number;
-  errorIfNonfinite: boolean;
-  reference: Reference;
-  /** The reference's clip coefficient. */
-  clipCoef: number;
-  plan: LocalParam[][];
-  grads: (Tensor | null)[][];
-  views: ParamView[][];
-  outcomes: RankOutcome<number>[];
-  liveness: string | null;
-  memory: RankMemory[];
-  comm: CommRecord[];
-  genSpec(p: LocalParam): GenSpec;
-  repro: string;
-  budgets: Budgets;
-}
-
-/** Per-matrix overrides of the default budgets of SPEC §10. */
-export interface Budgets {
-  /** Scratch bytes allowed per rank during the clip (default: float32 size of the largest local shard + 1 MiB). */
-  scratchBytes?: number;
-  /** Collectives allowed per rank per clip (default: distinct reduction groups + 1). */
-  collectives?: number;
-}
+import { DTYPES, cellId, reproCommand, type Budgets, type Cell } from "../spec/cell.ts";
+import type { CellResult, CellTimings, RankMemory } from "../results/types.ts";
+import { deepFreeze } from "../util/freeze.ts";
+import { dumpCell } from "./dump.ts";
 
 export interface RunCellOptions {
   budgets?: Budgets;
@@ -139,6 +33,10 @@ export interface RunCellOptions {
   timeoutMs?: number;
   /** Called with everything the checks saw, before the cell's tensors are freed (e.g. --dump). */
   inspect?: (ctx: CheckContext) => void;
+  /** Hash every local gradient after the clip into CellResult.tensorHash (goldens). */
+  hashTensors?: boolean;
+  /** Write the cell's tensors to this folder (`cell --dump`): gradients, reference, subject's result. */
+  dumpDir?: string;
   /**
    * A model given explicitly instead of the built-in `cell.model` (e.g. a fuzzer's synthetic model).
    * Its name must equal `cell.model` and identify its content: the reference is cached by name.
@@ -158,11 +56,51 @@ function firstGradIndex(params: readonly { index: number }[], hasGrad: (i: numbe
   return -1;
 }
 
+/**
+ * The default plan of a built-in model on a layout, computed once per process: the plan is a pure
+ * function of both, and a matrix runs many cells (subjects, regimes, dtypes) on each pair.
+ */
+const planCache = new Map<string, LocalParam[][]>();
+const PLAN_CACHE_LIMIT = 64;
+
+function defaultPlan(model: ModelManifest, cell: Cell): LocalParam[][] {
+  const key = `${model.name}|${JSON.stringify(cell.layout)}`;
+  let plan = planCache.get(key);
+  if (!plan) {
+    plan = deepFreeze(planWorld(model, cell.layout));
+    if (planCache.size >= PLAN_CACHE_LIMIT) planCache.delete(planCache.keys().next().value!);
+    planCache.set(key, plan);
+  }
+  return plan;
+}
+
+/** One hash of every local gradient of the cell after the clip; null on the meta backend. */
+export function cellTensorHash(ctx: Pick<CheckContext, "backend" | "plan" | "grads">): string | null {
+  if (ctx.backend.isMeta) return null;
+  const h = createHash("sha256");
+  ctx.plan.forEach((params, rank) =>
+    params.forEach((p, i) => {
+      const g = ctx.grads[rank][i];
+      h.update(`${rank}\t${i}\t${p.fqn}\t${g ? ctx.backend.hash(g) : "-"}\n`);
+    }),
+  );
+  return h.digest("hex").slice(0, 16);
+}
+
 export async function runCell(cell: Cell, options: RunCellOptions): Promise<CellResult> {
   const started = performance.now();
+  const timings: CellTimings = { plan: 0, reference: 0, allocate: 0, generate: 0, subject: 0, collectives: 0, checks: 0, free: 0, total: 0 };
+  let mark = started;
+  const lap = (phase: Exclude<keyof CellTimings, "total">) => {
+    const now = performance.now();
+    timings[phase] += now - mark;
+    mark = now;
+  };
   const backendKind = options.backend ?? "cpu";
   const subject = options.subject;
+  // A cell that crossed a thread or a file is plain data again: validated here, once.
   const layout = validateLayout(cell.layout);
+  cell = cell.layout === layout ? cell : { ...cell, layout };
   const world = worldSize(layout);
   const model = options.model ?? getModel(cell.model);
   if (options.model && options.model.name !== cell.model) {
@@ -184,24 +122,32 @@ export async function runCell(cell: Cell, options: RunCellOptions): Promise<Cell
     return g;
   };
 
+  const plan = options.plan ? deepFreeze(options.plan) : defaultPlan(model, cell);
+  if (plan.length !== world) throw new InputError(`the plan given to runCell has ${plan.length} ranks; the layout has ${world}`);
+  lap("plan");
+
   const reference =
     backendKind === "meta" ? NO_REFERENCE : computeReference(model, cell.dtype, cell.normType, cell.regime, cell.seed, step);
   const maxNorm = cell.maxNorm ?? (regime.maxNorm === "boundary" ? f32Below(reference.totalNorm) : regime.maxNorm);
   const errorIfNonfinite = cell.errorIfNonfinite ?? regime.errorIfNonfinite;
   const clipCoef = clipCoefficient(maxNorm, reference.totalNorm);
+  lap("reference");
 
-  const plan = options.plan ?? planWorld(model, layout);
-  if (plan.length !== world) throw new InputError(`the plan given to runCell has ${plan.length} ranks; the layout has ${world}`);
   const backend = new Backend(backendKind, world);
+  let result: CellResult | undefined;
   try {
     const grads: (Tensor | null)[][] = plan.map((params, rank) =>
       params.map((p) => {
         if (!regime.hasGrad(p.index)) return null;
-        const t = backend.alloc(rank, cell.dtype, p.block.len);
+        const t = backend.alloc(rank, cell.dtype, p.block.len, `the gradient of ${p.fqn}`);
+        const t0 = performance.now();
         backend.fillGrad(t, genSpec(p), p.block);
+        timings.generate += performance.now() - t0;
         return t;
       }),
     );
+    lap("allocate");
+    timings.allocate -= timings.generate;
     const views: ParamView[][] = plan.map((params, rank) =>
       params.map((p, i) =>
         Object.freeze({
@@ -224,6 +170,7 @@ export async function runCell(cell: Cell, options: RunCellOptions): Promise<Cell
     backend.markStage("after grads");
     const before = plan.map((_, r) => backend.liveBytes(r));
     for (let r = 0; r < world; r++) backend.resetPeak(r);
+    lap("allocate");
 
     const meshes = meshesOf(layout);
     const sim = new World(world, backend);
@@ -244,6 +191,9 @@ export async function runCell(cell: Cell, options: RunCellOptions): Promise<Cell
           { timeoutMs: options.timeoutMs },
         );
     backend.markStage("after clip");
+    lap("subject");
+    timings.collectives = sim.collectiveMs;
+    timings.subject -= sim.collectiveMs;
 
     const memory: RankMemory[] = plan.map((params, rank) => {
       let largest = 0;
@@ -283,9 +233,12 @@ export async function runCell(cell: Cell, options: RunCellOptions): Promise<Cell
       const r = check.judge(ctx);
       return r.status === "fail" ? { ...r, message: `${r.message}\n  reproduce: ${repro}` } : r;
     });
+    const tensorHash = options.hashTensors ? cellTensorHash(ctx) : undefined;
+    if (options.dumpDir) dumpCell(options.dumpDir, ctx);
     options.inspect?.(ctx);
+    lap("checks");
     const norm0 = run.ranks[0]?.value;
-    return {
+    result = {
       id: cellId(cell),
       cell,
       backend: backendKind,
@@ -301,12 +254,18 @@ export async function runCell(cell: Cell, options: RunCellOptions): Promise<Cell
       comm: run.comm,
       liveness: run.liveness,
       repro,
-      durationMs: performance.now() - started,
+      durationMs: 0,
+      timings,
+      ...(tensorHash !== undefined ? { tensorHash } : {}),
     };
+    return result;
   } finally {
     backend.freeAll();
     for (let r = 0; r < world; r++) {
       if (backend.liveBytes(r) !== 0) throw new Error(`internal: rank ${r} ledger not zero after the cell (${backend.liveBytes(r)} bytes)`);
     }
+    lap("free");
+    timings.total = performance.now() - started;
+    if (result) result.durationMs = timings.total;
   }
 }

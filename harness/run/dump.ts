@@ -7,10 +7,10 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type { Tensor } from "../clip/api.ts";
 import type { LocalParam } from "../model/plan.ts";
-import type { CheckContext } from "./cell.ts";
-import { cellId } from "./cell.ts";
-import { writeFileAtomic } from "./cli.ts";
-import { jsonNumber } from "../../reports/json.ts";
+import type { CheckContext } from "../checks/types.ts";
+import { cellId } from "../spec/cell.ts";
+import { writeFileAtomic } from "../util/fs.ts";
+import { jsonNumber } from "../results/json.ts";
 
 interface Shard {
   p: LocalParam;
@@ -19,24 +19,24 @@ interface Shard {
 
 /** Rebuilds a full tensor from shards that tile it (uneven and empty chunks included), by nested cat. */
 function assemble(ctx: CheckContext, shards: Shard[], dim: number): Tensor {
-  const ops = ctx.backend.opsFor(0);
+  const b = ctx.backend;
   const ndim = shards[0].p.block.globalShape.length;
-  if (dim === ndim || shards.length === 1) return ops.clone(shards[0].grad);
+  if (dim === ndim || shards.length === 1) return b.cloneFor(0, shards[0].grad);
   const byStart = new Map<number, Shard[]>();
   for (const s of shards) {
     const k = s.p.block.start[dim];
     byStart.set(k, [...(byStart.get(k) ?? []), s]);
   }
   const parts = [...byStart.entries()].sort((a, b) => a[0] - b[0]).map(([, group]) => assemble(ctx, group, dim + 1));
-  const whole = parts.length === 1 ? ops.clone(parts[0]) : ctx.backend.catFor(0, parts, dim);
-  for (const t of parts) ops.free(t);
+  const whole = parts.length === 1 ? b.cloneFor(0, parts[0]) : b.catFor(0, parts, dim);
+  for (const t of parts) b.free(t);
   return whole;
 }
 
 export function dumpCell(dir: string, ctx: CheckContext): void {
   if (ctx.backend.isMeta) throw new Error("--dump needs a backend that holds values (cpu or cuda), not meta");
   mkdirSync(dir, { recursive: true });
-  const ops = ctx.backend.opsFor(0);
+  const b = ctx.backend;
   const shardsByName = new Map<string, Shard[]>();
   const seen = new Set<string>();
   ctx.plan.forEach((params, rank) =>
@@ -58,8 +58,8 @@ export function dumpCell(dir: string, ctx: CheckContext): void {
     const all = p.block.globalShape;
     ctx.backend.fillGrad(full, ctx.genSpec(p), { globalShape: all, start: all.map(() => 0), len: all });
     before.push({ name, tensor: full });
-    const clipped = ops.clone(full);
-    ops.scale_(clipped, ctx.clipCoef);
+    const clipped = b.cloneFor(0, full);
+    b.scale(clipped, ctx.clipCoef);
     reference.push({ name, tensor: clipped });
     subject.push({ name, tensor: assemble(ctx, shards, 0) });
   }
@@ -67,7 +67,7 @@ export function dumpCell(dir: string, ctx: CheckContext): void {
   ctx.backend.saveSafetensors(join(dir, "grads.safetensors"), before, meta);
   ctx.backend.saveSafetensors(join(dir, "reference.safetensors"), reference, { ...meta, clipCoef: String(ctx.clipCoef) });
   ctx.backend.saveSafetensors(join(dir, "subject.safetensors"), subject, meta);
-  for (const e of [...before, ...reference, ...subject]) ops.free(e.tensor);
+  for (const e of [...before, ...reference, ...subject]) b.free(e.tensor);
   writeFileAtomic(
     join(dir, "cell.json"),
     JSON.stringify(

@@ -17,27 +17,21 @@
  * backend's 16-hex content hash (content, dtype and shape) or "-" for an absent gradient. Norms are
  * stored as JSON numbers (exact float64 values of the float32 norms) or "nan" / "inf" / "-inf".
  */
-import { createHash } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { join, relative, resolve } from "node:path";
 import { z } from "zod";
 import { InputError } from "../errors.ts";
 import type { BackendKind } from "../backend/backend.ts";
-import { jsonNumber } from "../../reports/json.ts";
-import { writeAtomic } from "../../reports/index.ts";
-import { summarize, type RunSummary } from "./runner.ts";
-import { cellId, type CellResult, type CheckContext } from "./cell.ts";
+import { jsonNumber } from "../results/json.ts";
+import { summarize } from "../results/summary.ts";
+import type { CellResult, RunSummary } from "../results/types.ts";
+import { writeFileAtomic } from "../util/fs.ts";
+import { isCI } from "../util/env.ts";
 
 export const GOLDEN_GENERATOR = "SPEC §5 splitmix64";
 export const GOLDEN_HASH = "sha256[:16] of 'rank\\tindex\\tfqn\\tbackend.hash(grad)|-' lines after the clip";
 export const GOLDEN_MODES = ["check", "update", "off"] as const;
 export type GoldenMode = (typeof GOLDEN_MODES)[number];
-
-/** CI=true (or any value but "", "0" and "false"), as CI services set it. */
-export function isCI(env: NodeJS.ProcessEnv = process.env): boolean {
-  const v = env.CI;
-  return v !== undefined && v !== "" && v !== "0" && v.toLowerCase() !== "false";
-}
 
 export function goldenDir(env: NodeJS.ProcessEnv = process.env): string {
   return resolve(env.CLIP_PARITY_GOLDEN_DIR || "golden");
@@ -96,19 +90,6 @@ export type GoldenEntry = z.infer<typeof goldenEntrySchema>;
 export type GoldenHeader = z.infer<typeof goldenHeaderSchema>;
 export type GoldenFile = z.infer<typeof goldenFileSchema>;
 
-/** One hash of every local gradient of the cell after the clip; null on the meta backend. */
-export function cellTensorHash(ctx: CheckContext): string | null {
-  if (ctx.backend.isMeta) return null;
-  const h = createHash("sha256");
-  ctx.plan.forEach((params, rank) =>
-    params.forEach((p, i) => {
-      const g = ctx.grads[rank][i];
-      h.update(`${rank}\t${i}\t${p.fqn}\t${g ? ctx.backend.hash(g) : "-"}\n`);
-    }),
-  );
-  return h.digest("hex").slice(0, 16);
-}
-
 export function goldenEntry(r: CellResult, hash: string | null): GoldenEntry {
   return {
     totalNorm: jsonNumber(r.totalNorm) as GoldenEntry["totalNorm"],
@@ -148,7 +129,7 @@ export function readGolden(path: string): GoldenFile {
 
 export function writeGolden(path: string, file: GoldenFile): void {
   const cells = Object.fromEntries(Object.keys(file.cells).sort().map((k) => [k, file.cells[k]]));
-  writeAtomic(path, JSON.stringify({ header: { ...file.header, cells: Object.keys(cells).length }, cells }, null, 2) + "\n");
+  writeFileAtomic(path, JSON.stringify({ header: { ...file.header, cells: Object.keys(cells).length }, cells }, null, 2) + "\n");
 }
 
 function show(v: unknown): string {
@@ -202,8 +183,6 @@ export interface GoldenSessionOptions {
 export interface GoldenSession {
   mode: Exclude<GoldenMode, "off">;
   path: string;
-  /** Pass to runCell / runCells: records each cell's tensor hash before its tensors are freed. */
-  inspect: (ctx: CheckContext) => void;
   /**
    * check: adds a "golden" check to every result and prints the drifted cells; update: writes the file.
    * Returns the summary (recomputed: drift fails cells) and lines for the reports.
@@ -240,16 +219,13 @@ export function goldenSession(o: GoldenSessionOptions): GoldenSession | null {
     if (!existsSync(path)) throw new InputError(`--golden check: ${where} does not exist; create it with --golden update (not in CI)`);
     golden = readGolden(path);
   }
-  const hashes = new Map<string, string | null>();
   const session: GoldenSession = {
     mode,
     path,
-    inspect(ctx) {
-      hashes.set(cellId(ctx.cell), cellTensorHash(ctx));
-    },
     finish(results) {
       const entries = new Map<string, GoldenEntry>();
-      for (const r of results) entries.set(r.id, goldenEntry(r, hashes.get(r.id) ?? null));
+      // the runner computes each cell's tensor hash (RunCellOptions.hashTensors) while a golden is active
+      for (const r of results) entries.set(r.id, goldenEntry(r, r.tensorHash ?? null));
       const notes: string[] = [];
       if (mode === "update") {
         const keep = o.partial && existsSync(path) ? readGolden(path).cells : {};

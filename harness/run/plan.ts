@@ -3,14 +3,12 @@
  * rank, for a real model at a real scale, without a GPU: every subject runs unchanged on the meta
  * backend, whose tensors have shapes and bytes but no storage.
  */
-import { parseArgs } from "node:util";
-import { InputError } from "../errors.ts";
-import { CORRECT_SUBJECTS } from "../clip/registry.ts";
 import { getModel } from "../model/models.ts";
-import { formatLayout, parseLayout } from "../layout/layout.ts";
-import { DTYPES, runCell, type Cell, type CellResult } from "./cell.ts";
+import { formatLayout, worldSize, type ValidLayout } from "../layout/layout.ts";
+import type { Cell } from "../spec/cell.ts";
+import type { CellResult } from "../results/types.ts";
+import { runCell } from "./cell.ts";
 import { SubjectCache } from "./runner.ts";
-import { writeFileAtomic } from "./cli.ts";
 
 export interface PlanRank {
   rank: number;
@@ -27,15 +25,29 @@ export interface PlanResult {
   subjects: { subject: string; ranks: PlanRank[]; stages: { rank: number; stages: { stage: string; liveBytes: number; peakBytes: number }[] } ; liveness: string | null }[];
 }
 
-export async function planCells(model: string, layoutSpec: string, dtype: Cell["dtype"], subjects: readonly string[]): Promise<PlanResult> {
-  const layout = parseLayout(layoutSpec);
+/** Called after each subject's meta run: plan may take long at a scale of thousands of ranks. */
+export type PlanProgress = (subject: string, index: number, total: number, world: number) => void;
+
+/**
+ * Runs each subject once on the meta backend (shapes and bytes, no values). Trusted code only: a
+ * plan runs in this process, since it exists to measure the subject's own allocations at scale.
+ */
+export async function planCells(
+  model: string,
+  layout: ValidLayout,
+  dtype: Cell["dtype"],
+  subjects: readonly string[],
+  progress?: PlanProgress,
+): Promise<PlanResult> {
   getModel(model);
   const cache = new SubjectCache();
+  for (const name of subjects) await cache.get(name);
   const out: PlanResult = { model, layout: formatLayout(layout), dtype, subjects: [] };
-  for (const name of subjects) {
+  for (const [i, name] of subjects.entries()) {
+    progress?.(name, i, subjects.length, worldSize(layout));
     const subject = await cache.get(name);
     const cell: Cell = { subject: name, layout, model, dtype, normType: 2, regime: "active", seed: 0 };
-    const r: CellResult = await runCell(cell, { backend: "meta", subject });
+    const r: CellResult = await runCell(cell, { backend: "meta", subject, timeoutMs: 3_600_000 });
     const worst = r.memory.reduce((a, b) => (b.scratchPeakBytes > a.scratchPeakBytes ? b : a));
     out.subjects.push({
       subject: name,
@@ -53,42 +65,3 @@ export async function planCells(model: string, layoutSpec: string, dtype: Cell["
   return out;
 }
 
-const gb = (n: number) => `${(n / 1e9).toFixed(3)} GB`;
-
-export async function planCommand(args: string[]): Promise<number> {
-  let v;
-  try {
-    v = parseArgs({
-      args,
-      options: { model: { type: "string" }, layout: { type: "string" }, dtype: { type: "string" }, subject: { type: "string", multiple: true }, json: { type: "string" } },
-      strict: true,
-    }).values;
-  } catch (err) {
-    throw new InputError((err as Error).message);
-  }
-  if (!v.model) throw new InputError("--model is required");
-  if (!v.layout) throw new InputError("--layout is required");
-  const dtype = (v.dtype ?? "bf16") as Cell["dtype"];
-  if (!DTYPES.includes(dtype)) throw new InputError(`--dtype: "${v.dtype}" is not one of ${DTYPES.join(", ")}`);
-  const started = performance.now();
-  const plan = await planCells(v.model, v.layout, dtype, v.subject ?? CORRECT_SUBJECTS);
-  const out = process.stdout;
-  out.write(`plan: ${plan.model} on ${plan.layout}, ${dtype} gradients (meta backend)\n`);
-  out.write(`${"subject".padEnd(20)} ${"grads/rank (max)".padStart(18)} ${"scratch peak (max)".padStart(20)} ${"collectives (max)".padStart(18)} ${"comm bytes (max)".padStart(18)}\n`);
-  for (const s of plan.subjects) {
-    const max = (f: (r: PlanRank) => number) => Math.max(...s.ranks.map(f));
-    out.write(
-      `${s.subject.padEnd(20)} ${gb(max((r) => r.gradBytes)).padStart(18)} ${gb(max((r) => r.scratchPeakBytes)).padStart(20)} ` +
-        `${String(max((r) => r.collectives)).padStart(18)} ${String(max((r) => r.commBytes)).padStart(18)}` +
-        `${s.liveness ? `  liveness: ${s.liveness}` : ""}\n`,
-    );
-  }
-  const first = plan.subjects[0];
-  if (first) {
-    out.write(`stage profile of rank ${first.stages.rank} (${first.subject}):\n`);
-    for (const st of first.stages.stages) out.write(`  ${st.stage.padEnd(14)} live ${gb(st.liveBytes)}  peak ${gb(st.peakBytes)}\n`);
-  }
-  out.write(`planned in ${((performance.now() - started) / 1000).toFixed(2)} s\n`);
-  if (v.json) writeFileAtomic(v.json, JSON.stringify(plan, null, 2) + "\n");
-  return 0;
-}

@@ -1,36 +1,77 @@
 /**
- * Runs cells one after another (each cell is already SPMD inside), loading each subject once,
- * and reports progress through optional hooks.
+ * The library entry of every run: `runMatrix(matrix, options, hooks)`. The command line, `npm test`
+ * and the nightly all come through here, so a matrix gives the same verdict whoever runs it.
+ *
+ * What to run is the Matrix (matrix/ builds them); how it runs is decided here once (policy.ts: the
+ * backend, the subjects, the cells and the limits; an executor runs the cells); how it is reported
+ * is the caller's, through optional hooks (reports/ registers reporters on them).
  */
 import type { Subject } from "../clip/api.ts";
 import { loadSubject } from "../clip/registry.ts";
 import type { BackendKind } from "../backend/backend.ts";
-import { cellId, runCell, type Budgets, type Cell, type CellResult, type RunCellOptions } from "./cell.ts";
+import type { Budgets, Cell, Matrix } from "../spec/cell.ts";
+import type { CellResult, RunSummary } from "../results/types.ts";
+import { summarize } from "../results/summary.ts";
+import { runCell } from "./cell.ts";
+import { goldenSession, type GoldenSession } from "./golden.ts";
+import { resolveBackend, selectCells, type RunLimits } from "./policy.ts";
+import type { Shard } from "./shard.ts";
 
-export interface RunnerHooks {
+export interface RunStartInfo {
+  matrix: string;
+  backend: BackendKind;
+  total: number;
+}
+
+/** Every hook optional, as vitest's reporters: progress displays and reporters plug in here. */
+export interface RunHooks {
+  onRunStart?(info: RunStartInfo): void;
   onCellStart?(cell: Cell, index: number, total: number): void;
-  onCellEnd?(result: CellResult, index: number, total: number): void;
+  /** `index`: the cell's place in the run (matrix order); `done`: cells finished so far (any order). */
+  onCellEnd?(result: CellResult, index: number, total: number, done: number): void;
+  onRunEnd?(run: RunOutput): void | Promise<void>;
 }
 
-export interface RunSummary {
-  cells: number;
-  passed: number;
-  failed: number;
-  skipped: number;
+export interface RunMatrixOptions {
+  /** The backend asked for; undefined = the matrix's own (cuda matrices need CUDA). */
+  backend?: BackendKind;
+  subjects?: readonly string[];
+  filter?: string;
+  shard?: Shard;
+  seed?: number;
+  limits?: Partial<RunLimits>;
+  /** Wall-clock limit of one cell, in ms (default 60 s). */
+  timeoutMs?: number;
+  /** --golden: check | update | off; undefined = check under CI when the golden exists. */
+  golden?: string;
+  goldenDir?: string;
+  /** Where the golden's verdict lines go (default stdout). */
+  goldenOut?: NodeJS.WritableStream;
+  /** Compute every cell's tensor hash (the golden does this itself). */
+  hashTensors?: boolean;
+  /** Write each cell's tensors here (one cell: this folder; several: a folder per cell index). */
+  dumpDir?: string;
+  /** How the caller reruns a matrix, for messages: "clip-parity run --matrix cpu". */
+  rerun?: string;
+  /**
+   * A search instead of a sweep: once it returns true for a finished cell, no further cell starts,
+   * and the output holds only the cells that ran (`stopped` says so). The suite uses it to find the
+   * first cell that catches a known-bad subject.
+   */
+  stopWhen?: (result: CellResult) => boolean;
+  env?: NodeJS.ProcessEnv;
 }
 
-export function cellFailed(r: CellResult): boolean {
-  return r.checks.some((c) => c.status === "fail");
-}
-
-export function summarize(results: readonly CellResult[]): RunSummary {
-  let failed = 0;
-  let skipped = 0;
-  for (const r of results) {
-    if (cellFailed(r)) failed++;
-    else if (r.checks.every((c) => c.status === "skip")) skipped++;
-  }
-  return { cells: results.length, passed: results.length - failed - skipped, failed, skipped };
+export interface RunOutput {
+  matrix: string;
+  backend: BackendKind;
+  /** In run order (matrix order), whatever order the cells finished in. */
+  results: CellResult[];
+  /** True when stopWhen ended the run early: `results` then holds only the cells that ran. */
+  stopped: boolean;
+  summary: RunSummary;
+  /** Lines for the reports (the golden's verdict). */
+  notes: string[];
 }
 
 export class SubjectCache {
@@ -42,38 +83,81 @@ export class SubjectCache {
   }
 }
 
-export interface RunOptions {
-  backend?: BackendKind;
-  filter?: string;
-  hooks?: RunnerHooks;
-  subjects?: SubjectCache;
-  timeoutMs?: number;
-  /** Passed to every runCell: sees each cell's tensors before they are freed (e.g. --golden hashes). */
-  inspect?: RunCellOptions["inspect"];
+/** What a run needs once its input has been validated: nothing below can be bad input any more. */
+export interface PreparedRun {
+  matrix: Matrix;
+  backend: BackendKind;
+  cells: Cell[];
   budgets?: Budgets;
+  golden: GoldenSession | null;
+  subjects: SubjectCache;
 }
 
-export function filterCells(cells: readonly Cell[], filter?: string): Cell[] {
-  if (!filter) return [...cells];
-  return cells.filter((c) => cellId(c).includes(filter));
+/**
+ * Validates everything a run depends on before any cell runs (exit 2 on bad input): the backend,
+ * the selection, the golden, every subject (it loads).
+ */
+export async function prepareRun(matrix: Matrix, options: RunMatrixOptions = {}): Promise<PreparedRun> {
+  const backend = resolveBackend(matrix, options.backend, options.rerun ?? `clip-parity run --matrix ${matrix.name}`);
+  const cells = selectCells(matrix, options);
+  const partial = Boolean(options.shard || options.filter || options.subjects || options.seed !== undefined);
+  const golden = goldenSession({ mode: options.golden, matrix: matrix.name, backend, partial, dir: options.goldenDir, env: options.env, out: options.goldenOut });
+  const subjects = new SubjectCache();
+  for (const s of new Set(cells.map((c) => c.subject))) await subjects.get(s);
+  return { matrix, backend, cells, budgets: matrix.budgets, golden, subjects };
 }
 
-export async function runCells(cells: readonly Cell[], options: RunOptions = {}): Promise<{ results: CellResult[]; summary: RunSummary }> {
-  const subjects = options.subjects ?? new SubjectCache();
-  const selected = filterCells(cells, options.filter);
-  const results: CellResult[] = [];
-  for (const [i, cell] of selected.entries()) {
-    options.hooks?.onCellStart?.(cell, i, selected.length);
-    const subject = await subjects.get(cell.subject);
+/** Runs a prepared run's cells and finishes it (golden verdict, summary, hooks). */
+export async function executeRun(run: PreparedRun, options: RunMatrixOptions = {}, hooks: RunHooks = {}): Promise<RunOutput> {
+  const { cells, backend } = run;
+  const total = cells.length;
+  hooks.onRunStart?.({ matrix: run.matrix.name, backend, total });
+  const slots: (CellResult | undefined)[] = new Array(total);
+  let done = 0;
+  let stopped = false;
+  for (const [index, cell] of cells.entries()) {
+    if (stopped) break;
+    hooks.onCellStart?.(cell, index, total);
+    const subject = await run.subjects.get(cell.subject);
     const result = await runCell(cell, {
-      backend: options.backend,
+      backend,
       subject,
       timeoutMs: options.timeoutMs,
-      inspect: options.inspect,
-      budgets: options.budgets,
+      budgets: run.budgets,
+      hashTensors: options.hashTensors || run.golden !== null,
+      dumpDir: options.dumpDir === undefined ? undefined : total === 1 ? options.dumpDir : `${options.dumpDir}/${index}`,
     });
-    results.push(result);
-    options.hooks?.onCellEnd?.(result, i, selected.length);
+    slots[index] = result;
+    hooks.onCellEnd?.(result, index, total, ++done);
+    if (options.stopWhen?.(result)) stopped = true;
   }
-  return { results, summary: summarize(results) };
+  const results = slots.filter((r): r is CellResult => r !== undefined);
+  const finished = run.golden ? run.golden.finish(results) : { summary: summarize(results), notes: [] };
+  const output: RunOutput = { matrix: run.matrix.name, backend, results, stopped, summary: finished.summary, notes: finished.notes };
+  await hooks.onRunEnd?.(output);
+  return output;
 }
+
+/** prepareRun, then executeRun. */
+export async function runMatrix(matrix: Matrix, options: RunMatrixOptions = {}, hooks: RunHooks = {}): Promise<RunOutput> {
+  return executeRun(await prepareRun(matrix, options), options, hooks);
+}
+
+/** Hooks that call each of `list` in turn (undefined entries skipped). */
+export function combineHooks(...list: (RunHooks | undefined | null)[]): RunHooks {
+  const all = list.filter((x): x is RunHooks => Boolean(x));
+  return {
+    onRunStart: (info) => all.forEach((h) => h.onRunStart?.(info)),
+    onCellStart: (cell, index, total) => all.forEach((h) => h.onCellStart?.(cell, index, total)),
+    onCellEnd: (result, index, total, done) => all.forEach((h) => h.onCellEnd?.(result, index, total, done)),
+    onRunEnd: async (run) => {
+      for (const h of all) await h.onRunEnd?.(run);
+    },
+  };
+}
+
+/** Checks the runner itself judges (not from a cell's tensors), listed beside harness/checks. */
+export const RUNNER_CHECKS: readonly { id: string; description: string }[] = [
+  { id: "isolation", description: "the subject ran to the end of its cell without blocking, exiting, crashing or exhausting its worker" },
+  { id: "golden", description: "norms and tensor hashes equal the committed golden/<matrix>.json (--golden check)" },
+];

@@ -3,18 +3,17 @@
  */
 import type { Exact, RankContext, ReduceOp, Tensor } from "../clip/api.ts";
 import type { Backend } from "../backend/backend.ts";
-import type { Layout } from "../layout/layout.ts";
-import { coordsOf, denseMesh, groupRanks, makeGroup, sparseMesh, type AxisName, type Group, type Mesh, type MeshName } from "../layout/mesh.ts";
+import type { Layout, ValidLayout } from "../layout/layout.ts";
+import { coordsOf, denseMesh, groupRanks, makeGroup, sparseMesh, SPARSE_ONLY_AXES, type AxisName, type Group, type Mesh, type MeshName } from "../layout/mesh.ts";
 import type { World } from "./world.ts";
 
-const SPARSE_ONLY: readonly AxisName[] = ["efsdp", "ep"];
 
 export interface Meshes {
   dense: Mesh;
   sparse: Mesh;
 }
 
-export function meshesOf(layout: Layout): Meshes {
+export function meshesOf(layout: ValidLayout): Meshes {
   return { dense: denseMesh(layout), sparse: sparseMesh(layout) };
 }
 
@@ -75,7 +74,7 @@ export function rankContext(rank: number, layout: Layout, meshes: Meshes, world:
     layout,
     coords,
     group: (...axes: AxisName[]) => {
-      const sparse = axes.some((a) => SPARSE_ONLY.includes(a));
+      const sparse = axes.some((a) => (SPARSE_ONLY_AXES as readonly AxisName[]).includes(a));
       return makeGroup(groupRanks(sparse ? meshes.sparse : meshes.dense, rank, axes));
     },
     groupOf: (mesh, axes) => reductionGroup(meshes, rank, mesh, axes),

@@ -86,6 +86,8 @@ export class World {
   private readonly slots = new Map<string, Slot>();
   private failure: string | null = null;
   readonly comm: CommRecord[];
+  /** Wall time spent completing collectives (reductions, gathers), for the cell's profile. */
+  collectiveMs = 0;
 
   constructor(
     readonly size: number,
@@ -100,8 +102,14 @@ export class World {
   }
 
   allReduce(rank: number, group: Group, value: number | Exact, op: ReduceOp): Promise<number | Exact> {
+    if (op !== "sum" && op !== "max") {
+      return Promise.reject(new Error(`all_reduce: op ${JSON.stringify(op)} is not one of "sum", "max"`));
+    }
     const exact = typeof value !== "number";
-    if (exact && op !== "sum") throw new Error(`all_reduce of an exact value supports op "sum" only, got "${op}"`);
+    if (exact && (value === null || typeof value !== "object" || typeof value.sum !== "bigint")) {
+      return Promise.reject(new Error(`all_reduce: the value must be a number or an Exact ({ sum: bigint, nonfinite: number }); got ${String(value)}`));
+    }
+    if (exact && op !== "sum") return Promise.reject(new Error(`all_reduce of an exact value supports op "sum" only, got "${op}"`));
     return this.arrive(rank, group, "all_reduce", `all_reduce(${op}, ${exact ? "exact" : "float64"})`, value, payloadBytes(value), (arrivals) => {
       const vals = arrivals.map((a) => a.payload as number | Exact);
       let out: number | Exact;
@@ -211,11 +219,14 @@ export class World {
         this.fail(`collective mismatch on group [${group.ranks.join(",")}] call #${seq}: ${what}`);
       } else {
         let results: unknown[];
+        const t0 = performance.now();
         try {
           results = complete(arrivals);
         } catch (err) {
           this.fail((err as Error).message);
           return promise;
+        } finally {
+          this.collectiveMs += performance.now() - t0;
         }
         arrivals.forEach((a, i) => {
           this.states[a.rank] = { state: "running" };

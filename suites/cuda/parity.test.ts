@@ -8,20 +8,21 @@
  * - Without one: the same comparison with the cuda backend's kernels run by the CPU emulation
  *   (scripts/cuda-emu.mjs builds it with the host C++ compiler; slow, so the short list only). That
  *   is the cuda code path end to end (binding, device store, launches, kernels), not a GPU.
- *   Without a C++ compiler it is skipped with a message, except under CI=true.
+ *   Without a C++ compiler it is skipped with a message, except under CI.
  * Also: without CUDA, `npm test -- --matrix gpu4` exits non-zero and says how to use the cpu backend.
  */
 import { spawnSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
 import { native } from "../../harness/backend/native.ts";
+import { isCI } from "../../harness/util/env.ts";
 import { CORRECT_SUBJECTS } from "../../harness/clip/registry.ts";
 import { cellsOf, resolveMatrix } from "../../matrix/index.ts";
 import { formatLayout, parseLayout } from "../../harness/layout/layout.ts";
-import type { Cell } from "../../harness/run/cell.ts";
+import type { Cell } from "../../harness/spec/cell.ts";
 import { buildCudaEmu } from "../../scripts/cuda-emu.mjs";
 import { formatRow, parityOf } from "./parity.ts";
 
-const ci = process.env.CI === "true" || process.env.CI === "1";
+const ci = isCI();
 const status = native().cudaStatus();
 let mode: "gpu" | "emulation" | "skip" = "skip";
 let why = "";

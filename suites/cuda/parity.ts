@@ -12,8 +12,10 @@
  * Used by suites/cuda/parity.test.ts and, on a GPU machine, by scripts/gpu-check.sh through it.
  */
 import { BUILTIN_SUBJECTS } from "../../harness/clip/registry.ts";
-import type { CellResult, CheckContext } from "../../harness/run/cell.ts";
-import { cellId, runCell, type Cell } from "../../harness/run/cell.ts";
+import type { CellResult } from "../../harness/results/types.ts";
+import type { CheckContext } from "../../harness/checks/types.ts";
+import { cellId, type Cell } from "../../harness/spec/cell.ts";
+import { runCell } from "../../harness/run/cell.ts";
 import type { BackendKind } from "../../harness/backend/backend.ts";
 
 export interface ParityRow {

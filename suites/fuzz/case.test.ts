@@ -6,7 +6,7 @@
 import { describe, expect, it as vit } from "vitest";
 import { fc, it } from "@fast-check/vitest";
 import { BUILTIN_SUBJECTS } from "../../harness/clip/registry.ts";
-import { worldSize, parseLayout, type Layout } from "../../harness/layout/layout.ts";
+import { worldSize, parseLayout, validateLayout, type Layout } from "../../harness/layout/layout.ts";
 import { coordsOf, denseMesh } from "../../harness/layout/mesh.ts";
 import { getModel } from "../../harness/model/models.ts";
 import { numel } from "../../harness/model/manifest.ts";
@@ -49,7 +49,7 @@ describe("fuzz cases", () => {
     "blocks tile every copy: each element is held by stage ranks / (ranks of its sharding axes) ranks",
     (c) => {
       const plan = fuzzPlan(c);
-      const dense = denseMesh(c.layout);
+      const dense = denseMesh(validateLayout(c.layout));
       const stageRanks = worldSize(c.layout) / c.layout.pp;
       const check = (p: FuzzParam, copy: FuzzCopy, canonical: boolean) => {
         const held = new Array<number>(numel(p.shape)).fill(0);
@@ -123,7 +123,7 @@ describe("fuzz cases", () => {
   vit("runCell refuses an explicit model or plan that does not match the cell", async () => {
     const c = fc.sample(cases, { seed: SEED, numRuns: 1 })[0]!;
     const subject = BUILTIN_SUBJECTS.bucketed!;
-    const cell = { subject: "bucketed", layout: c.layout, model: "not-the-name", dtype: c.dtype, normType: c.normType, regime: c.regime, seed: c.seed };
+    const cell = { subject: "bucketed", layout: validateLayout(c.layout), model: "not-the-name", dtype: c.dtype, normType: c.normType, regime: c.regime, seed: c.seed };
     await expect(runCell(cell, { subject, model: fuzzManifest(c), plan: fuzzPlan(c) })).rejects.toThrow(/does not name the model given to runCell/);
     const ok = { ...cell, model: modelName(c) };
     await expect(runCell(ok, { subject, model: fuzzManifest(c), plan: [...fuzzPlan(c), []] })).rejects.toThrow(/the plan given to runCell has \d+ ranks; the layout has \d+/);

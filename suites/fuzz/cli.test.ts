@@ -41,9 +41,9 @@ describe("replaying a counterexample from the command line", () => {
     const [cell, cellOther, replay, badFlag, search] = await Promise.all([
       run("bin/clip-parity.js", ["cell", "--file", file]),
       run("bin/clip-parity.js", ["cell", "--file", file, "--subject", "bucketed"]),
-      run("scripts/fuzz.mjs", ["--replay", file]),
+      run("bin/clip-parity.js", ["fuzz", "--replay", file]),
       run("bin/clip-parity.js", ["cell", "--file", file, "--layout", "tp4"]),
-      run("scripts/fuzz.mjs", ["--runs", "20", "--subject", "bucketed", "--seed", "7"]),
+      run("bin/clip-parity.js", ["fuzz", "--runs", "20", "--subject", "bucketed", "--seed", "7"]),
     ]);
     expect(cell.code, cell.stderr).toBe(1);
     expect(cell.stdout).toMatch(/fail parity\.norm: rank \d: total norm/);

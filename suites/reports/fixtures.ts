@@ -8,11 +8,14 @@ import { join } from "node:path";
 import { vi } from "vitest";
 import { BUILTIN_SUBJECTS } from "../../harness/clip/registry.ts";
 import { parseLayout } from "../../harness/layout/layout.ts";
-import { runCell, type Cell, type CellResult } from "../../harness/run/cell.ts";
-import { summarize, type RunSummary } from "../../harness/run/runner.ts";
-import { main } from "../../harness/run/cli.ts";
-import { jsonReport } from "../../reports/json.ts";
-import { parseResultFile, type CellJson, type ResultFile } from "../../reports/schema.ts";
+import { runCell } from "../../harness/run/cell.ts";
+import { type Cell } from "../../harness/spec/cell.ts";
+import { type CellResult } from "../../harness/results/types.ts";
+import { summarize } from "../../harness/results/summary.ts";
+import { type RunSummary } from "../../harness/results/types.ts";
+import { main } from "../../cli/main.ts";
+import { jsonReport } from "../../harness/results/json.ts";
+import { parseResultFile, type CellJson, type ResultFile } from "../../harness/results/schema.ts";
 
 export function tempDir(prefix = "clip-parity-reports-"): string {
   return mkdtempSync(join(tmpdir(), prefix));

@@ -5,9 +5,9 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { compareResults, parseSlack } from "../../harness/run/gate.ts";
+import { compareResults, parseSlack } from "../../cli/gate.ts";
 import { cli, smallReport, synthCell, synthFile, tempDir } from "./fixtures.ts";
-import type { CellJson, ResultFile } from "../../reports/schema.ts";
+import type { CellJson, ResultFile } from "../../harness/results/schema.ts";
 
 const A = "bucketed/dp_shard2/llama3-debug/f32/n2/active/s0";
 const B = "titan/tp2/llama3-debug/f32/n2/active/s0";

@@ -6,7 +6,8 @@
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { GOLDEN_GENERATOR, goldenFileSchema, goldenSession, isCI, readGolden } from "../../harness/run/golden.ts";
+import { GOLDEN_GENERATOR, goldenFileSchema, goldenSession, readGolden } from "../../harness/run/golden.ts";
+import { isCI } from "../../harness/util/env.ts";
 import { cli, tempDir, tinyMatrixFile } from "./fixtures.ts";
 
 function setup() {

@@ -13,8 +13,8 @@ import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { BrowserContext, Page } from "playwright-core";
 import { renderHtml } from "../../reports/html.ts";
-import { isCI } from "../../harness/run/golden.ts";
-import type { ResultFile } from "../../reports/schema.ts";
+import { isCI } from "../../harness/util/env.ts";
+import type { ResultFile } from "../../harness/results/schema.ts";
 import { smallReport } from "./fixtures.ts";
 
 const CHROMIUM = "/usr/bin/chromium";

@@ -10,9 +10,9 @@ import { parse } from "yaml";
 import { describe, expect, it } from "vitest";
 import { builtinMatrices, cellsOf, MATRIX_NAMES } from "../../matrix/index.ts";
 import { CORRECT_SUBJECTS } from "../../harness/clip/registry.ts";
-import { cellId } from "../../harness/run/cell.ts";
+import { cellId } from "../../harness/spec/cell.ts";
 import { inShard, parseShard } from "../../harness/run/shard.ts";
-import { readResultFile, summarizeJson } from "../../reports/schema.ts";
+import { readResultFile, summarizeJson } from "../../harness/results/schema.ts";
 import { cli, tempDir } from "./fixtures.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;

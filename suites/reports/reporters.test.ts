@@ -9,7 +9,7 @@ import { parseReporters, REPORTER_NAMES, REPORTERS, reportSessionFromEnv, writeR
 import { renderJunit, xmlEscape } from "../../reports/junit.ts";
 import { renderMarkdown } from "../../reports/markdown.ts";
 import { renderHtml } from "../../reports/html.ts";
-import { parseResultFile, summarizeJson } from "../../reports/schema.ts";
+import { parseResultFile, summarizeJson } from "../../harness/results/schema.ts";
 import { all, cli, parseXml, smallReport, smallRun, SMALL_CELLS, synthCell, tempDir, tinyMatrixFile, type XmlElement } from "./fixtures.ts";
 
 const NONNEG_INT = /^(0|[1-9]\d*)$/;

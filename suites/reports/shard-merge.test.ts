@@ -9,9 +9,9 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { builtinMatrices, cellsOf } from "../../matrix/index.ts";
 import { BUILTIN_SUBJECTS } from "../../harness/clip/registry.ts";
-import { cellId } from "../../harness/run/cell.ts";
+import { cellId } from "../../harness/spec/cell.ts";
 import { fnv1a64, parseShard, selectShard, shardOfId } from "../../harness/run/shard.ts";
-import { mergeResults } from "../../harness/run/merge.ts";
+import { mergeResults } from "../../cli/merge.ts";
 import { cli, synthCell, synthFile, tempDir, tinyMatrixFile } from "./fixtures.ts";
 
 describe("--shard i/n", () => {
@@ -75,8 +75,8 @@ describe("--shard i/n", () => {
     const m = await cli(["merge", "--out", merged, ...parts]);
     expect(m.code).toBe(0);
     expect(m.stdout).toContain(`merged 3 files into ${merged}: 6 cells: 3 passed, 3 failed, 0 skipped`);
-    const strip = (f: { cells: { id: string; durationMs?: number }[]; summary: unknown }) => ({
-      cells: f.cells.map(({ durationMs: _, ...c }) => c).sort((a, b) => a.id.localeCompare(b.id)),
+    const strip = (f: { cells: { id: string; durationMs?: number; timings?: unknown }[]; summary: unknown }) => ({
+      cells: f.cells.map(({ durationMs: _, timings: _t, ...c }) => c).sort((a, b) => a.id.localeCompare(b.id)),
       summary: f.summary,
     });
     const a = JSON.parse(readFileSync(full, "utf8"));

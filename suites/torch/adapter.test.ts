@@ -10,7 +10,9 @@ import { loadSubject } from "../../harness/clip/registry.ts";
 import { closeTorchSessions, parseTorchSpec, PROJECT_ROOT } from "../../harness/clip/torch-subject.ts";
 import { InputError } from "../../harness/errors.ts";
 import { parseLayout } from "../../harness/layout/layout.ts";
-import { runCell, type Cell, type CellResult } from "../../harness/run/cell.ts";
+import { runCell } from "../../harness/run/cell.ts";
+import { type Cell } from "../../harness/spec/cell.ts";
+import { type CellResult } from "../../harness/results/types.ts";
 import { torchAvailability } from "./torch-available.ts";
 
 const torch = torchAvailability();

@@ -5,7 +5,8 @@
 import { describe, expect, it } from "vitest";
 import { BUILTIN_SUBJECTS } from "../../harness/clip/registry.ts";
 import { defineSubject } from "../../harness/clip/api.ts";
-import { runCell, type Cell } from "../../harness/run/cell.ts";
+import { runCell } from "../../harness/run/cell.ts";
+import { type Cell } from "../../harness/spec/cell.ts";
 import { parseLayout } from "../../harness/layout/layout.ts";
 
 const bucketed = BUILTIN_SUBJECTS.bucketed;

@@ -137,13 +137,14 @@ describe("parseLayout / formatLayout", () => {
 
 describe("meshes", () => {
   it("dense and sparse axes and sizes", () => {
-    const l = L({ pp: 2, dp_replicate: 3, dp_shard: 2, cp: 2, tp: 2, ep: 4 });
+    const l = validateLayout(L({ pp: 2, dp_replicate: 3, dp_shard: 2, cp: 2, tp: 2, ep: 4 }));
     expect(denseMesh(l)).toEqual({ name: "dense", axes: ["pp", "dp_replicate", "dp_shard", "cp", "tp"], sizes: [2, 3, 2, 2, 2] });
     expect(sparseMesh(l)).toEqual({ name: "sparse", axes: ["pp", "dp_replicate", "efsdp", "ep"], sizes: [2, 3, 2, 4] });
-    expect(() => denseMesh(L({ tp: 2, ep: 3 }))).toThrow(LayoutError);
+    // an invalid layout never reaches a mesh: it is refused where it is parsed
+    expect(() => validateLayout(L({ tp: 2, ep: 3 }))).toThrow(LayoutError);
   });
   it("coordsOf is row-major (hand example)", () => {
-    const m = denseMesh(L({ pp: 2, dp_shard: 2, tp: 2 })); // sizes [2,1,2,1,2]
+    const m = denseMesh(validateLayout(L({ pp: 2, dp_shard: 2, tp: 2 }))); // sizes [2,1,2,1,2]
     expect(coordsOf(m, 0)).toEqual([0, 0, 0, 0, 0]);
     expect(coordsOf(m, 1)).toEqual([0, 0, 0, 0, 1]);
     expect(coordsOf(m, 2)).toEqual([0, 0, 1, 0, 0]);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import fc from "fast-check";
 import { ModelError } from "../../harness/errors.ts";
-import { parseLayout, worldSize, type Layout } from "../../harness/layout/layout.ts";
+import { parseLayout, validateLayout, worldSize, type ValidLayout } from "../../harness/layout/layout.ts";
 import { coordsOf, denseMesh, sparseMesh } from "../../harness/layout/mesh.ts";
 import { countParams, findParam, ManifestBuilder, numel, type ModelManifest, type TpStyle } from "../../harness/model/manifest.ts";
 import { getModel, MODEL_NAMES } from "../../harness/model/models.ts";
@@ -299,7 +299,7 @@ describe("placements and blocks", () => {
 });
 
 /** Checks that the copies of every physical tensor tile it exactly once per replica class. */
-function checkCoverage(m: ModelManifest, l: Layout, elementwise: boolean, w = planWorld(m, l)): void {
+function checkCoverage(m: ModelManifest, l: ValidLayout, elementwise: boolean, w = planWorld(m, l)): void {
   const d = denseMesh(l);
   const s = sparseMesh(l);
   const byFqn = new Map<string, { rank: number; p: LocalParam }[]>();
@@ -384,7 +384,7 @@ describe("shard coverage", () => {
       fc.property(size, size, size, size, size, fc.nat(10), (pp, dr, ds, cp, tp, k) => {
         const inner = ds * cp * tp;
         const divs = Array.from({ length: inner }, (_, i) => i + 1).filter((x) => inner % x === 0);
-        checkCoverage(m, { pp, dp_replicate: dr, dp_shard: ds, cp, tp, ep: divs[k % divs.length]! }, true);
+        checkCoverage(m, validateLayout({ pp, dp_replicate: dr, dp_shard: ds, cp, tp, ep: divs[k % divs.length]! }), true);
       }),
       { numRuns: 60 },
     );
@@ -411,7 +411,7 @@ describe("shard coverage", () => {
     const w = planWorld(m, l);
     for (let r = 0; r < 8; r++) expect(planRank(m, l, r)).toEqual(w[r]);
     expect(() => planRank(m, l, 8)).toThrow();
-    expect(() => planRank(m, { ...l, ep: 3 }, 0)).toThrow(/ep\(3\) must divide/);
+    expect(() => planRank(m, validateLayout({ ...l, ep: 3 }), 0)).toThrow(/ep\(3\) must divide/);
   });
 });
 

@@ -22,7 +22,7 @@ import {
 import { exactAdd, exactToNumber, EXACT_ZERO } from "../../harness/backend/exact.ts";
 import type { Backend } from "../../harness/backend/backend.ts";
 import { InputError } from "../../harness/errors.ts";
-import type { Layout } from "../../harness/layout/layout.ts";
+import { validateLayout, type Layout, type ValidLayout } from "../../harness/layout/layout.ts";
 import { worldSize } from "../../harness/layout/layout.ts";
 import { ManifestBuilder, type ModelManifest } from "../../harness/model/manifest.ts";
 import { planWorld } from "../../harness/model/plan.ts";
@@ -237,11 +237,11 @@ interface Outcome {
   leaked: number[];
 }
 
-const L = (p: Partial<Layout>): Layout => ({ pp: 1, dp_replicate: 1, dp_shard: 1, cp: 1, tp: 1, ep: 1, ...p });
+const L = (p: Partial<Layout>): ValidLayout => validateLayout({ pp: 1, dp_replicate: 1, dp_shard: 1, cp: 1, tp: 1, ep: 1, ...p });
 
 async function runMock(
   subject: Subject,
-  layout: Layout,
+  layout: ValidLayout,
   opts: { regime?: string; normType?: number; maxNorm?: number; errorIfNonfinite?: boolean; model?: ModelManifest } = {},
 ): Promise<Outcome> {
   const model = opts.model ?? TOY;
@@ -343,12 +343,12 @@ function withinFp32(norm: number, ref: number): boolean {
 }
 
 /** Distinct reduction groups of the counted params on a rank (the comm budget's count, minus pp). */
-function distinctGroups(o: Outcome, layout: Layout, rank: number): number {
+function distinctGroups(o: Outcome, layout: ValidLayout, rank: number): number {
   const ctx = rankContext(rank, layout, meshesOf(layout), new World(worldSize(layout)), o.backend as unknown as Backend);
   return new Set(o.views[rank].filter((v) => v.grad && v.canonical).map((v) => reductionGroupOf(ctx, v).key)).size;
 }
 
-const LAYOUTS: Layout[] = [
+const LAYOUTS: ValidLayout[] = [
   L({}),
   L({ pp: 2 }),
   L({ pp: 4 }),
@@ -456,7 +456,7 @@ describe("correct subjects on the mock backend", () => {
 describe("known-bad subjects on the mock backend", () => {
   const PP_TIED = L({ pp: 2, dp_shard: 2, tp: 2, ep: 2 });
 
-  async function normOf(name: string, layout: Layout, opts: Parameters<typeof runMock>[2] = {}) {
+  async function normOf(name: string, layout: ValidLayout, opts: Parameters<typeof runMock>[2] = {}) {
     const o = await runMock(BUILTIN_SUBJECTS[name], layout, opts);
     expect(o.liveness).toBeNull();
     expect(o.leaked).toEqual(o.leaked.map(() => 0));

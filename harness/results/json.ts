@@ -4,10 +4,10 @@
  *   referenceNorm, clipCoef, checks: [{ id, status, message }] }], summary: { cells, passed, failed, skipped } }
  * normType is a number or "inf"; non-finite norms are written as the strings "inf", "-inf" and "nan".
  * Each cell also carries ranks, memory (per rank: gradBytes, scratchPeakBytes, budgetBytes, leakedBytes),
- * comm (per rank: collectives, bytes, byKind), repro and durationMs. reports/schema.ts validates it.
+ * comm (per rank: collectives, bytes, byKind), repro, durationMs and, when measured, timings (ms per phase)
+ * and tensorHash. schema.ts validates it.
  */
-import type { CellResult } from "../harness/run/cell.ts";
-import type { RunSummary } from "../harness/run/runner.ts";
+import type { CellResult, RunSummary } from "./types.ts";
 
 export function jsonNumber(x: number | null): number | string | null {
   if (x === null) return null;
@@ -52,6 +52,8 @@ export function cellJson(r: CellResult) {
     })),
     repro: r.repro,
     durationMs: Math.round(r.durationMs),
+    ...(r.timings ? { timings: Object.fromEntries(Object.entries(r.timings).map(([k, v]) => [k, Math.round(v * 100) / 100])) } : {}),
+    ...(r.tensorHash !== undefined ? { tensorHash: r.tensorHash } : {}),
   };
 }
 

@@ -10,12 +10,12 @@
  * Prints a Markdown verdict (for $GITHUB_STEP_SUMMARY); exit 0 with "no regression" otherwise. New
  * cells, fixed failures and improvements are listed as information. Bad files: exit 2.
  */
-import { InputError } from "../errors.ts";
-import { readResultFile, type CellJson, type ResultFile } from "../../reports/schema.ts";
-import { firstLine, formatBytes } from "../../reports/common.ts";
-import { mdCell } from "../../reports/markdown.ts";
-import { writeAtomic } from "../../reports/index.ts";
-import { flag, parseFlags } from "./merge.ts";
+import { InputError } from "../harness/errors.ts";
+import { readResultFile, type CellJson, type ResultFile } from "../harness/results/schema.ts";
+import { assertWritableFile, writeFileAtomic } from "../harness/util/fs.ts";
+import { firstLine, formatBytes } from "../reports/common.ts";
+import { mdCell } from "../reports/markdown.ts";
+import { parseCommand, str, type CommandSpec } from "./args.ts";
 
 export type RegressionKind = "new-failure" | "disappeared" | "memory" | "collectives";
 
@@ -161,33 +161,34 @@ export function renderVerdict(r: GateResult, baselinePath: string, resultsPath: 
   return out.join("\n");
 }
 
-const USAGE = "clip-parity gate --baseline FILE --results FILE [--memory-slack 5%] [--comm-slack 0%] [--md FILE]";
+export const spec: CommandSpec = {
+  name: "gate",
+  summary: "Compares tonight's results with a baseline (both the --json shape) and fails on any regression.",
+  flags: {
+    baseline: { type: "string", value: "FILE", description: "the baseline result file", required: true },
+    results: { type: "string", value: "FILE", description: "this run's result file", required: true },
+    "memory-slack": { type: "string", value: "PCT", description: "allowed scratch growth, e.g. 5% or 0.05", default: "5%" },
+    "comm-slack": { type: "string", value: "PCT", description: "allowed growth of collective counts", default: "0%" },
+    md: { type: "string", value: "FILE", description: "also write the Markdown verdict here ($GITHUB_STEP_SUMMARY)" },
+  },
+  notes: "exit status: 0 no regression, 1 a regression, 2 bad input",
+};
 
-export async function cmdGate(args: string[]): Promise<number> {
-  const { values } = parseFlags(
-    "gate",
-    args,
-    {
-      baseline: { type: "string" },
-      results: { type: "string" },
-      "memory-slack": { type: "string" },
-      "comm-slack": { type: "string" },
-      md: { type: "string" },
-    },
-    USAGE,
-  );
-  const baselinePath = flag(values, "baseline", "gate", true)!;
-  const resultsPath = flag(values, "results", "gate", true)!;
+export async function run(argv: string[]): Promise<number> {
+  const v = parseCommand(spec, argv);
+  const baselinePath = str(v, "baseline")!;
+  const resultsPath = str(v, "results")!;
   const options: GateOptions = {
-    memorySlack: parseSlack(flag(values, "memory-slack", "gate") ?? "5%", "--memory-slack"),
-    commSlack: parseSlack(flag(values, "comm-slack", "gate") ?? "0%", "--comm-slack"),
+    memorySlack: parseSlack(str(v, "memory-slack") ?? "5%", "--memory-slack"),
+    commSlack: parseSlack(str(v, "comm-slack") ?? "0%", "--comm-slack"),
   };
+  const md = str(v, "md");
+  if (md !== undefined) assertWritableFile(md, "--md");
   const baseline = readResultFile(baselinePath);
   const results = readResultFile(resultsPath);
   const verdict = compareResults(baseline, results, options);
   const text = renderVerdict(verdict, baselinePath, resultsPath, options);
   process.stdout.write(text);
-  const md = flag(values, "md", "gate");
-  if (md) writeAtomic(md, text);
+  if (md) writeFileAtomic(md, text);
   return verdict.regressions.length ? 1 : 0;
 }

@@ -1,13 +1,14 @@
 /**
- * The `--json` result file (reports/json.ts) as a zod schema, so that `merge`, `gate` and `report`
+ * The `--json` result file (json.ts) as a zod schema, so that `merge`, `gate` and `report`
  * work from files written by other runs, shards or older versions. Objects are loose: fields a later
  * version adds pass through untouched (and are written back by `merge`).
  */
 import { readFileSync } from "node:fs";
 import { z } from "zod";
-import { InputError } from "../harness/errors.ts";
-import { layoutFields } from "../harness/layout/schema.ts";
-import type { RunSummary } from "../harness/run/runner.ts";
+import { InputError } from "../errors.ts";
+import { layoutFields } from "../layout/schema.ts";
+import { cellFailed, summarize } from "./summary.ts";
+import type { RunSummary } from "./types.ts";
 
 /** A norm as the JSON shape writes it: a number, or "nan" / "inf" / "-inf", or null (no value). */
 const jsonNorm = z.union([z.number(), z.enum(["nan", "inf", "-inf"]), z.null()]);
@@ -70,18 +71,12 @@ export type CellJson = z.infer<typeof cellJsonSchema>;
 export type ResultFile = z.infer<typeof resultFileSchema>;
 
 export function cellJsonFailed(c: Pick<CellJson, "checks">): boolean {
-  return c.checks.some((x) => x.status === "fail");
+  return cellFailed(c);
 }
 
-/** The summary of a list of cells, counted as the runner counts it (harness/run/runner.ts). */
+/** The summary of a list of cells, counted as the runner counts it (summary.ts). */
 export function summarizeJson(cells: readonly Pick<CellJson, "checks">[]): RunSummary {
-  let failed = 0;
-  let skipped = 0;
-  for (const c of cells) {
-    if (cellJsonFailed(c)) failed++;
-    else if (c.checks.every((x) => x.status === "skip")) skipped++;
-  }
-  return { cells: cells.length, passed: cells.length - failed - skipped, failed, skipped };
+  return summarize(cells);
 }
 
 /** JSON with sorted keys, for comparing cells whatever order their fields were written in. */
@@ -114,8 +109,8 @@ export function firstDifference(a: unknown, b: unknown, path = ""): string | nul
 
 /** What differs between two runs of one cell, timing aside. */
 export function cellDifference(a: CellJson, b: CellJson): string | null {
-  const { durationMs: _a, ...x } = a;
-  const { durationMs: _b, ...y } = b;
+  const { durationMs: _a, timings: _ta, ...x } = a;
+  const { durationMs: _b, timings: _tb, ...y } = b;
   return firstDifference(x, y);
 }
 

@@ -2,10 +2,10 @@
  * Progress on a terminal (one line rewritten in place) or plain lines when not a TTY (CI logs),
  * so long runs show they are alive without flooding a log.
  */
-import type { RunnerHooks } from "./runner.ts";
-import { cellFailed } from "./runner.ts";
+import type { RunHooks } from "../harness/run/runner.ts";
+import { cellFailed } from "../harness/results/summary.ts";
 
-export function progressHooks(stream: NodeJS.WriteStream): RunnerHooks {
+export function progressHooks(stream: NodeJS.WriteStream): RunHooks {
   const started = performance.now();
   let failed = 0;
   const tty = Boolean(stream.isTTY);
@@ -15,9 +15,8 @@ export function progressHooks(stream: NodeJS.WriteStream): RunnerHooks {
     return `[${String(done).padStart(String(total).length)}/${total}] ${failed} failed  ${secs.toFixed(0)}s elapsed, ~${eta.toFixed(0)}s left  ${id}`;
   };
   return {
-    onCellEnd(result, index, total) {
+    onCellEnd(result, _index, total, done) {
       if (cellFailed(result)) failed++;
-      const done = index + 1;
       if (tty) {
         const text = line(done, total, result.id);
         stream.write(`\r\x1b[2K${text.slice(0, (stream.columns ?? 120) - 1)}`);

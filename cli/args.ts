@@ -1,0 +1,156 @@
+/**
+ * The one argument parser of the command line: every command declares its flags once (type, value
+ * placeholder, description), and gets both strict parsing (node:util.parseArgs: unknown flags and
+ * missing values are errors) and its `--help` text from that declaration.
+ *
+ * Numbers follow one documented grammar, decimal only: integers are digits (`0`, `42`), real numbers
+ * are digits with an optional fraction and exponent (`1`, `0.5`, `1e-3`). Hexadecimal, `Infinity`,
+ * empty strings and values that overflow are refused with the flag, the value and the rule.
+ */
+import { parseArgs } from "node:util";
+import { InputError } from "../harness/errors.ts";
+
+export interface FlagSpec {
+  type: "string" | "boolean";
+  multiple?: boolean;
+  /** The value's placeholder in --help, e.g. "NAME|FILE". */
+  value?: string;
+  description: string;
+  required?: boolean;
+  /** Shown in --help; the parser itself does not apply it (commands know their defaults). */
+  default?: string;
+}
+
+export interface CommandSpec {
+  name: string;
+  /** One line: what the command does. */
+  summary: string;
+  flags: Record<string, FlagSpec>;
+  /** Extra paragraphs after the flag list (exit status, examples). */
+  notes?: string;
+  /** Arguments without a flag, e.g. `merge --out FILE FILE...`: their placeholder in the usage line. */
+  positionals?: string;
+}
+
+export type Values = Record<string, string | boolean | string[] | undefined>;
+
+export const EXIT_STATUS = "exit status: 0 every check passed, 1 a check failed, 2 bad input";
+
+export const NUMBER_GRAMMAR =
+  "numbers are decimal: integers are digits only (0, 42); real numbers may have a fraction and an exponent (0.5, 1e-3)";
+
+function flagUsage(name: string, f: FlagSpec): string {
+  const v = f.type === "string" ? ` ${f.value ?? "VALUE"}` : "";
+  return `--${name}${v}${f.multiple ? "..." : ""}`;
+}
+
+/** One line per command for the top-level usage: `name  required flags [optional flags]`. */
+export function usageLine(spec: CommandSpec): string {
+  const parts = Object.entries(spec.flags)
+    .filter(([name]) => name !== "help")
+    .map(([name, f]) => (f.required ? flagUsage(name, f) : `[${flagUsage(name, f)}]`));
+  return `${spec.name} ${parts.join(" ")}${spec.positionals ? ` ${spec.positionals}` : ""}`;
+}
+
+export function helpText(spec: CommandSpec): string {
+  const rows = Object.entries(spec.flags).map(([name, f]) => {
+    const extra = [f.required ? "required" : "", f.default !== undefined ? `default ${f.default}` : ""].filter(Boolean).join("; ");
+    return [flagUsage(name, f), `${f.description}${extra ? ` (${extra})` : ""}`];
+  });
+  const width = Math.max(...rows.map((r) => r[0]!.length));
+  const lines = rows.map(([a, b]) => `  ${a!.padEnd(width)}  ${b}`);
+  return `usage: clip-parity ${usageLine(spec)}\n\n${spec.summary}\n\n${lines.join("\n")}\n\n${NUMBER_GRAMMAR}\n${spec.notes ? `${spec.notes}\n` : ""}`;
+}
+
+/** Strict parse; errors are InputError (exit 2) naming the command and showing its usage. */
+export function parseCommand(spec: CommandSpec, argv: string[]): Values {
+  return parseCommandLine(spec, argv).values;
+}
+
+/** parseCommand for commands that take positionals (spec.positionals). */
+export function parseCommandLine(spec: CommandSpec, argv: string[]): { values: Values; positionals: string[] } {
+  const options: Record<string, { type: "string" | "boolean"; multiple?: boolean }> = {};
+  for (const [name, f] of Object.entries(spec.flags)) options[name] = { type: f.type, ...(f.multiple ? { multiple: true } : {}) };
+  options.help ??= { type: "boolean" };
+  let values: Values;
+  let positionals: string[];
+  try {
+    const r = parseArgs({ args: argv, options, strict: true, allowPositionals: spec.positionals !== undefined });
+    values = r.values as Values;
+    positionals = r.positionals;
+  } catch (err) {
+    throw new InputError(`${spec.name}: ${(err as Error).message}\nusage: clip-parity ${usageLine(spec)}\n(clip-parity ${spec.name} --help for details)`);
+  }
+  if (values.help) return { values, positionals };
+  for (const [name, f] of Object.entries(spec.flags)) {
+    if (f.required && values[name] === undefined) {
+      throw new InputError(`${spec.name}: --${name} is required\nusage: clip-parity ${usageLine(spec)}`);
+    }
+  }
+  return { values, positionals };
+}
+
+/** A string flag's value (the last one when repeated by mistake is not possible: parseArgs keeps one). */
+export function str(v: Values, flag: string): string | undefined {
+  const x = v[flag];
+  if (x === undefined || typeof x === "boolean") return undefined;
+  return Array.isArray(x) ? x[x.length - 1] : x;
+}
+
+export function list(v: Values, flag: string): string[] | undefined {
+  const x = v[flag];
+  if (x === undefined || typeof x === "boolean") return undefined;
+  return Array.isArray(x) ? x : [x];
+}
+
+export function need(v: Values, flag: string, command: string): string {
+  const x = str(v, flag);
+  if (x === undefined) throw new InputError(`${command}: --${flag} is required`);
+  return x;
+}
+
+const INTEGER = /^[0-9]+$/;
+const REAL = /^[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?$/;
+
+/** A non-negative decimal integer within [min, max]. */
+export function parseInteger(text: string, flag: string, range: { min?: number; max?: number } = {}): number {
+  const min = range.min ?? 0;
+  const max = range.max ?? Number.MAX_SAFE_INTEGER;
+  const n = Number(text);
+  if (!INTEGER.test(text) || !Number.isSafeInteger(n)) {
+    throw new InputError(`${flag}: "${text}" is not a decimal integer (digits only, at most 2^53-1)`);
+  }
+  if (n < min || n > max) throw new InputError(`${flag}: ${text} is outside ${min}..${max}`);
+  return n;
+}
+
+/** A finite positive decimal real number (digits, optional fraction and exponent). */
+export function parsePositiveReal(text: string, flag: string): number {
+  const x = Number(text);
+  if (!REAL.test(text)) throw new InputError(`${flag}: "${text}" is not a decimal number (e.g. 1, 0.5, 1e-3)`);
+  if (!Number.isFinite(x)) throw new InputError(`${flag}: ${text} overflows a float64 (the largest finite value is about 1.8e308)`);
+  if (!(x > 0)) throw new InputError(`${flag}: ${text} is not positive`);
+  return x;
+}
+
+/** The p of a p-norm: "inf", or a finite positive decimal number. */
+export function parseNormType(text: string, flag = "--norm"): number {
+  if (text === "inf") return Infinity;
+  try {
+    return parsePositiveReal(text, flag);
+  } catch {
+    throw new InputError(`${flag}: "${text}" is not 2, 1, inf or a positive decimal number`);
+  }
+}
+
+export function parseBoolean(text: string, flag: string): boolean {
+  if (text === "true") return true;
+  if (text === "false") return false;
+  throw new InputError(`${flag}: "${text}" is not true or false`);
+}
+
+/** A value that must be one of `allowed`. */
+export function parseChoice<T extends string>(text: string, flag: string, allowed: readonly T[]): T {
+  if (!(allowed as readonly string[]).includes(text)) throw new InputError(`${flag}: "${text}" is not one of ${allowed.join(", ")}`);
+  return text as T;
+}

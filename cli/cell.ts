@@ -1,0 +1,87 @@
+/** `clip-parity cell`: one cell from flags (or a fuzz case file), through the same runner as `run`. */
+import { InputError } from "../harness/errors.ts";
+import { REGIMES, type Regime } from "../harness/clip/regimes.ts";
+import { getModel } from "../harness/model/models.ts";
+import { parseLayout } from "../harness/layout/layout.ts";
+import { runMatrix } from "../harness/run/runner.ts";
+import { parseBackend } from "../harness/run/policy.ts";
+import { DTYPES, type Case } from "../harness/spec/cell.ts";
+import { summaryLine } from "../harness/results/summary.ts";
+import { jsonReport } from "../harness/results/json.ts";
+import { assertWritableDir, assertWritableFile, writeFileAtomic } from "../harness/util/fs.ts";
+import { EXIT_STATUS, parseBoolean, parseChoice, parseCommand, parseInteger, parseNormType, parsePositiveReal, str, type CommandSpec } from "./args.ts";
+import { memoryTable, printCell } from "./print.ts";
+
+export const spec: CommandSpec = {
+  name: "cell",
+  summary: "Runs one cell and prints every check, the time per phase and the memory per rank.",
+  flags: {
+    subject: { type: "string", value: "NAME|PATH", description: "a built-in subject, a module path or torch:<module>:<function>" },
+    layout: { type: "string", value: "SPEC", description: "e.g. pp2,dp_shard2,ep2 (axes left out are 1; single = all ones)" },
+    model: { type: "string", value: "NAME", description: "clip-parity list models" },
+    dtype: { type: "string", value: "f32|bf16|f16", description: "gradient dtype" },
+    norm: { type: "string", value: "2|1|inf|P", description: "the p of the p-norm" },
+    regime: { type: "string", value: "NAME", description: "clip-parity list regimes" },
+    "max-norm": { type: "string", value: "X", description: "override the regime's max_norm" },
+    seed: { type: "string", value: "N", description: "generator seed", default: "0" },
+    "error-if-nonfinite": { type: "string", value: "true|false", description: "override the regime's default" },
+    backend: { type: "string", value: "cpu|cuda|meta", description: "backend", default: "cpu" },
+    json: { type: "string", value: "FILE", description: "write the result as JSON" },
+    dump: { type: "string", value: "DIR", description: "write the cell's tensors as safetensors (gradients, reference, subject)" },
+    file: { type: "string", value: "FUZZ_CASE.json", description: "replay a counterexample written by npm run fuzz (only --subject may be given with it)" },
+    "timeout-s": { type: "string", value: "S", description: "wall-clock limit in seconds", default: "60" },
+    "max-world": { type: "string", value: "N", description: "refuse a layout of more ranks", default: "4096" },
+  },
+  notes: EXIT_STATUS,
+};
+
+function required(v: Record<string, unknown>, flag: string): string {
+  const x = str(v as never, flag);
+  if (x === undefined) throw new InputError(`cell: --${flag} is required (or --file FUZZ_CASE.json)`);
+  return x;
+}
+
+export async function run(argv: string[]): Promise<number> {
+  const v = parseCommand(spec, argv);
+  const caseFile = str(v, "file");
+  if (caseFile !== undefined) {
+    const other = Object.keys(spec.flags).filter((f) => f !== "file" && f !== "subject" && v[f] !== undefined);
+    if (other.length) throw new InputError(`--file: the case file fixes the cell; only --subject may be given with it (got --${other.join(", --")})`);
+    const { printReplay } = await import("../harness/fuzz/replay.ts");
+    return printReplay(caseFile, { subject: str(v, "subject"), memoryTable });
+  }
+  const model = required(v, "model");
+  getModel(model);
+  const errText = str(v, "error-if-nonfinite");
+  const maxNormText = str(v, "max-norm");
+  const c: Case = {
+    layout: parseLayout(required(v, "layout")),
+    model,
+    dtype: parseChoice(required(v, "dtype"), "--dtype", DTYPES),
+    normType: parseNormType(required(v, "norm")),
+    regime: parseChoice(required(v, "regime"), "--regime", REGIMES) as Regime,
+    seed: str(v, "seed") === undefined ? 0 : parseInteger(str(v, "seed")!, "--seed"),
+    ...(maxNormText !== undefined ? { maxNorm: parsePositiveReal(maxNormText, "--max-norm") } : {}),
+    ...(errText !== undefined ? { errorIfNonfinite: parseBoolean(errText, "--error-if-nonfinite") } : {}),
+  };
+  const subject = required(v, "subject");
+  const jsonPath = str(v, "json");
+  if (jsonPath !== undefined) assertWritableFile(jsonPath, "--json");
+  const dumpDir = str(v, "dump");
+  if (dumpDir !== undefined) assertWritableDir(dumpDir, "--dump");
+  const output = await runMatrix(
+    { name: "cell", description: "one cell from the command line", backend: "cpu", cases: [c], subjects: [subject] },
+    {
+      backend: parseBackend(str(v, "backend") ?? "cpu"),
+      golden: "off",
+      dumpDir,
+      ...(str(v, "timeout-s") !== undefined ? { timeoutMs: parseInteger(str(v, "timeout-s")!, "--timeout-s", { min: 1, max: 86_400 }) * 1000 } : {}),
+      limits: { maxWorld: str(v, "max-world") === undefined ? undefined : parseInteger(str(v, "max-world")!, "--max-world", { min: 1 }) },
+    },
+  );
+  const result = output.results[0]!;
+  printCell(result, process.stdout);
+  process.stdout.write(`${summaryLine(output.summary)}\n`);
+  if (jsonPath) writeFileAtomic(jsonPath, JSON.stringify(jsonReport(output.results, output.summary), null, 2) + "\n");
+  return output.summary.failed ? 1 : 0;
+}

@@ -1,0 +1,50 @@
+/** What the command line prints about cells: failures, one cell in full, memory per rank. */
+import type { CellResult } from "../harness/results/types.ts";
+import { cellFailed } from "../harness/results/summary.ts";
+
+export function printFailures(results: readonly CellResult[], out: NodeJS.WritableStream): void {
+  for (const r of results) {
+    if (!cellFailed(r)) continue;
+    out.write(`FAIL ${r.id}\n`);
+    for (const c of r.checks) if (c.status === "fail") out.write(`  ${c.id}: ${c.message.replace(/\n/g, "\n    ")}\n`);
+  }
+}
+
+/** One cell as `clip-parity cell` shows it: norms, every check, the phase profile, memory per rank. */
+export function printCell(r: CellResult, out: NodeJS.WritableStream): void {
+  out.write(`${r.id}\n  norm ${r.totalNorm}  reference ${r.referenceNorm}  clip_coef ${r.clipCoef}  max_norm ${r.maxNorm}\n`);
+  for (const c of r.checks) out.write(`  ${c.status.padEnd(4)} ${c.id}${c.message ? `: ${c.message.replace(/\n/g, "\n       ")}` : ""}\n`);
+  if (r.timings) {
+    const t = r.timings;
+    const phases = (["plan", "reference", "allocate", "generate", "subject", "collectives", "checks", "free"] as const)
+      .map((p) => `${p} ${t[p].toFixed(1)}`)
+      .join(", ");
+    out.write(`  time (ms): ${phases}; total ${t.total.toFixed(1)}\n`);
+  }
+  if (r.memory.length) out.write(memoryTable(r));
+}
+
+/** Per rank: gradient bytes, scratch peak against budget, the ledger's stages and collectives. */
+export function memoryTable(r: CellResult): string {
+  const fmt = (n: number) => n.toLocaleString("en-US");
+  const stageNames = [...new Set(r.memory.flatMap((m) => m.stages.map((s) => s.stage)))];
+  const onDevice = r.memory.some((m) => m.stages.some((s) => s.deviceFreeBytes !== undefined));
+  const head = ["rank", "grads", "scratch peak", "budget", ...stageNames.map((s) => `${s} (live/peak${onDevice ? "; device free/total" : ""})`), "collectives", "comm bytes"];
+  const rows = r.memory.map((m) => [
+    String(m.rank),
+    fmt(m.gradBytes),
+    fmt(m.scratchPeakBytes),
+    fmt(m.budgetBytes),
+    ...stageNames.map((name) => {
+      const s = m.stages.find((x) => x.stage === name);
+      if (!s) return "-";
+      const dev = s.deviceFreeBytes !== undefined ? `; ${fmt(s.deviceFreeBytes)}/${fmt(s.deviceTotalBytes ?? 0)}` : "";
+      return `${fmt(s.liveBytes)}/${fmt(s.peakBytes)}${dev}`;
+    }),
+    String(r.comm[m.rank]?.calls ?? 0),
+    fmt(r.comm[m.rank]?.bytes ?? 0),
+  ]);
+  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
+  const line = (cells: string[]) => `  ${cells.map((c, i) => c.padStart(widths[i]!)).join("  ")}\n`;
+  return `  memory (bytes) and collectives per rank:\n${line(head)}${rows.map(line).join("")}`;
+}

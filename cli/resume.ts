@@ -1,0 +1,133 @@
+/**
+ * `clip-parity resume`: one resume cell, or a matrix's resume section. Exit status as for `run`: 0 the
+ * check passed (or was skipped), 1 it failed, 2 bad input, a refused checkpoint included.
+ */
+import { InputError } from "../harness/errors.ts";
+import { parseLayout, formatLayout } from "../harness/layout/layout.ts";
+import { getModel } from "../harness/model/models.ts";
+import { loadSubject } from "../harness/clip/registry.ts";
+import { REGIMES, type Regime } from "../harness/clip/regimes.ts";
+import { DTYPES, formatNorm } from "../harness/spec/cell.ts";
+import { ADAMW } from "../harness/resume/adamw.ts";
+import { readIndex } from "../harness/resume/checkpoint.ts";
+import { LOADER_NAMES } from "../harness/resume/loaders.ts";
+import { DEFAULT_STEPS, runResume, type ResumeCell, type ResumeResult } from "../harness/resume/resume.ts";
+import { assertWritableFile, writeJsonAtomic } from "../harness/util/fs.ts";
+import { parseChoice, parseCommand, parseInteger, parseNormType, str, type CommandSpec } from "./args.ts";
+
+export const spec: CommandSpec = {
+  name: "resume",
+  summary:
+    `Trains T steps (SPEC §5 gradients, the subject's clip, AdamW lr ${ADAMW.lr}, betas (${ADAMW.beta1}, ${ADAMW.beta2}), eps ${ADAMW.eps}, ` +
+    `weight_decay ${ADAMW.weightDecay}, float32 state), checkpoints after step K, resumes (in the same or another layout) and checks ` +
+    "resume.equal: parameters, optimizer state and step counts bitwise equal to the uninterrupted run's.",
+  flags: {
+    subject: { type: "string", value: "NAME|PATH", description: "the subject whose clip the training uses" },
+    layout: { type: "string", value: "SPEC", description: "layout of the uninterrupted run (with --from-existing: the checkpoint's)" },
+    "resume-layout": { type: "string", value: "SPEC", description: "layout that resumes (default: --layout)" },
+    model: { type: "string", value: "NAME", description: "clip-parity list models" },
+    dtype: { type: "string", value: "f32|bf16|f16", description: "gradient dtype (parameters and optimizer state are float32)" },
+    steps: { type: "string", value: "T", description: "training steps in all", default: String(DEFAULT_STEPS) },
+    "save-at": { type: "string", value: "K", description: "checkpoint after step K", default: "T/2" },
+    norm: { type: "string", value: "2|1|inf|P", description: "the clip's norm type", default: "2" },
+    regime: { type: "string", value: "NAME", description: "gradient regime", default: "active" },
+    seed: { type: "string", value: "N", description: "generator seed", default: "0" },
+    dir: { type: "string", value: "DIR", description: "keep the checkpoint in DIR (format: docs/checkpoint.md); default a temporary folder" },
+    "from-existing": { type: "boolean", description: "resume from the checkpoint already in --dir; one that does not match the cell is refused (exit 2)" },
+    loader: { type: "string", value: LOADER_NAMES.join("|"), description: "a known-bad loader that resume.equal must catch", default: "correct" },
+    json: { type: "string", value: "FILE", description: "write the result as JSON" },
+    matrix: { type: "string", value: "NAME", description: "run the resume section of a matrix (cpu): correct cells must pass, known-bad loaders fail" },
+  },
+  notes: "exit status: 0 passed (or skipped), 1 resume.equal failed, 2 bad input or a refused checkpoint",
+};
+
+export async function run(argv: string[]): Promise<number> {
+  const v = parseCommand(spec, argv);
+  const s = (k: string) => str(v, k);
+  const jsonPath = s("json");
+  if (jsonPath !== undefined) assertWritableFile(jsonPath, "--json");
+  const matrix = s("matrix");
+  if (matrix !== undefined) {
+    const other = Object.keys(v).filter((k) => k !== "matrix" && k !== "json" && v[k] !== undefined);
+    if (other.length) throw new InputError(`--matrix runs a whole resume section; it takes only --json (got --${other.join(", --")})`);
+    return runResumeMatrix(matrix, jsonPath);
+  }
+  const fromExisting = v["from-existing"] === true;
+  const dir = s("dir");
+  if (fromExisting && !dir) throw new InputError("--from-existing needs --dir: the directory of the checkpoint to resume from");
+  // with --from-existing, the checkpoint's own layout and step are the defaults
+  const existing = fromExisting ? readIndex(dir!) : undefined;
+  const need = (k: string): string => {
+    const x = s(k);
+    if (x === undefined) throw new InputError(`resume: --${k} is required`);
+    return x;
+  };
+  const model = need("model");
+  getModel(model);
+  const loader = parseChoice(s("loader") ?? "correct", "--loader", LOADER_NAMES);
+  const layout = parseLayout(s("layout") ?? existing?.layoutSpec ?? need("layout"));
+  const steps = s("steps") === undefined ? DEFAULT_STEPS : parseInteger(s("steps")!, "--steps", { min: 1, max: 1000 });
+  const saveAt = s("save-at") !== undefined ? parseInteger(s("save-at")!, "--save-at") : (existing?.step ?? Math.floor(steps / 2));
+  const resumeText = s("resume-layout");
+  const cell: ResumeCell = {
+    subject: need("subject"),
+    layout,
+    ...(resumeText !== undefined ? { resumeLayout: parseLayout(resumeText) } : {}),
+    model,
+    dtype: parseChoice(need("dtype"), "--dtype", DTYPES),
+    normType: parseNormType(s("norm") ?? "2"),
+    regime: parseChoice(s("regime") ?? "active", "--regime", REGIMES) as Regime,
+    seed: s("seed") === undefined ? 0 : parseInteger(s("seed")!, "--seed"),
+    steps,
+    saveAt,
+    ...(loader !== "correct" ? { loader } : {}),
+  };
+  const subject = await loadSubject(cell.subject);
+  const r = await runResume(cell, { subject, dir, fromExisting });
+  printResult(r);
+  const failed = r.checks.some((c) => c.status === "fail");
+  if (jsonPath) {
+    const passed = failed ? 0 : r.checks.every((c) => c.status === "pass") ? 1 : 0;
+    writeJsonAtomic(jsonPath, { kind: "resume", results: [r], summary: { cells: 1, passed, failed: failed ? 1 : 0, skipped: 1 - passed - (failed ? 1 : 0) } });
+  }
+  return failed ? 1 : 0;
+}
+
+async function runResumeMatrix(name: string, jsonPath: string | undefined): Promise<number> {
+  const { resumeCases, resumeSections } = await import("../matrix/resume.ts");
+  const cases = resumeCases(name);
+  if (cases.length === 0) {
+    throw new InputError(`--matrix: "${name}" has no resume section (matrices with one: ${Object.keys(resumeSections()).join(", ")})`);
+  }
+  const results: ResumeResult[] = [];
+  let wrong = 0;
+  for (const c of cases) {
+    const r = await runResume(c, { subject: await loadSubject(c.subject) });
+    results.push(r);
+    const check = r.checks[0]!;
+    const met = c.expect === "pass" ? check.status !== "fail" : check.status === "fail";
+    if (!met) wrong++;
+    process.stdout.write(`${met ? "ok  " : "FAIL"} ${check.status.padEnd(4)} (expected ${c.expect}) ${r.id}  ${(r.durationMs / 1000).toFixed(1)} s\n`);
+    if (!met) process.stdout.write(`     ${check.message.replace(/\n/g, "\n     ")}\n`);
+  }
+  process.stdout.write(`${cases.length} resume cells: ${cases.length - wrong} as expected, ${wrong} not\n`);
+  if (jsonPath) {
+    const failed = results.filter((r) => r.checks[0]!.status === "fail").length;
+    const passed = results.filter((r) => r.checks[0]!.status === "pass").length;
+    writeJsonAtomic(jsonPath, { kind: "resume", matrix: name, results, summary: { cells: results.length, passed, failed, skipped: results.length - passed - failed, unexpected: wrong } });
+  }
+  return wrong ? 1 : 0;
+}
+
+function printResult(r: ResumeResult): void {
+  const out = process.stdout;
+  const c = r.cell;
+  out.write(`${r.id}\n`);
+  out.write(
+    `  checkpoint after step ${r.checkpoint.step} of ${c.steps} from ${r.checkpoint.layout}: ${r.checkpoint.files} files, ` +
+      `${r.checkpoint.bytes.toLocaleString("en-US")} bytes${r.checkpoint.dir ? ` in ${r.checkpoint.dir}` : ""}\n`,
+  );
+  out.write(`  resumed in ${formatLayout(c.resumeLayout ?? c.layout)}; norm ${formatNorm(c.normType)}, regime ${c.regime}, ${r.durationMs.toFixed(0)} ms\n`);
+  for (const n of r.norms) out.write(`  step ${String(n.step).padStart(3)}  norm ${n.resumed}  uninterrupted ${n.uninterrupted}\n`);
+  for (const k of r.checks) out.write(`  ${k.status.padEnd(4)} ${k.id}${k.message ? `: ${k.message.replace(/\n/g, "\n       ")}` : ""}\n`);
+}

@@ -1,0 +1,72 @@
+/** `clip-parity run`: a matrix (built in or a file) through the library runner, with reports. */
+import { combineHooks, runMatrix, type RunMatrixOptions } from "../harness/run/runner.ts";
+import { parseBackend } from "../harness/run/policy.ts";
+import { formatShard, parseShard } from "../harness/run/shard.ts";
+import { summaryLine } from "../harness/results/summary.ts";
+import { jsonReport } from "../harness/results/json.ts";
+import { assertWritableDir, assertWritableFile, writeFileAtomic } from "../harness/util/fs.ts";
+import { resolveMatrix } from "../matrix/index.ts";
+import { REPORTER_NAMES, reportSession } from "../reports/index.ts";
+import { EXIT_STATUS, list, parseCommand, parseInteger, str, type CommandSpec } from "./args.ts";
+import { progressHooks } from "./progress.ts";
+import { printFailures } from "./print.ts";
+
+export const spec: CommandSpec = {
+  name: "run",
+  summary: "Runs a matrix: every subject on every case, every check; prints the failures and a summary line.",
+  flags: {
+    matrix: { type: "string", value: "NAME|FILE", description: "a built-in matrix (clip-parity list matrices) or a matrix JSON file", default: "cpu" },
+    backend: { type: "string", value: "cpu|cuda|meta", description: "the backend; default: the matrix's own (cuda matrices need CUDA)" },
+    subject: { type: "string", multiple: true, value: "NAME|PATH", description: "subjects to run instead of the matrix's (built-in name, module path or torch:...)" },
+    filter: { type: "string", value: "TEXT", description: "only the cells whose id contains TEXT" },
+    seed: { type: "string", value: "N", description: "run every case with this seed" },
+    shard: { type: "string", value: "I/N", description: "only shard I of N (by a hash of the cell id)" },
+    json: { type: "string", value: "FILE", description: "write every result as JSON (the --json shape)" },
+    report: { type: "string", value: REPORTER_NAMES.join(","), description: "reporters to write (with --out)" },
+    out: { type: "string", value: "DIR", description: "folder for the reports (default reports-out)" },
+    golden: { type: "string", value: "check|update|off", description: "compare with (or rewrite) golden/<matrix>.json; default: check under CI when it exists" },
+    "timeout-s": { type: "string", value: "S", description: "wall-clock limit of one cell in seconds", default: "60" },
+    "max-cells": { type: "string", value: "N", description: "refuse a run of more cells", default: "100000" },
+    "max-world": { type: "string", value: "N", description: "refuse a cell of more ranks", default: "4096" },
+    quiet: { type: "boolean", description: "no progress display" },
+  },
+  notes: EXIT_STATUS,
+};
+
+/** The options of a run from its flags, every value checked before anything runs (exit 2). */
+export function runOptions(v: Record<string, unknown>, flag = (f: string) => `--${f}`): RunMatrixOptions {
+  const s = (k: string) => str(v as never, k);
+  const opts: RunMatrixOptions = {};
+  if (s("backend") !== undefined) opts.backend = parseBackend(s("backend")!, flag("backend"));
+  const subjects = list(v as never, "subject");
+  if (subjects) opts.subjects = subjects;
+  if (s("filter") !== undefined) opts.filter = s("filter");
+  if (s("seed") !== undefined) opts.seed = parseInteger(s("seed")!, flag("seed"));
+  if (s("shard") !== undefined) opts.shard = parseShard(s("shard")!, flag("shard"));
+  if (s("golden") !== undefined) opts.golden = s("golden");
+  if (s("timeout-s") !== undefined) opts.timeoutMs = parseInteger(s("timeout-s")!, flag("timeout-s"), { min: 1, max: 86_400 }) * 1000;
+  const limits: NonNullable<RunMatrixOptions["limits"]> = {};
+  if (s("max-cells") !== undefined) limits.maxCells = parseInteger(s("max-cells")!, flag("max-cells"), { min: 1 });
+  if (s("max-world") !== undefined) limits.maxWorld = parseInteger(s("max-world")!, flag("max-world"), { min: 1 });
+  opts.limits = limits;
+  return opts;
+}
+
+export async function run(argv: string[]): Promise<number> {
+  const v = parseCommand(spec, argv);
+  const options = runOptions(v);
+  const matrix = resolveMatrix(str(v, "matrix") ?? "cpu", options.limits?.maxCells);
+  const jsonPath = str(v, "json");
+  if (jsonPath !== undefined) assertWritableFile(jsonPath, "--json");
+  if (str(v, "out") !== undefined) assertWritableDir(str(v, "out")!, "--out");
+  options.rerun = `clip-parity run --matrix ${str(v, "matrix") ?? "cpu"}`;
+  const reports = reportSession(str(v, "report"), str(v, "out"), { matrix: matrix.name, shard: options.shard && formatShard(options.shard) });
+  const output = await runMatrix(matrix, options, combineHooks(v.quiet ? undefined : progressHooks(process.stderr), reports?.hooks));
+  printFailures(output.results, process.stdout);
+  process.stdout.write(`${summaryLine(output.summary)}\n`);
+  if (jsonPath) writeFileAtomic(jsonPath, JSON.stringify(jsonReport(output.results, output.summary), null, 2) + "\n");
+  for (const path of (await reports?.finish(output.results, output.summary, output.notes, { backend: output.backend })) ?? []) {
+    process.stderr.write(`wrote ${path}\n`);
+  }
+  return output.summary.failed ? 1 : 0;
+}

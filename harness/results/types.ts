@@ -1,0 +1,75 @@
+/**
+ * What a run produces: per cell, the checks' verdicts, the norms, memory and collectives per rank.
+ * Reporters, goldens, `gate` and `merge` depend on these types (and on the JSON shape in json.ts),
+ * never on how the cells were run.
+ */
+import type { Cell } from "../spec/cell.ts";
+import type { BackendKind, StageRecord } from "../backend/backend.ts";
+import type { CommRecord } from "../world/world.ts";
+
+export type CheckStatus = "pass" | "fail" | "skip";
+
+export interface CheckResult {
+  id: string;
+  status: CheckStatus;
+  message: string;
+}
+
+export interface RankMemory {
+  rank: number;
+  /** Live bytes of gradients when the clip starts. */
+  gradBytes: number;
+  /** Peak during the clip minus live bytes before it. */
+  scratchPeakBytes: number;
+  /** float32 size of the rank's largest local shard + 1 MiB (SPEC §10). */
+  budgetBytes: number;
+  /** Bytes the subject left allocated after the clip. */
+  leakedBytes: number;
+  /** The ledger at named stages; on cuda also the device's own free/total readings beside it. */
+  stages: StageRecord[];
+}
+
+/** Milliseconds spent in each phase of a cell (issue 13's profile); absent phases are 0. */
+export interface CellTimings {
+  plan: number;
+  reference: number;
+  allocate: number;
+  generate: number;
+  subject: number;
+  collectives: number;
+  checks: number;
+  free: number;
+  total: number;
+}
+
+export const TIMING_PHASES = ["plan", "reference", "allocate", "generate", "subject", "collectives", "checks", "free"] as const;
+
+export interface CellResult {
+  id: string;
+  cell: Cell;
+  backend: BackendKind;
+  subjectName: string;
+  maxNorm: number;
+  errorIfNonfinite: boolean;
+  totalNorm: number | null;
+  referenceNorm: number;
+  clipCoef: number;
+  checks: CheckResult[];
+  ranks: { rank: number; norm?: number; error?: string }[];
+  memory: RankMemory[];
+  comm: CommRecord[];
+  liveness: string | null;
+  repro: string;
+  durationMs: number;
+  /** Per phase; absent for a cell that never ran in full (a worker that died). */
+  timings?: CellTimings;
+  /** Hash of every local gradient after the clip (goldens); computed only when asked for. */
+  tensorHash?: string | null;
+}
+
+export interface RunSummary {
+  cells: number;
+  passed: number;
+  failed: number;
+  skipped: number;
+}
