@@ -13,6 +13,7 @@
 //! M < 2^53 and added into a u128 bin per f64 exponent field (2^75 additions before overflow).
 
 use crate::dtype::Elem;
+use crate::kernels::KernelPath;
 use crate::{bail, Result};
 
 /// A non-negative big integer, little-endian u64 limbs.
@@ -145,15 +146,6 @@ impl BigUint {
 }
 
 const SETS: usize = 8;
-
-/// Tests set this to check the portable kernels against the SIMD ones.
-static FORCE_PORTABLE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-pub fn force_portable() -> bool {
-    FORCE_PORTABLE.load(std::sync::atomic::Ordering::Relaxed)
-}
-pub fn set_force_portable(v: bool) {
-    FORCE_PORTABLE.store(v, std::sync::atomic::Ordering::Relaxed)
-}
 const FLUSH: usize = 1 << 16;
 
 #[inline(always)]
@@ -237,15 +229,23 @@ impl ScalarBins {
 /// Exact accumulator for p = 1 or p = 2 over f32-representable values.
 pub struct ExactF32 {
     p2: bool,
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    path: KernelPath,
     scalar: ScalarBins,
     #[cfg(target_arch = "x86_64")]
     fold: crate::simd::FoldBins,
 }
 
 impl ExactF32 {
+    /// An accumulator on the fastest kernel path of this CPU.
     pub fn new(p2: bool) -> ExactF32 {
+        ExactF32::with_path(p2, KernelPath::detect())
+    }
+    /// An accumulator on the given kernel path (the result is the same on every path).
+    pub fn with_path(p2: bool, path: KernelPath) -> ExactF32 {
         ExactF32 {
             p2,
+            path,
             scalar: ScalarBins { p2, state: None, pending: 0 },
             #[cfg(target_arch = "x86_64")]
             fold: Default::default(),
@@ -253,10 +253,10 @@ impl ExactF32 {
     }
     pub fn add_slice<T: Elem>(&mut self, xs: &[T]) {
         #[cfg(target_arch = "x86_64")]
-        if crate::simd::available() && !force_portable() {
+        if self.path.is_simd() {
             let scalar = &mut self.scalar;
             let mut slow = |b: &[T]| scalar.add(b);
-            // SAFETY: the CPU has AVX2 and F16C.
+            // SAFETY: a SIMD KernelPath comes only from KernelPath::detect on a CPU with AVX2 and F16C.
             unsafe {
                 if self.p2 {
                     crate::simd::exact_into::<T, true>(xs, &mut self.fold, &mut slow)
@@ -323,8 +323,13 @@ impl ExactF64 {
 
 /// Exact sum of f64(|x|^p) over the finite elements of xs. p must be finite and > 0.
 pub fn exact_sum_abs_pow<T: Elem>(xs: &[T], p: f64) -> Result<BigUint> {
+    exact_sum_abs_pow_with(KernelPath::detect(), xs, p)
+}
+
+/// `exact_sum_abs_pow` on the given kernel path (p = 1 and 2; the result is the same on every path).
+pub fn exact_sum_abs_pow_with<T: Elem>(path: KernelPath, xs: &[T], p: f64) -> Result<BigUint> {
     if p == 2.0 || p == 1.0 {
-        let mut acc = ExactF32::new(p == 2.0);
+        let mut acc = ExactF32::with_path(p == 2.0, path);
         acc.add_slice(xs);
         return Ok(acc.finish());
     }
