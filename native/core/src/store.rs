@@ -73,15 +73,15 @@ macro_rules! with_data2 {
 impl Data {
     /// Raw little-endian bytes (empty for meta).
     pub fn bytes(&self) -> &[u8] {
-        fn b<T>(v: &[T]) -> &[u8] {
-            // SAFETY: f32/bf16/f16 are plain old data without padding.
+        fn b<T: Elem>(v: &[T]) -> &[u8] {
+            // SAFETY: Elem is sealed: f32/bf16/f16 are plain old data without padding.
             unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
         }
         with_data!(self, xs => b(xs), meta => &[])
     }
     pub fn bytes_mut(&mut self) -> &mut [u8] {
-        fn b<T>(v: &mut [T]) -> &mut [u8] {
-            // SAFETY: every bit pattern is a valid f32/bf16/f16.
+        fn b<T: Elem>(v: &mut [T]) -> &mut [u8] {
+            // SAFETY: Elem is sealed: every bit pattern is a valid f32/bf16/f16, and none has padding.
             unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, std::mem::size_of_val(v)) }
         }
         with_data!(self, xs => b(xs), meta => &mut [])
