@@ -31,7 +31,8 @@ fn emu_lib() -> Option<Arc<EmuLib>> {
     LIB.get_or_init(|| {
         let dir: PathBuf = std::env::temp_dir().join(format!("clip-parity-cuda-emu-{}", std::process::id()));
         match emu::build(&dir) {
-            Ok(p) => Some(Arc::new(EmuLib::load(p.to_str().unwrap()).expect("load the emulation"))),
+            // SAFETY: p is the library emu::build just made.
+            Ok(p) => Some(Arc::new(unsafe { EmuLib::load(p.to_str().unwrap()) }.expect("load the emulation"))),
             Err(e) if !ci() => {
                 eprintln!("SKIPPED: the CUDA emulation could not be built here: {e}");
                 None
