@@ -3,7 +3,7 @@
 
 use clip_parity_core::exact::BigUint;
 use clip_parity_core::gen::{EXP_MAX, EXP_MIN};
-use clip_parity_core::cuda::StoreKind;
+use clip_parity_core::StoreKind;
 use clip_parity_core::{Block, DType, GenMode, GenSpec};
 use napi::bindgen_prelude::{BigInt, JsValue, Object, Unknown};
 use napi::{Error, Result, ValueType};

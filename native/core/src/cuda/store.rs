@@ -1,5 +1,5 @@
-//! The `cuda` store: every op of the cpu store (crate::store::Store) on device memory, with the
-//! same results: bitwise for everything but the float64 sums of `sum_abs_pow` (deterministic, but
+//! The `cuda` store: every op of the cpu store (crate::TensorStore, implemented by both, so the
+//! compiler keeps their APIs equal) on device memory, with the same results: bitwise for everything but the float64 sums of `sum_abs_pow` (deterministic, but
 //! summed in another order: within the fp32 tolerance of the cpu's; see kernels.cu).
 //!
 //! A `meta` Store holds every tensor's id, shape, dtype, owner and the per-rank ledger, and
@@ -27,6 +27,7 @@ use crate::exact::BigUint;
 use crate::gen::{Block, GenMode, GenSpec};
 use crate::optim::{self, AdamW};
 use crate::store::{Backend, Mismatch, Store, Tensor};
+use crate::tensor_store::{DeviceMemory, StoreKind, TensorStore};
 use crate::{bail, safetensors, Error, Result};
 
 /// Must match CP_SUM_ITEMS, CP_EXACT_CHUNK and CP_MAXD in kernels.cu.
@@ -285,14 +286,6 @@ struct Scratch<'a> {
     ptr: DevPtr,
 }
 
-/// Device memory as the driver reports it, beside the ledger.
-#[derive(Clone, Debug, PartialEq)]
-pub struct DeviceMemory {
-    pub device: String,
-    pub free_bytes: u64,
-    pub total_bytes: u64,
-}
-
 pub struct CudaStore {
     meta: Store,
     devs: Arc<Devices>,
@@ -347,19 +340,10 @@ impl CudaStore {
     pub fn devices(&self) -> &Devices {
         &self.devs
     }
-    pub fn ranks(&self) -> usize {
-        self.meta.ranks()
-    }
     /// The device a rank's tensors live on.
     pub fn device_of_rank(&self, rank: usize) -> Result<&str> {
         self.meta.live_bytes(rank)?; // validates the rank
         Ok(self.devs.list[self.rank_dev[rank]].label())
-    }
-    pub fn device_memory(&self, rank: usize) -> Result<DeviceMemory> {
-        self.meta.live_bytes(rank)?;
-        let d = &self.devs.list[self.rank_dev[rank]];
-        let (free_bytes, total_bytes) = d.mem_info()?;
-        Ok(DeviceMemory { device: d.label().to_string(), free_bytes, total_bytes })
     }
 
     // ---- helpers ----
@@ -578,22 +562,32 @@ impl CudaStore {
             }
         }
     }
+}
 
-    // ---- the Store API ----
-
-    pub fn backend_name(&self) -> &'static str {
-        "cuda"
+/// The cpu store's API (crate::TensorStore) on device memory.
+impl TensorStore for CudaStore {
+    fn kind(&self) -> StoreKind {
+        StoreKind::Cuda
     }
-    pub fn get(&self, id: u32) -> Result<&Tensor> {
-        self.meta.get(id)
+    fn ranks(&self) -> usize {
+        self.meta.ranks()
+    }
+    fn shape(&self, id: u32) -> Result<&[u64]> {
+        self.meta.shape(id)
+    }
+    fn dtype(&self, id: u32) -> Result<DType> {
+        self.meta.dtype(id)
+    }
+    fn owner(&self, id: u32) -> Result<usize> {
+        self.meta.owner(id)
     }
 
-    pub fn alloc(&mut self, rank: usize, dtype: DType, shape: &[u64]) -> Result<u32> {
+    fn alloc(&mut self, rank: usize, dtype: DType, shape: &[u64]) -> Result<u32> {
         let id = self.meta.alloc(rank, dtype, shape)?;
         self.attach(id)
     }
 
-    pub fn free(&mut self, id: u32) -> Result<()> {
+    fn free(&mut self, id: u32) -> Result<()> {
         self.meta.free(id)?;
         if let Some(b) = self.bufs.remove(&id) {
             if b.bytes > 0 {
@@ -604,20 +598,26 @@ impl CudaStore {
         Ok(())
     }
 
-    pub fn live_bytes(&self, rank: usize) -> Result<u64> {
+    fn live_bytes(&self, rank: usize) -> Result<u64> {
         self.meta.live_bytes(rank)
     }
-    pub fn peak_bytes(&self, rank: usize) -> Result<u64> {
+    fn peak_bytes(&self, rank: usize) -> Result<u64> {
         self.meta.peak_bytes(rank)
     }
-    pub fn reset_peak(&mut self, rank: usize) -> Result<()> {
+    fn reset_peak(&mut self, rank: usize) -> Result<()> {
         self.meta.reset_peak(rank)
     }
-    pub fn live_tensors(&self) -> usize {
+    fn live_tensors(&self) -> usize {
         self.meta.live_tensors()
     }
+    fn device_memory(&self, rank: usize) -> Result<Option<DeviceMemory>> {
+        self.meta.live_bytes(rank)?;
+        let d = &self.devs.list[self.rank_dev[rank]];
+        let (free_bytes, total_bytes) = d.mem_info()?;
+        Ok(Some(DeviceMemory { device: d.label().to_string(), free_bytes, total_bytes }))
+    }
 
-    pub fn fill_grad(&mut self, id: u32, spec: &GenSpec, block: &Block) -> Result<()> {
+    fn fill_grad(&mut self, id: u32, spec: &GenSpec, block: &Block) -> Result<()> {
         self.meta.fill_grad(id, spec, block)?;
         let (t, b) = self.tb(id)?;
         let (dtype, n) = (t.dtype, t.numel);
@@ -651,24 +651,24 @@ impl CudaStore {
         Ok(())
     }
 
-    pub fn fill_value(&mut self, id: u32, v: f64) -> Result<()> {
+    fn fill_value(&mut self, id: u32, v: f64) -> Result<()> {
         self.meta.fill_value(id, v)?;
         let dt = self.meta.get(id)?.dtype;
         self.fill_const(id, from_f64_bits(dt, v))
     }
 
-    pub fn get_element(&self, id: u32, index: u64) -> Result<f64> {
+    fn get_element(&self, id: u32, index: u64) -> Result<f64> {
         self.meta.get_element(id, index)?;
         Ok(bits_to_f64(self.meta.get(id)?.dtype, self.raw_at(id, index)?))
     }
 
-    pub fn set_element(&mut self, id: u32, index: u64, v: f64) -> Result<()> {
+    fn set_element(&mut self, id: u32, index: u64, v: f64) -> Result<()> {
         self.meta.set_element(id, index, v)?;
         let dt = self.meta.get(id)?.dtype;
         self.write_raw(id, index, from_f64_bits(dt, v))
     }
 
-    pub fn sum_abs_pow(&self, id: u32, p: f64) -> Result<f64> {
+    fn sum_abs_pow(&self, id: u32, p: f64) -> Result<f64> {
         self.meta.sum_abs_pow(id, p)?;
         let (t, b) = self.tb(id)?;
         if t.numel == 0 {
@@ -692,7 +692,7 @@ impl CudaStore {
         Ok(r)
     }
 
-    pub fn exact_sum_abs_pow(&self, id: u32, p: f64) -> Result<BigUint> {
+    fn exact_sum_abs_pow(&self, id: u32, p: f64) -> Result<BigUint> {
         self.meta.exact_sum_abs_pow(id, p)?;
         let (t, b) = self.tb(id)?;
         if t.numel == 0 {
@@ -720,7 +720,7 @@ impl CudaStore {
         Ok(bins_to_biguint(&words, p == 2.0))
     }
 
-    pub fn max_abs(&self, id: u32) -> Result<f64> {
+    fn max_abs(&self, id: u32) -> Result<f64> {
         self.meta.max_abs(id)?;
         let (t, b) = self.tb(id)?;
         if t.numel == 0 {
@@ -739,7 +739,7 @@ impl CudaStore {
         Ok(if m > exp_mask(t.dtype) { f64::NAN } else { bits_to_f64(t.dtype, m) })
     }
 
-    pub fn nonfinite_count(&self, id: u32) -> Result<u64> {
+    fn nonfinite_count(&self, id: u32) -> Result<u64> {
         self.meta.nonfinite_count(id)?;
         let (t, b) = self.tb(id)?;
         if t.numel == 0 {
@@ -758,7 +758,7 @@ impl CudaStore {
         Ok(c)
     }
 
-    pub fn read_pass(&self, id: u32) -> Result<u32> {
+    fn read_pass(&self, id: u32) -> Result<u32> {
         self.meta.read_pass(id)?;
         let b = self.buf(id)?;
         let d = self.dev(b.dev);
@@ -786,7 +786,7 @@ impl CudaStore {
         Ok(sum)
     }
 
-    pub fn scale(&mut self, id: u32, coef: f64) -> Result<()> {
+    fn scale(&mut self, id: u32, coef: f64) -> Result<()> {
         self.meta.scale(id, coef)?;
         let (t, b) = self.tb(id)?;
         if t.numel == 0 {
@@ -799,7 +799,7 @@ impl CudaStore {
         d.sync()
     }
 
-    pub fn copy_from(&mut self, dst: u32, src: u32) -> Result<()> {
+    fn copy_from(&mut self, dst: u32, src: u32) -> Result<()> {
         self.meta.copy_from(dst, src)?;
         if dst == src {
             return Ok(());
@@ -821,7 +821,7 @@ impl CudaStore {
         d.sync()
     }
 
-    pub fn narrow(&mut self, id: u32, dim: usize, start: u64, len: u64, rank: usize) -> Result<u32> {
+    fn narrow(&mut self, id: u32, dim: usize, start: u64, len: u64, rank: usize) -> Result<u32> {
         let new = self.meta.narrow(id, dim, start, len, rank)?;
         self.attach(new)?;
         let (ss, ds) = (row_major_strides(&self.meta.get(id)?.shape), self.meta.get(new)?.shape.clone());
@@ -833,7 +833,7 @@ impl CudaStore {
         Ok(new)
     }
 
-    pub fn cat(&mut self, ids: &[u32], dim: usize, rank: usize) -> Result<u32> {
+    fn cat(&mut self, ids: &[u32], dim: usize, rank: usize) -> Result<u32> {
         let new = self.meta.cat(ids, dim, rank)?;
         self.attach(new)?;
         let dstr = row_major_strides(&self.meta.get(new)?.shape);
@@ -850,7 +850,7 @@ impl CudaStore {
         Ok(new)
     }
 
-    pub fn clone_tensor(&mut self, id: u32, rank: usize) -> Result<u32> {
+    fn clone_tensor(&mut self, id: u32, rank: usize) -> Result<u32> {
         let new = self.meta.clone_tensor(id, rank)?;
         self.attach(new)?;
         let r = self.copy_from(new, id);
@@ -861,7 +861,7 @@ impl CudaStore {
         Ok(new)
     }
 
-    pub fn compare(&self, a: u32, b: u32) -> Result<Option<Mismatch>> {
+    fn compare(&self, a: u32, b: u32) -> Result<Option<Mismatch>> {
         self.meta.compare(a, b)?;
         let (ta, ba) = self.tb(a)?;
         if ta.numel == 0 {
@@ -890,12 +890,12 @@ impl CudaStore {
         Ok(Some(Mismatch { index: i, expected: bits_to_f64(dt, x), actual: bits_to_f64(dt, y) }))
     }
 
-    pub fn hash(&self, id: u32) -> Result<String> {
+    fn hash(&self, id: u32) -> Result<String> {
         let t = self.meta.get(id)?;
         Ok(content_hash(t.dtype, &t.shape, &self.download(id)?))
     }
 
-    pub fn verify_scaled(&self, id: u32, spec: &GenSpec, block: &Block, coef: f64) -> Result<Option<Mismatch>> {
+    fn verify_scaled(&self, id: u32, spec: &GenSpec, block: &Block, coef: f64) -> Result<Option<Mismatch>> {
         self.meta.verify_scaled(id, spec, block, coef)?;
         let (t, b) = self.tb(id)?;
         if t.numel == 0 {
@@ -945,7 +945,7 @@ impl CudaStore {
         Ok(Some(Mismatch { index: i, expected, actual: bits_to_f64(dt, self.raw_at(id, i)?) }))
     }
 
-    pub fn save_safetensors(&self, path: &str, entries: &[(String, u32)], metadata: &[(String, String)]) -> Result<()> {
+    fn save_safetensors(&self, path: &str, entries: &[(String, u32)], metadata: &[(String, String)]) -> Result<()> {
         let mut data = Vec::with_capacity(entries.len());
         for (name, id) in entries {
             let t = self.meta.get(*id).map_err(|e| Error(format!("saveSafetensors {path}: entry '{name}': {e}")))?;
@@ -959,7 +959,7 @@ impl CudaStore {
         safetensors::write_atomic(path, &out, metadata)
     }
 
-    pub fn load_safetensors(&mut self, path: &str, rank: usize) -> Result<Vec<(String, u32)>> {
+    fn load_safetensors(&mut self, path: &str, rank: usize) -> Result<Vec<(String, u32)>> {
         self.meta.live_bytes(rank)?; // the rank is checked first, as on the cpu
         let header = safetensors::read_header(path)?;
         let mut file = std::fs::File::open(path).map_err(|e| Error(format!("safetensors {path}: cannot open: {e}")))?;
@@ -990,7 +990,7 @@ impl CudaStore {
     }
 
     /// One AdamW step (crate::optim), on the host through a mirror of the four tensors.
-    pub fn adamw_step(&mut self, param: u32, grad: u32, exp_avg: u32, exp_avg_sq: u32, step: u64, hp: &AdamW) -> Result<()> {
+    fn adamw_step(&mut self, param: u32, grad: u32, exp_avg: u32, exp_avg_sq: u32, step: u64, hp: &AdamW) -> Result<()> {
         self.meta.adamw_step(param, grad, exp_avg, exp_avg_sq, step, hp)?;
         let (mut h, hid) = self.mirror(&[param, grad, exp_avg, exp_avg_sq])?;
         h.adamw_step(hid[0], hid[1], hid[2], hid[3], step, hp)?;
@@ -999,7 +999,7 @@ impl CudaStore {
         self.upload_from_mirror(&h, hid[3], exp_avg_sq)
     }
 
-    pub fn copy_block(&mut self, dst: u32, dst_block: &Block, src: u32, src_block: &Block) -> Result<u64> {
+    fn copy_block(&mut self, dst: u32, dst_block: &Block, src: u32, src_block: &Block) -> Result<u64> {
         let count = self.meta.copy_block(dst, dst_block, src, src_block)?;
         let Some(x) = optim::intersect(dst_block, src_block) else { return Ok(count) };
         let (ss, ds) = (row_major_strides(&src_block.len), row_major_strides(&dst_block.len));
@@ -1034,6 +1034,7 @@ fn gen_args(spec: &GenSpec, dt: DType, special: Option<(u64, u32)>) -> GenArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::TensorStore;
 
     #[test]
     fn geometry_merges_contiguous_dims() {

@@ -20,6 +20,7 @@ use crate::dtype::{self, DType};
 use crate::gen::{Block, GenMode, GenSpec};
 use crate::optim::AdamW;
 use crate::store::{Backend, Store};
+use crate::TensorStore;
 
 fn ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
@@ -450,7 +451,9 @@ fn adamw_safetensors_and_values() {
     p.gpu.set_element(t.1, 1, 2.5).unwrap();
     assert_eq!(p.gpu.get_element(t.1, 1).unwrap(), 2.5);
     p.same(t, "setElement");
-    let m = p.gpu.device_memory(0).unwrap();
+    let m = p.gpu.device_memory(0).unwrap().expect("a cuda store reports device memory");
+    assert_eq!(p.cpu.device_memory(0).unwrap(), None);
+    assert!(p.cpu.device_memory(9).is_err() && p.gpu.device_memory(9).is_err());
     assert!(m.total_bytes > 0 && m.device == "emu:0");
     let _ = f16::ONE;
     p.cpu.free(t.0).unwrap();
