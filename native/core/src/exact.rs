@@ -153,17 +153,22 @@ fn f32bits<T: Elem>(x: T) -> u32 {
     x.to_f32().to_bits()
 }
 
+/// u128 bins, one per f32 exponent field.
+type MasterBins = [u128; 256];
+/// SETS interleaved sets of u64 bins, one per f32 exponent field.
+type SetBins = [[u64; 256]; SETS];
+
 /// Scalar exact binning for p = 1 or 2 (the portable path, and the fallback of the SIMD one).
 struct ScalarBins {
     p2: bool,
     /// Allocated on first use (the SIMD path rarely needs it).
-    state: Option<Box<([u128; 256], [[u64; 256]; SETS])>>,
+    state: Option<Box<(MasterBins, SetBins)>>,
     pending: usize,
 }
 
 impl ScalarBins {
     #[inline(always)]
-    pub(crate) fn add_chunk<T: Elem, const P2: bool>(bins: &mut [[u64; 256]; SETS], c: &[T]) {
+    pub(crate) fn add_chunk<T: Elem, const P2: bool>(bins: &mut SetBins, c: &[T]) {
         let mut it = c.chunks_exact(SETS);
         for g in &mut it {
             for s in 0..SETS {
@@ -186,14 +191,14 @@ impl ScalarBins {
         let (master, bins) = &mut **st;
         for k in 0..255 {
             let mut t: u128 = 0;
-            for s in 0..SETS {
-                t += bins[s][k] as u128;
-                bins[s][k] = 0;
+            for set in bins.iter_mut() {
+                t += set[k] as u128;
+                set[k] = 0;
             }
             master[k] += t;
         }
-        for s in 0..SETS {
-            bins[s][255] = 0; // non-finite: skipped
+        for set in bins.iter_mut() {
+            set[255] = 0; // non-finite: skipped
         }
     }
     /// Adds xs; the u64 bins are flushed before FLUSH elements have gone into them.
@@ -278,12 +283,12 @@ impl ExactF32 {
 }
 
 crate::kernels::multiversion! {
-    fn bins_p2<T: Elem>(bins: &mut [[u64; 256]; SETS], c: &[T]) -> () {
+    fn bins_p2<T: Elem>(bins: &mut SetBins, c: &[T]) -> () {
         ScalarBins::add_chunk::<T, true>(bins, c)
     }
 }
 crate::kernels::multiversion! {
-    fn bins_p1<T: Elem>(bins: &mut [[u64; 256]; SETS], c: &[T]) -> () {
+    fn bins_p1<T: Elem>(bins: &mut SetBins, c: &[T]) -> () {
         ScalarBins::add_chunk::<T, false>(bins, c)
     }
 }

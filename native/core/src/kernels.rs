@@ -319,7 +319,7 @@ mod tests {
         let mut b = vec![bf16::from_f32(1.0 + 2f32.powi(-7)); 3];
         // (1 + 2^-7) * 1.5 = 1.5 + 1.5*2^-7 = 1.51171875 -> bf16 neighbours 1.5078125, 1.515625 ; tie? no:
         scale(&mut b, 1.5);
-        assert_eq!(b[0].to_f32(), bf16::from_f32(1.51171875).to_f32());
+        assert_eq!(b[0].to_f32(), bf16::from_f32(1.5 + 1.5 * 2f32.powi(-7)).to_f32());
         // tie cases: 1.0 * (1 + 2^-8) -> tie -> even (1.0)
         let mut b = vec![bf16::from_f32(1.0)];
         scale(&mut b, 1.0 + 2f32.powi(-8));

@@ -41,7 +41,7 @@ const PREFETCH: usize = 4096;
 
 /// Lanes of the f64 sums (must equal kernels::L).
 pub const LANES: usize = 32;
-const _: () = assert!(LANES % 8 == 0);
+const _: () = assert!(LANES.is_multiple_of(8));
 
 #[inline(always)]
 unsafe fn sum_lanes<T: Elem, const ABS: bool>(xs: &[T]) -> [f64; LANES] {
@@ -102,8 +102,8 @@ pub unsafe fn read_words(bytes: &[u8]) -> u32 {
         // the same software prefetch as the kernels measured against it
         _mm_prefetch::<_MM_HINT_T0>(p.add(i + PREFETCH) as *const i8);
         _mm_prefetch::<_MM_HINT_T0>(p.add(i + PREFETCH + 64) as *const i8);
-        for j in 0..4 {
-            acc[j] = _mm256_add_epi32(acc[j], _mm256_loadu_si256(p.add(i + 32 * j) as *const __m256i));
+        for (j, a) in acc.iter_mut().enumerate() {
+            *a = _mm256_add_epi32(*a, _mm256_loadu_si256(p.add(i + 32 * j) as *const __m256i));
         }
         i += 128;
     }

@@ -395,7 +395,7 @@ impl TensorStore for Store {
         if dim >= nd {
             bail!("dim: {dim} is out of range for tensor {id} with shape {}", fmt_shape(&t.shape));
         }
-        if start.checked_add(len).map_or(true, |e| e > t.shape[dim]) {
+        if start.checked_add(len).is_none_or(|e| e > t.shape[dim]) {
             bail!(
                 "narrow: start {start} + len {len} exceeds dim {dim} of size {} (tensor {id}, shape {})",
                 t.shape[dim],

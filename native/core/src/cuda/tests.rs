@@ -340,11 +340,11 @@ fn copies_between_ranks_and_devices() {
             p.gpu.fill_grad(t.1, &s, &blk).unwrap();
             ts.push(t);
         }
-        for dim in 0..3 {
+        for (dim, &size) in shape.iter().enumerate() {
             for rank in 0..4 {
                 // narrow of another rank's tensor (often on the other device)
                 let src = ts[(rank + 1) % 4];
-                let (start, len) = (1, shape[dim] - 2);
+                let (start, len) = (1, size - 2);
                 let n = (p.cpu.narrow(src.0, dim, start, len, rank).unwrap(), p.gpu.narrow(src.1, dim, start, len, rank).unwrap());
                 p.same(n, &format!("{dt:?} narrow dim {dim} rank {rank}"));
                 // all-gather style cat of every rank's tensor, charged to `rank`
