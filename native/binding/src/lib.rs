@@ -9,8 +9,7 @@ mod options;
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use clip_parity_core::cuda::{self, AnyStore};
-use clip_parity_core::{optim, reference, safetensors};
+use clip_parity_core::{cuda, optim, reference, safetensors, tensor_store, TensorStore};
 use napi::bindgen_prelude::{BigInt, Float64Array, Unknown};
 use napi::{Error, Result};
 use napi_derive::napi;
@@ -118,7 +117,7 @@ pub struct DeviceMemory {
 
 #[napi]
 pub struct NativeStore {
-    inner: AnyStore,
+    inner: Box<dyn TensorStore>,
 }
 
 #[napi]
@@ -128,13 +127,13 @@ impl NativeStore {
         guard("NativeStore", || {
             let b = o::store_kind("backend", &backend)?;
             let r = o::uint_max("ranks", ranks, 1 << 20)? as usize;
-            Ok(NativeStore { inner: AnyStore::new(b, r).map_err(core_err)? })
+            Ok(NativeStore { inner: tensor_store::open(b, r).map_err(core_err)? })
         })
     }
 
     #[napi(getter)]
     pub fn backend(&self) -> String {
-        self.inner.backend().name().to_string()
+        self.inner.kind().name().to_string()
     }
 
     /// zero-filled; returns id (> 0)
@@ -156,17 +155,17 @@ impl NativeStore {
 
     #[napi]
     pub fn shape(&self, id: f64) -> Result<Vec<f64>> {
-        guard("shape", || Ok(self.inner.get(o::id("id", id)?).map_err(core_err)?.shape.iter().map(|&d| d as f64).collect()))
+        guard("shape", || Ok(self.inner.shape(o::id("id", id)?).map_err(core_err)?.iter().map(|&d| d as f64).collect()))
     }
 
     #[napi(ts_return_type = "DType")]
     pub fn dtype(&self, id: f64) -> Result<String> {
-        guard("dtype", || Ok(self.inner.get(o::id("id", id)?).map_err(core_err)?.dtype.name().to_string()))
+        guard("dtype", || Ok(self.inner.dtype(o::id("id", id)?).map_err(core_err)?.name().to_string()))
     }
 
     #[napi]
     pub fn owner(&self, id: f64) -> Result<u32> {
-        guard("owner", || Ok(self.inner.get(o::id("id", id)?).map_err(core_err)?.owner as u32))
+        guard("owner", || Ok(self.inner.owner(o::id("id", id)?).map_err(core_err)? as u32))
     }
 
     /// bytes = numel * dtype size, exact; meta charges the same bytes without storage

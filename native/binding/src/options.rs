@@ -3,7 +3,7 @@
 
 use clip_parity_core::exact::BigUint;
 use clip_parity_core::gen::{EXP_MAX, EXP_MIN};
-use clip_parity_core::cuda::StoreKind;
+use clip_parity_core::StoreKind;
 use clip_parity_core::{Block, DType, GenMode, GenSpec};
 use napi::bindgen_prelude::{BigInt, JsValue, Object, Unknown};
 use napi::{Error, Result, ValueType};
@@ -90,7 +90,8 @@ fn bigint_text(b: &BigInt) -> String {
 pub fn u64_of(field: &str, b: &BigInt) -> Result<u64> {
     let v = b.words.first().copied().unwrap_or(0);
     let lossless = b.words.iter().skip(1).all(|&w| w == 0);
-    if (b.sign_bit && !(v == 0 && lossless)) || !lossless {
+    // more than 64 bits, or negative (a sign bit on zero is 0n: accepted)
+    if !lossless || (b.sign_bit && v != 0) {
         return err(format!("{field}: {} is not a u64 (a bigint with 0n <= {field} < 2n ** 64n)", bigint_text(b)));
     }
     Ok(v)

@@ -1,7 +1,7 @@
 //! Quick kernel timing (min over interleaved rounds): cargo run --release --example kbench
-use clip_parity_core::exact::exact_sum_abs_pow;
+use clip_parity_core::exact::{exact_sum_abs_pow, exact_sum_abs_pow_with};
 use clip_parity_core::gen::{Block, GenMode, GenSpec};
-use clip_parity_core::kernels;
+use clip_parity_core::kernels::{self, KernelPath};
 use clip_parity_core::DType;
 use std::time::Instant;
 
@@ -25,11 +25,9 @@ fn main() {
         let t = Instant::now();
         sink += exact_sum_abs_pow(&v, 1.0).unwrap().limbs.len() as u64;
         best[3] = best[3].min(t.elapsed().as_secs_f64());
-        clip_parity_core::exact::set_force_portable(true);
         let t = Instant::now();
-        sink += exact_sum_abs_pow(&v, 2.0).unwrap().limbs.len() as u64;
+        sink += exact_sum_abs_pow_with(KernelPath::PORTABLE, &v, 2.0).unwrap().limbs.len() as u64;
         best[4] = best[4].min(t.elapsed().as_secs_f64());
-        clip_parity_core::exact::set_force_portable(false);
     }
     // cache-resident (compute-only) rates: 64 KiB slices, repeated
     let small = &v[..16384];

@@ -147,8 +147,18 @@ pub fn f32_to_f16_bits(f: f32) -> u16 {
     f16::from_f32(f).to_bits()
 }
 
-/// An element type stored in a tensor.
-pub trait Elem: Copy + Send + Sync + Default + PartialEq + 'static {
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for half::bf16 {}
+    impl Sealed for half::f16 {}
+}
+
+/// An element type stored in a tensor: f32, bf16 or f16, and nothing else. The trait is sealed
+/// because unsafe code relies on its three implementations (simd.rs loads `DTYPE.size()`-byte
+/// elements by `DTYPE`; kernels::read_pass and store::Data view slices as bytes): size
+/// `DTYPE.size()`, no padding, every bit pattern valid. Another type could break that from safe code.
+pub trait Elem: sealed::Sealed + Copy + Send + Sync + Default + PartialEq + 'static {
     const DTYPE: DType;
     fn to_f32(self) -> f32;
     /// Round to nearest even.

@@ -13,6 +13,7 @@
 //! M < 2^53 and added into a u128 bin per f64 exponent field (2^75 additions before overflow).
 
 use crate::dtype::Elem;
+use crate::kernels::KernelPath;
 use crate::{bail, Result};
 
 /// A non-negative big integer, little-endian u64 limbs.
@@ -145,15 +146,6 @@ impl BigUint {
 }
 
 const SETS: usize = 8;
-
-/// Tests set this to check the portable kernels against the SIMD ones.
-static FORCE_PORTABLE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-pub fn force_portable() -> bool {
-    FORCE_PORTABLE.load(std::sync::atomic::Ordering::Relaxed)
-}
-pub fn set_force_portable(v: bool) {
-    FORCE_PORTABLE.store(v, std::sync::atomic::Ordering::Relaxed)
-}
 const FLUSH: usize = 1 << 16;
 
 #[inline(always)]
@@ -161,17 +153,22 @@ fn f32bits<T: Elem>(x: T) -> u32 {
     x.to_f32().to_bits()
 }
 
+/// u128 bins, one per f32 exponent field.
+type MasterBins = [u128; 256];
+/// SETS interleaved sets of u64 bins, one per f32 exponent field.
+type SetBins = [[u64; 256]; SETS];
+
 /// Scalar exact binning for p = 1 or 2 (the portable path, and the fallback of the SIMD one).
 struct ScalarBins {
     p2: bool,
     /// Allocated on first use (the SIMD path rarely needs it).
-    state: Option<Box<([u128; 256], [[u64; 256]; SETS])>>,
+    state: Option<Box<(MasterBins, SetBins)>>,
     pending: usize,
 }
 
 impl ScalarBins {
     #[inline(always)]
-    pub(crate) fn add_chunk<T: Elem, const P2: bool>(bins: &mut [[u64; 256]; SETS], c: &[T]) {
+    pub(crate) fn add_chunk<T: Elem, const P2: bool>(bins: &mut SetBins, c: &[T]) {
         let mut it = c.chunks_exact(SETS);
         for g in &mut it {
             for s in 0..SETS {
@@ -194,14 +191,14 @@ impl ScalarBins {
         let (master, bins) = &mut **st;
         for k in 0..255 {
             let mut t: u128 = 0;
-            for s in 0..SETS {
-                t += bins[s][k] as u128;
-                bins[s][k] = 0;
+            for set in bins.iter_mut() {
+                t += set[k] as u128;
+                set[k] = 0;
             }
             master[k] += t;
         }
-        for s in 0..SETS {
-            bins[s][255] = 0; // non-finite: skipped
+        for set in bins.iter_mut() {
+            set[255] = 0; // non-finite: skipped
         }
     }
     /// Adds xs; the u64 bins are flushed before FLUSH elements have gone into them.
@@ -237,15 +234,23 @@ impl ScalarBins {
 /// Exact accumulator for p = 1 or p = 2 over f32-representable values.
 pub struct ExactF32 {
     p2: bool,
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    path: KernelPath,
     scalar: ScalarBins,
     #[cfg(target_arch = "x86_64")]
     fold: crate::simd::FoldBins,
 }
 
 impl ExactF32 {
+    /// An accumulator on the fastest kernel path of this CPU.
     pub fn new(p2: bool) -> ExactF32 {
+        ExactF32::with_path(p2, KernelPath::detect())
+    }
+    /// An accumulator on the given kernel path (the result is the same on every path).
+    pub fn with_path(p2: bool, path: KernelPath) -> ExactF32 {
         ExactF32 {
             p2,
+            path,
             scalar: ScalarBins { p2, state: None, pending: 0 },
             #[cfg(target_arch = "x86_64")]
             fold: Default::default(),
@@ -253,10 +258,10 @@ impl ExactF32 {
     }
     pub fn add_slice<T: Elem>(&mut self, xs: &[T]) {
         #[cfg(target_arch = "x86_64")]
-        if crate::simd::available() && !force_portable() {
+        if self.path.is_simd() {
             let scalar = &mut self.scalar;
             let mut slow = |b: &[T]| scalar.add(b);
-            // SAFETY: the CPU has AVX2 and F16C.
+            // SAFETY: a SIMD KernelPath comes only from KernelPath::detect on a CPU with AVX2 and F16C.
             unsafe {
                 if self.p2 {
                     crate::simd::exact_into::<T, true>(xs, &mut self.fold, &mut slow)
@@ -278,12 +283,12 @@ impl ExactF32 {
 }
 
 crate::kernels::multiversion! {
-    fn bins_p2<T: Elem>(bins: &mut [[u64; 256]; SETS], c: &[T]) -> () {
+    fn bins_p2<T: Elem>(bins: &mut SetBins, c: &[T]) -> () {
         ScalarBins::add_chunk::<T, true>(bins, c)
     }
 }
 crate::kernels::multiversion! {
-    fn bins_p1<T: Elem>(bins: &mut [[u64; 256]; SETS], c: &[T]) -> () {
+    fn bins_p1<T: Elem>(bins: &mut SetBins, c: &[T]) -> () {
         ScalarBins::add_chunk::<T, false>(bins, c)
     }
 }
@@ -323,8 +328,13 @@ impl ExactF64 {
 
 /// Exact sum of f64(|x|^p) over the finite elements of xs. p must be finite and > 0.
 pub fn exact_sum_abs_pow<T: Elem>(xs: &[T], p: f64) -> Result<BigUint> {
+    exact_sum_abs_pow_with(KernelPath::detect(), xs, p)
+}
+
+/// `exact_sum_abs_pow` on the given kernel path (p = 1 and 2; the result is the same on every path).
+pub fn exact_sum_abs_pow_with<T: Elem>(path: KernelPath, xs: &[T], p: f64) -> Result<BigUint> {
     if p == 2.0 || p == 1.0 {
-        let mut acc = ExactF32::new(p == 2.0);
+        let mut acc = ExactF32::with_path(p == 2.0, path);
         acc.add_slice(xs);
         return Ok(acc.finish());
     }

@@ -168,7 +168,7 @@ impl Block {
         }
         for k in 0..d {
             let end = self.start[k].checked_add(self.len[k]);
-            if end.map_or(true, |e| e > self.global_shape[k]) {
+            if end.is_none_or(|e| e > self.global_shape[k]) {
                 bail!(
                     "block: dim {k}: start {} + len {} exceeds globalShape[{k}] = {} (globalShape {:?}, start {:?}, len {:?})",
                     self.start[k],
@@ -207,7 +207,7 @@ impl Block {
             f(0, 0, 1);
             return;
         }
-        if self.len.iter().any(|&l| l == 0) {
+        if self.len.contains(&0) {
             return;
         }
         let strides = self.global_strides();
@@ -238,16 +238,15 @@ impl Block {
     }
     /// Local row-major index of global flat index g, if the block contains it.
     pub fn local_index_of(&self, g: u64) -> Option<u64> {
-        let d = self.global_shape.len();
         if g >= self.global_numel() {
             return None;
         }
         let strides = self.global_strides();
         let mut rem = g;
         let mut local = 0u64;
-        for k in 0..d {
-            let c = rem / strides[k];
-            rem %= strides[k];
+        for (k, &stride) in strides.iter().enumerate() {
+            let c = rem / stride;
+            rem %= stride;
             if c < self.start[k] || c >= self.start[k] + self.len[k] {
                 return None;
             }

@@ -62,34 +62,67 @@ fn lanes_generic<T: Elem, const ABS: bool>(xs: &[T]) -> [f64; L] {
     acc
 }
 
-fn use_simd() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        crate::simd::available() && !crate::exact::force_portable()
+/// Which code the hand-written kernels run: the portable Rust code, or the AVX2 (+F16C) kernels
+/// of simd.rs. Both give the same results (tests compare them); the choice is an argument, never
+/// a global, so tests can run both paths side by side. Only `detect` can choose the SIMD path,
+/// so a `KernelPath` that says SIMD is proof that this CPU runs it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelPath {
+    simd: bool,
+}
+
+impl KernelPath {
+    /// The portable code (every CPU).
+    pub const PORTABLE: KernelPath = KernelPath { simd: false };
+
+    /// The fastest path this CPU supports (AVX2 + F16C on x86_64, else portable).
+    #[inline]
+    pub fn detect() -> KernelPath {
+        #[cfg(target_arch = "x86_64")]
+        {
+            KernelPath { simd: crate::simd::available() }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            KernelPath::PORTABLE
+        }
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
+
+    /// Whether this path runs the SIMD kernels.
+    pub fn is_simd(self) -> bool {
+        self.simd
     }
 }
 
 /// sum of x^2 in f64 (x widened exactly); deterministic lane layout on every instruction set.
 pub fn sum_sq<T: Elem>(xs: &[T]) -> f64 {
+    sum_sq_with(KernelPath::detect(), xs)
+}
+
+/// `sum_sq` on the given kernel path (same result on every path).
+pub fn sum_sq_with<T: Elem>(path: KernelPath, xs: &[T]) -> f64 {
     #[cfg(target_arch = "x86_64")]
-    if use_simd() {
-        // SAFETY: the CPU has AVX2 and F16C.
+    if path.simd {
+        // SAFETY: path.simd is only set by KernelPath::detect on a CPU with AVX2 and F16C.
         return tree_sum(unsafe { crate::simd::sum_sq_lanes(xs) });
     }
+    let _ = path;
     tree_sum(lanes_generic::<T, false>(xs))
 }
 
 /// sum of |x| in f64.
 pub fn sum_abs<T: Elem>(xs: &[T]) -> f64 {
+    sum_abs_with(KernelPath::detect(), xs)
+}
+
+/// `sum_abs` on the given kernel path (same result on every path).
+pub fn sum_abs_with<T: Elem>(path: KernelPath, xs: &[T]) -> f64 {
     #[cfg(target_arch = "x86_64")]
-    if use_simd() {
-        // SAFETY: the CPU has AVX2 and F16C.
+    if path.simd {
+        // SAFETY: path.simd is only set by KernelPath::detect on a CPU with AVX2 and F16C.
         return tree_sum(unsafe { crate::simd::sum_abs_lanes(xs) });
     }
+    let _ = path;
     tree_sum(lanes_generic::<T, true>(xs))
 }
 
@@ -166,13 +199,19 @@ multiversion! {
 /// The benchmark baseline: one plain read of every byte of the tensor (wrapping sum of the raw
 /// little-endian u32 words; a trailing partial word is zero-padded). AVX2 when available.
 pub fn read_pass<T: Elem>(xs: &[T]) -> u32 {
-    // SAFETY: f32/bf16/f16 are plain old data without padding.
+    read_pass_with(KernelPath::detect(), xs)
+}
+
+/// `read_pass` on the given kernel path (same result on every path).
+pub fn read_pass_with<T: Elem>(path: KernelPath, xs: &[T]) -> u32 {
+    // SAFETY: Elem is sealed: f32/bf16/f16 are plain old data without padding.
     let bytes = unsafe { std::slice::from_raw_parts(xs.as_ptr() as *const u8, std::mem::size_of_val(xs)) };
     #[cfg(target_arch = "x86_64")]
-    if use_simd() {
-        // SAFETY: the CPU has AVX2.
+    if path.simd {
+        // SAFETY: path.simd is only set by KernelPath::detect on a CPU with AVX2.
         return unsafe { crate::simd::read_words(bytes) };
     }
+    let _ = path;
     read_words_portable(bytes)
 }
 
@@ -260,9 +299,8 @@ mod tests {
         assert_eq!(read_pass(&h), want);
         let f: Vec<f32> = (0..1000).map(|i| i as f32).collect();
         assert_eq!(read_pass(&f), f.iter().fold(0u32, |a, x| a.wrapping_add(x.to_bits())));
-        crate::exact::set_force_portable(true);
-        assert_eq!(read_pass(&h), want);
-        crate::exact::set_force_portable(false);
+        assert_eq!(read_pass_with(KernelPath::PORTABLE, &h), want);
+        assert_eq!(read_pass_with(KernelPath::detect(), &h), want);
     }
 
     #[test]
@@ -281,7 +319,7 @@ mod tests {
         let mut b = vec![bf16::from_f32(1.0 + 2f32.powi(-7)); 3];
         // (1 + 2^-7) * 1.5 = 1.5 + 1.5*2^-7 = 1.51171875 -> bf16 neighbours 1.5078125, 1.515625 ; tie? no:
         scale(&mut b, 1.5);
-        assert_eq!(b[0].to_f32(), bf16::from_f32(1.51171875).to_f32());
+        assert_eq!(b[0].to_f32(), bf16::from_f32(1.5 + 1.5 * 2f32.powi(-7)).to_f32());
         // tie cases: 1.0 * (1 + 2^-8) -> tie -> even (1.0)
         let mut b = vec![bf16::from_f32(1.0)];
         scale(&mut b, 1.0 + 2f32.powi(-8));
@@ -327,7 +365,7 @@ mod tests {
 #[cfg(test)]
 mod simd_parity {
     use super::*;
-    use crate::exact::{exact_sum_abs_pow, set_force_portable};
+    use crate::exact::exact_sum_abs_pow_with;
     use half::{bf16, f16};
 
     fn data(n: usize, seed: u64) -> Vec<f32> {
@@ -346,25 +384,20 @@ mod simd_parity {
     }
 
     fn check<T: Elem>(xs: &[T]) {
-        let r = |port: bool| {
-            set_force_portable(port);
+        let r = |path: KernelPath| {
             let canon = |x: f64| if x.is_nan() { f64::NAN.to_bits() } else { x.to_bits() };
-            let out = (
-                canon(sum_sq(xs)),
-                canon(sum_abs(xs)),
-                exact_sum_abs_pow(xs, 2.0).unwrap(),
-                exact_sum_abs_pow(xs, 1.0).unwrap(),
-            );
-            set_force_portable(false);
-            out
+            (
+                canon(sum_sq_with(path, xs)),
+                canon(sum_abs_with(path, xs)),
+                exact_sum_abs_pow_with(path, xs, 2.0).unwrap(),
+                exact_sum_abs_pow_with(path, xs, 1.0).unwrap(),
+            )
         };
-        let (a, b) = (r(true), r(false));
+        let (a, b) = (r(KernelPath::PORTABLE), r(KernelPath::detect()));
         assert_eq!(a, b);
         // and without non-finite values the f64 sums are bitwise equal too
         let fin: Vec<T> = xs.iter().copied().filter(|x| !x.is_nonfinite()).collect();
-        set_force_portable(true);
-        let p = (sum_sq(&fin).to_bits(), sum_abs(&fin).to_bits());
-        set_force_portable(false);
+        let p = (sum_sq_with(KernelPath::PORTABLE, &fin).to_bits(), sum_abs_with(KernelPath::PORTABLE, &fin).to_bits());
         assert_eq!(p, (sum_sq(&fin).to_bits(), sum_abs(&fin).to_bits()));
         // and the exact kernels agree with the general f64 path
         let mut g = crate::exact::ExactF64::new();

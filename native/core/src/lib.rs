@@ -1,5 +1,6 @@
-//! clip-parity native core (no napi): SPEC section 5 generator, dtypes, the tensor store with its
-//! per-rank memory ledger, kernels, the exact accumulator and safetensors I/O.
+//! clip-parity native core (no napi): SPEC section 5 generator, dtypes, the tensor stores with their
+//! per-rank memory ledger (one API: tensor_store::TensorStore, for the cpu/meta store and the cuda
+//! store), kernels, the exact accumulator and safetensors I/O.
 
 pub mod cuda;
 pub mod dtype;
@@ -13,10 +14,12 @@ pub mod reference;
 pub mod safetensors;
 pub mod simd;
 pub mod store;
+pub mod tensor_store;
 
 pub use dtype::DType;
 pub use gen::{fnv1a64, splitmix64, Block, GenMode, GenSpec};
 pub use store::{Backend, Mismatch, Store};
+pub use tensor_store::{DeviceMemory, StoreKind, TensorStore};
 
 #[cfg(not(target_endian = "little"))]
 compile_error!("clip-parity-core assumes a little-endian target (safetensors raw data is little-endian)");

@@ -24,7 +24,6 @@
 use crate::dtype::Elem;
 use crate::gen::Block;
 use crate::kernels::multiversion;
-use crate::store::{Data, Store};
 use crate::{bail, Result};
 
 /// AdamW hyper-parameters (torch names; betas = (beta1, beta2)).
@@ -174,99 +173,12 @@ pub fn copy_block<T: Copy>(dst: &mut [T], dst_block: &Block, src: &[T], src_bloc
     }
 }
 
-fn shape_str(s: &[u64]) -> String {
-    format!("[{}]", s.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", "))
-}
-
-impl Store {
-    /// One AdamW step in place: `param`, `exp_avg`, `exp_avg_sq` are f32 tensors and `grad` any
-    /// dtype, all with the same number of elements; `step` is the step count after this update.
-    pub fn adamw_step(&mut self, param: u32, grad: u32, exp_avg: u32, exp_avg_sq: u32, step: u64, hp: &AdamW) -> Result<()> {
-        hp.validate()?;
-        if step == 0 {
-            bail!("adamwStep: step must be >= 1 (the step count after this update)");
-        }
-        let ids = [param, grad, exp_avg, exp_avg_sq];
-        for i in 0..4 {
-            for j in i + 1..4 {
-                if ids[i] == ids[j] {
-                    bail!("adamwStep: param, grad, expAvg and expAvgSq must be four different tensors (id {} given twice)", ids[i]);
-                }
-            }
-        }
-        let numel = self.get(param)?.numel;
-        for (what, id) in [("param", param), ("grad", grad), ("expAvg", exp_avg), ("expAvgSq", exp_avg_sq)] {
-            let t = self.get(id)?;
-            if what != "grad" && t.dtype != crate::DType::F32 {
-                bail!("adamwStep: {what} (tensor {id}) is {} but must be f32", t.dtype.name());
-            }
-            if t.numel != numel {
-                bail!(
-                    "adamwStep: {what} (tensor {id}, shape {}) has {} elements but param (tensor {param}) has {numel}",
-                    shape_str(&t.shape),
-                    t.numel
-                );
-            }
-        }
-        let k = hp.scalars(step);
-        let [p, g, m, v] = self.get_disjoint_mut(ids)?;
-        let (Data::F32(p), Data::F32(m), Data::F32(v)) = (&mut p.data, &mut m.data, &mut v.data) else {
-            return Ok(()); // meta: no storage, nothing to compute
-        };
-        match &g.data {
-            Data::F32(g) => adamw(p, g, m, v, &k),
-            Data::BF16(g) => adamw(p, g, m, v, &k),
-            Data::F16(g) => adamw(p, g, m, v, &k),
-            Data::Meta => {}
-        }
-        Ok(())
-    }
-
-    /// Copies the intersection of `dst_block` and `src_block` (blocks of the same global tensor)
-    /// from `src` into `dst`; same dtype; returns the number of elements copied (0 when disjoint).
-    pub fn copy_block(&mut self, dst: u32, dst_block: &Block, src: u32, src_block: &Block) -> Result<u64> {
-        dst_block.validate()?;
-        src_block.validate()?;
-        if dst_block.global_shape != src_block.global_shape {
-            bail!(
-                "copyBlock: dstBlock.globalShape {} and srcBlock.globalShape {} differ",
-                shape_str(&dst_block.global_shape),
-                shape_str(&src_block.global_shape)
-            );
-        }
-        if dst == src {
-            bail!("copyBlock: dst and src are the same tensor ({dst})");
-        }
-        let (td, ts) = (self.get(dst)?, self.get(src)?);
-        if td.dtype != ts.dtype {
-            bail!("copyBlock: dst (tensor {dst}) is {} but src (tensor {src}) is {}", td.dtype.name(), ts.dtype.name());
-        }
-        for (what, id, t, b) in [("dst", dst, td, dst_block), ("src", src, ts, src_block)] {
-            if t.numel != b.numel() {
-                bail!(
-                    "copyBlock: {what}Block len {} has {} elements but tensor {id} has shape {} ({} elements)",
-                    shape_str(&b.len),
-                    b.numel(),
-                    shape_str(&t.shape),
-                    t.numel
-                );
-            }
-        }
-        let [d, s] = self.get_disjoint_mut([dst, src])?;
-        Ok(match (&mut d.data, &s.data) {
-            (Data::F32(x), Data::F32(y)) => copy_block(x, dst_block, y, src_block),
-            (Data::BF16(x), Data::BF16(y)) => copy_block(x, dst_block, y, src_block),
-            (Data::F16(x), Data::F16(y)) => copy_block(x, dst_block, y, src_block),
-            _ => intersect(dst_block, src_block).map_or(0, |x| x.numel()),
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::gen::{GenMode, GenSpec};
-    use crate::{Backend, DType};
+    use crate::store::Store;
+    use crate::{Backend, DType, TensorStore};
 
     const HP: AdamW = AdamW { lr: 8e-4, beta1: 0.9, beta2: 0.95, eps: 1e-8, weight_decay: 0.1 };
 

@@ -301,6 +301,7 @@ pub fn write_atomic(path: &str, tensors: &[OutTensor], metadata: &[(String, Stri
 mod tests {
     use super::*;
     use crate::store::{Backend, Store};
+    use crate::TensorStore;
     use crate::gen::{Block, GenMode, GenSpec};
 
     fn tmpdir(tag: &str) -> PathBuf {

@@ -41,7 +41,7 @@ const PREFETCH: usize = 4096;
 
 /// Lanes of the f64 sums (must equal kernels::L).
 pub const LANES: usize = 32;
-const _: () = assert!(LANES % 8 == 0);
+const _: () = assert!(LANES.is_multiple_of(8));
 
 #[inline(always)]
 unsafe fn sum_lanes<T: Elem, const ABS: bool>(xs: &[T]) -> [f64; LANES] {
@@ -89,6 +89,9 @@ unsafe fn sum_lanes<T: Elem, const ABS: bool>(xs: &[T]) -> [f64; LANES] {
 
 /// Wrapping sum of the raw little-endian u32 words of `bytes` (the read-bandwidth baseline);
 /// trailing bytes (fewer than 4) are added as a zero-padded word.
+///
+/// # Safety
+/// The CPU must support AVX2 ([`available`] checks it with F16C; `kernels::KernelPath::detect` too).
 #[target_feature(enable = "avx2")]
 pub unsafe fn read_words(bytes: &[u8]) -> u32 {
     let n = bytes.len() / 128 * 128;
@@ -99,8 +102,8 @@ pub unsafe fn read_words(bytes: &[u8]) -> u32 {
         // the same software prefetch as the kernels measured against it
         _mm_prefetch::<_MM_HINT_T0>(p.add(i + PREFETCH) as *const i8);
         _mm_prefetch::<_MM_HINT_T0>(p.add(i + PREFETCH + 64) as *const i8);
-        for j in 0..4 {
-            acc[j] = _mm256_add_epi32(acc[j], _mm256_loadu_si256(p.add(i + 32 * j) as *const __m256i));
+        for (j, a) in acc.iter_mut().enumerate() {
+            *a = _mm256_add_epi32(*a, _mm256_loadu_si256(p.add(i + 32 * j) as *const __m256i));
         }
         i += 128;
     }
@@ -118,12 +121,18 @@ pub unsafe fn read_words(bytes: &[u8]) -> u32 {
 }
 
 /// Lane sums of x^2 (lane = index mod LANES).
+///
+/// # Safety
+/// The CPU must support AVX2 and F16C ([`available`]; `kernels::KernelPath::detect` checks it).
 #[target_feature(enable = "avx2,f16c")]
 pub unsafe fn sum_sq_lanes<T: Elem>(xs: &[T]) -> [f64; LANES] {
     sum_lanes::<T, false>(xs)
 }
 
 /// Lane sums of |x|.
+///
+/// # Safety
+/// The CPU must support AVX2 and F16C ([`available`]; `kernels::KernelPath::detect` checks it).
 #[target_feature(enable = "avx2,f16c")]
 pub unsafe fn sum_abs_lanes<T: Elem>(xs: &[T]) -> [f64; LANES] {
     sum_lanes::<T, true>(xs)
@@ -286,6 +295,9 @@ unsafe fn fold_main<T: Elem, const P2: bool, const CHECK: bool>(xs: &[T], kmax: 
 
 /// Exact sum of |x|^P (P = 1 or 2) over the finite elements of xs: blocks go through
 /// `fold_block` into `out`; blocks it refuses, and the tail, go to `slow`.
+///
+/// # Safety
+/// The CPU must support AVX2 and F16C ([`available`]; `kernels::KernelPath::detect` checks it).
 #[target_feature(enable = "avx2,f16c")]
 pub unsafe fn exact_into<T: Elem, const P2: bool>(xs: &[T], out: &mut FoldBins, slow: &mut dyn FnMut(&[T])) {
     let n16 = xs.len() / 16 * 16;

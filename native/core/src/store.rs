@@ -14,6 +14,8 @@ use crate::dtype::{DType, Elem};
 use crate::exact::{self, BigUint};
 use crate::gen::{checked_numel, Block, GenSpec};
 use crate::kernels;
+use crate::optim::{self, AdamW};
+use crate::tensor_store::{StoreKind, TensorStore};
 use crate::{bail, safetensors, Error, Result};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -73,15 +75,15 @@ macro_rules! with_data2 {
 impl Data {
     /// Raw little-endian bytes (empty for meta).
     pub fn bytes(&self) -> &[u8] {
-        fn b<T>(v: &[T]) -> &[u8] {
-            // SAFETY: f32/bf16/f16 are plain old data without padding.
+        fn b<T: Elem>(v: &[T]) -> &[u8] {
+            // SAFETY: Elem is sealed: f32/bf16/f16 are plain old data without padding.
             unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
         }
         with_data!(self, xs => b(xs), meta => &[])
     }
     pub fn bytes_mut(&mut self) -> &mut [u8] {
-        fn b<T>(v: &mut [T]) -> &mut [u8] {
-            // SAFETY: every bit pattern is a valid f32/bf16/f16.
+        fn b<T: Elem>(v: &mut [T]) -> &mut [u8] {
+            // SAFETY: Elem is sealed: every bit pattern is a valid f32/bf16/f16, and none has padding.
             unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, std::mem::size_of_val(v)) }
         }
         with_data!(self, xs => b(xs), meta => &mut [])
@@ -159,9 +161,6 @@ impl Store {
     pub fn backend(&self) -> Backend {
         self.backend
     }
-    pub fn ranks(&self) -> usize {
-        self.ledgers.len()
-    }
     fn check_rank(&self, rank: usize) -> Result<()> {
         if rank >= self.ledgers.len() {
             bail!("rank: {rank} is out of range (this store has {} ranks: 0..{})", self.ledgers.len(), self.ledgers.len() - 1);
@@ -220,8 +219,51 @@ impl Store {
         id
     }
 
+    fn check_index(t: &Tensor, id: u32, index: u64) -> Result<usize> {
+        if index >= t.numel {
+            bail!("index: {index} is out of range for tensor {id} with {} elements", t.numel);
+        }
+        Ok(index as usize)
+    }
+
+    fn check_same(&self, what: &str, a: u32, b: u32) -> Result<()> {
+        let (ta, tb) = (self.get(a)?, self.get(b)?);
+        if ta.dtype != tb.dtype || ta.numel != tb.numel {
+            bail!(
+                "{what}: tensors {a} ({} {}) and {b} ({} {}) must have the same dtype and number of elements",
+                ta.dtype.name(),
+                fmt_shape(&ta.shape),
+                tb.dtype.name(),
+                fmt_shape(&tb.shape)
+            );
+        }
+        Ok(())
+    }
+}
+
+impl TensorStore for Store {
+    fn kind(&self) -> StoreKind {
+        match self.backend {
+            Backend::Cpu => StoreKind::Cpu,
+            Backend::Meta => StoreKind::Meta,
+        }
+    }
+    fn ranks(&self) -> usize {
+        self.ledgers.len()
+    }
+
+    fn shape(&self, id: u32) -> Result<&[u64]> {
+        Ok(&self.get(id)?.shape)
+    }
+    fn dtype(&self, id: u32) -> Result<DType> {
+        Ok(self.get(id)?.dtype)
+    }
+    fn owner(&self, id: u32) -> Result<usize> {
+        Ok(self.get(id)?.owner)
+    }
+
     /// Zero-filled tensor charged to `rank`.
-    pub fn alloc(&mut self, rank: usize, dtype: DType, shape: &[u64]) -> Result<u32> {
+    fn alloc(&mut self, rank: usize, dtype: DType, shape: &[u64]) -> Result<u32> {
         self.check_rank(rank)?;
         let numel = checked_numel(shape)
             .filter(|n| n.checked_mul(dtype.size() as u64).is_some())
@@ -233,34 +275,34 @@ impl Store {
         Ok(self.insert(rank, dtype, shape.to_vec(), numel, data))
     }
 
-    pub fn free(&mut self, id: u32) -> Result<()> {
+    fn free(&mut self, id: u32) -> Result<()> {
         let e = self.missing(id);
         let t = self.tensors.remove(&id).ok_or(e)?;
         self.ledgers[t.owner].live -= t.bytes();
         Ok(())
     }
 
-    pub fn live_bytes(&self, rank: usize) -> Result<u64> {
+    fn live_bytes(&self, rank: usize) -> Result<u64> {
         self.check_rank(rank)?;
         Ok(self.ledgers[rank].live)
     }
-    pub fn peak_bytes(&self, rank: usize) -> Result<u64> {
+    fn peak_bytes(&self, rank: usize) -> Result<u64> {
         self.check_rank(rank)?;
         Ok(self.ledgers[rank].peak)
     }
-    pub fn reset_peak(&mut self, rank: usize) -> Result<()> {
+    fn reset_peak(&mut self, rank: usize) -> Result<()> {
         self.check_rank(rank)?;
         let l = &mut self.ledgers[rank];
         l.peak = l.live;
         Ok(())
     }
-    pub fn live_tensors(&self) -> usize {
+    fn live_tensors(&self) -> usize {
         self.tensors.len()
     }
 
     // ---- contents ----
 
-    pub fn fill_grad(&mut self, id: u32, spec: &GenSpec, block: &Block) -> Result<()> {
+    fn fill_grad(&mut self, id: u32, spec: &GenSpec, block: &Block) -> Result<()> {
         spec.validate()?;
         block.validate()?;
         let t = self.get_mut(id)?;
@@ -277,26 +319,19 @@ impl Store {
         Ok(())
     }
 
-    pub fn fill_value(&mut self, id: u32, v: f64) -> Result<()> {
+    fn fill_value(&mut self, id: u32, v: f64) -> Result<()> {
         let t = self.get_mut(id)?;
         with_data!(&mut t.data, xs => { let x = Elem::from_f64(v); xs.fill(x) }, meta => ());
         Ok(())
     }
 
-    fn check_index(t: &Tensor, id: u32, index: u64) -> Result<usize> {
-        if index >= t.numel {
-            bail!("index: {index} is out of range for tensor {id} with {} elements", t.numel);
-        }
-        Ok(index as usize)
-    }
-
-    pub fn get_element(&self, id: u32, index: u64) -> Result<f64> {
+    fn get_element(&self, id: u32, index: u64) -> Result<f64> {
         let t = self.get(id)?;
         let i = Self::check_index(t, id, index)?;
         Ok(with_data!(&t.data, xs => xs[i].to_f64(), meta => 0.0))
     }
 
-    pub fn set_element(&mut self, id: u32, index: u64, v: f64) -> Result<()> {
+    fn set_element(&mut self, id: u32, index: u64, v: f64) -> Result<()> {
         let t = self.get_mut(id)?;
         let i = Self::check_index(t, id, index)?;
         with_data!(&mut t.data, xs => xs[i] = Elem::from_f64(v), meta => ());
@@ -305,53 +340,39 @@ impl Store {
 
     // ---- reductions ----
 
-    pub fn sum_abs_pow(&self, id: u32, p: f64) -> Result<f64> {
+    fn sum_abs_pow(&self, id: u32, p: f64) -> Result<f64> {
         check_p(p)?;
         let t = self.get(id)?;
         Ok(with_data!(&t.data, xs => kernels::sum_abs_pow(xs, p), meta => 0.0))
     }
-    pub fn exact_sum_abs_pow(&self, id: u32, p: f64) -> Result<BigUint> {
+    fn exact_sum_abs_pow(&self, id: u32, p: f64) -> Result<BigUint> {
         check_p(p)?;
         let t = self.get(id)?;
         with_data!(&t.data, xs => exact::exact_sum_abs_pow(xs, p), meta => Ok(BigUint::zero()))
     }
-    pub fn max_abs(&self, id: u32) -> Result<f64> {
+    fn max_abs(&self, id: u32) -> Result<f64> {
         let t = self.get(id)?;
         Ok(with_data!(&t.data, xs => kernels::max_abs(xs), meta => 0.0))
     }
-    pub fn nonfinite_count(&self, id: u32) -> Result<u64> {
+    fn nonfinite_count(&self, id: u32) -> Result<u64> {
         let t = self.get(id)?;
         Ok(with_data!(&t.data, xs => kernels::nonfinite_count(xs), meta => 0))
     }
-    pub fn read_pass(&self, id: u32) -> Result<u32> {
+    fn read_pass(&self, id: u32) -> Result<u32> {
         let t = self.get(id)?;
         Ok(with_data!(&t.data, xs => kernels::read_pass(xs), meta => 0))
     }
 
     // ---- in place ----
 
-    pub fn scale(&mut self, id: u32, coef: f64) -> Result<()> {
+    fn scale(&mut self, id: u32, coef: f64) -> Result<()> {
         let c = coef as f32;
         let t = self.get_mut(id)?;
         with_data!(&mut t.data, xs => kernels::scale(xs, c), meta => ());
         Ok(())
     }
 
-    fn check_same(&self, what: &str, a: u32, b: u32) -> Result<()> {
-        let (ta, tb) = (self.get(a)?, self.get(b)?);
-        if ta.dtype != tb.dtype || ta.numel != tb.numel {
-            bail!(
-                "{what}: tensors {a} ({} {}) and {b} ({} {}) must have the same dtype and number of elements",
-                ta.dtype.name(),
-                fmt_shape(&ta.shape),
-                tb.dtype.name(),
-                fmt_shape(&tb.shape)
-            );
-        }
-        Ok(())
-    }
-
-    pub fn copy_from(&mut self, dst: u32, src: u32) -> Result<()> {
+    fn copy_from(&mut self, dst: u32, src: u32) -> Result<()> {
         self.check_same("copyFrom", dst, src)?;
         if dst == src {
             return Ok(());
@@ -367,14 +388,14 @@ impl Store {
 
     // ---- new tensors ----
 
-    pub fn narrow(&mut self, id: u32, dim: usize, start: u64, len: u64, rank: usize) -> Result<u32> {
+    fn narrow(&mut self, id: u32, dim: usize, start: u64, len: u64, rank: usize) -> Result<u32> {
         self.check_rank(rank)?;
         let t = self.get(id)?;
         let nd = t.shape.len();
         if dim >= nd {
             bail!("dim: {dim} is out of range for tensor {id} with shape {}", fmt_shape(&t.shape));
         }
-        if start.checked_add(len).map_or(true, |e| e > t.shape[dim]) {
+        if start.checked_add(len).is_none_or(|e| e > t.shape[dim]) {
             bail!(
                 "narrow: start {start} + len {len} exceeds dim {dim} of size {} (tensor {id}, shape {})",
                 t.shape[dim],
@@ -401,7 +422,7 @@ impl Store {
         Ok(self.insert(rank, dtype, shape, numel, data))
     }
 
-    pub fn cat(&mut self, ids: &[u32], dim: usize, rank: usize) -> Result<u32> {
+    fn cat(&mut self, ids: &[u32], dim: usize, rank: usize) -> Result<u32> {
         self.check_rank(rank)?;
         if ids.is_empty() {
             bail!("cat: ids is empty");
@@ -452,7 +473,7 @@ impl Store {
         Ok(self.insert(rank, dtype, shape, numel, data))
     }
 
-    pub fn clone_tensor(&mut self, id: u32, rank: usize) -> Result<u32> {
+    fn clone_tensor(&mut self, id: u32, rank: usize) -> Result<u32> {
         self.check_rank(rank)?;
         let t = self.get(id)?;
         let (dtype, shape, numel) = (t.dtype, t.shape.clone(), t.numel);
@@ -464,7 +485,7 @@ impl Store {
 
     // ---- comparison ----
 
-    pub fn compare(&self, a: u32, b: u32) -> Result<Option<Mismatch>> {
+    fn compare(&self, a: u32, b: u32) -> Result<Option<Mismatch>> {
         self.check_same("compare", a, b)?;
         let (ta, tb) = (self.get(a)?, self.get(b)?);
         Ok(with_data2!(&ta.data, &tb.data, x, y => {
@@ -472,7 +493,7 @@ impl Store {
         }, meta => None))
     }
 
-    pub fn hash(&self, id: u32) -> Result<String> {
+    fn hash(&self, id: u32) -> Result<String> {
         let t = self.get(id)?;
         if matches!(t.data, Data::Meta) {
             return Ok("meta".to_string());
@@ -491,7 +512,7 @@ impl Store {
 
     /// First local element that is not bitwise round_dtype(f32(gen(i)) * f32(coef)) (any NaN
     /// equals any NaN), where gen(i) is the value fillGrad would store.
-    pub fn verify_scaled(&self, id: u32, spec: &GenSpec, block: &Block, coef: f64) -> Result<Option<Mismatch>> {
+    fn verify_scaled(&self, id: u32, spec: &GenSpec, block: &Block, coef: f64) -> Result<Option<Mismatch>> {
         spec.validate()?;
         block.validate()?;
         let t = self.get(id)?;
@@ -536,7 +557,7 @@ impl Store {
 
     // ---- safetensors ----
 
-    pub fn save_safetensors(&self, path: &str, entries: &[(String, u32)], metadata: &[(String, String)]) -> Result<()> {
+    fn save_safetensors(&self, path: &str, entries: &[(String, u32)], metadata: &[(String, String)]) -> Result<()> {
         if self.backend == Backend::Meta {
             bail!("saveSafetensors {path}: a meta store has no tensor data to save");
         }
@@ -550,7 +571,7 @@ impl Store {
 
     /// Loads every tensor of the file (validated before anything is allocated), charged to `rank`.
     /// Returns (name, id) in file data order. On any error nothing stays allocated.
-    pub fn load_safetensors(&mut self, path: &str, rank: usize) -> Result<Vec<(String, u32)>> {
+    fn load_safetensors(&mut self, path: &str, rank: usize) -> Result<Vec<(String, u32)>> {
         if self.backend == Backend::Meta {
             bail!("loadSafetensors {path}: a meta store cannot load tensor data");
         }
@@ -582,12 +603,97 @@ impl Store {
         }
         Ok(out)
     }
+
+    // ---- training ops (the kernels are in optim.rs) ----
+
+    /// One AdamW step in place: `param`, `exp_avg`, `exp_avg_sq` are f32 tensors and `grad` any
+    /// dtype, all with the same number of elements; `step` is the step count after this update.
+    fn adamw_step(&mut self, param: u32, grad: u32, exp_avg: u32, exp_avg_sq: u32, step: u64, hp: &AdamW) -> Result<()> {
+        hp.validate()?;
+        if step == 0 {
+            bail!("adamwStep: step must be >= 1 (the step count after this update)");
+        }
+        let ids = [param, grad, exp_avg, exp_avg_sq];
+        for i in 0..4 {
+            for j in i + 1..4 {
+                if ids[i] == ids[j] {
+                    bail!("adamwStep: param, grad, expAvg and expAvgSq must be four different tensors (id {} given twice)", ids[i]);
+                }
+            }
+        }
+        let numel = self.get(param)?.numel;
+        for (what, id) in [("param", param), ("grad", grad), ("expAvg", exp_avg), ("expAvgSq", exp_avg_sq)] {
+            let t = self.get(id)?;
+            if what != "grad" && t.dtype != DType::F32 {
+                bail!("adamwStep: {what} (tensor {id}) is {} but must be f32", t.dtype.name());
+            }
+            if t.numel != numel {
+                bail!(
+                    "adamwStep: {what} (tensor {id}, shape {}) has {} elements but param (tensor {param}) has {numel}",
+                    fmt_shape(&t.shape),
+                    t.numel
+                );
+            }
+        }
+        let k = hp.scalars(step);
+        let [p, g, m, v] = self.get_disjoint_mut(ids)?;
+        let (Data::F32(p), Data::F32(m), Data::F32(v)) = (&mut p.data, &mut m.data, &mut v.data) else {
+            return Ok(()); // meta: no storage, nothing to compute
+        };
+        match &g.data {
+            Data::F32(g) => optim::adamw(p, g, m, v, &k),
+            Data::BF16(g) => optim::adamw(p, g, m, v, &k),
+            Data::F16(g) => optim::adamw(p, g, m, v, &k),
+            Data::Meta => {}
+        }
+        Ok(())
+    }
+
+    /// Copies the intersection of `dst_block` and `src_block` (blocks of the same global tensor)
+    /// from `src` into `dst`; same dtype; returns the number of elements copied (0 when disjoint).
+    fn copy_block(&mut self, dst: u32, dst_block: &Block, src: u32, src_block: &Block) -> Result<u64> {
+        dst_block.validate()?;
+        src_block.validate()?;
+        if dst_block.global_shape != src_block.global_shape {
+            bail!(
+                "copyBlock: dstBlock.globalShape {} and srcBlock.globalShape {} differ",
+                fmt_shape(&dst_block.global_shape),
+                fmt_shape(&src_block.global_shape)
+            );
+        }
+        if dst == src {
+            bail!("copyBlock: dst and src are the same tensor ({dst})");
+        }
+        let (td, ts) = (self.get(dst)?, self.get(src)?);
+        if td.dtype != ts.dtype {
+            bail!("copyBlock: dst (tensor {dst}) is {} but src (tensor {src}) is {}", td.dtype.name(), ts.dtype.name());
+        }
+        for (what, id, t, b) in [("dst", dst, td, dst_block), ("src", src, ts, src_block)] {
+            if t.numel != b.numel() {
+                bail!(
+                    "copyBlock: {what}Block len {} has {} elements but tensor {id} has shape {} ({} elements)",
+                    fmt_shape(&b.len),
+                    b.numel(),
+                    fmt_shape(&t.shape),
+                    t.numel
+                );
+            }
+        }
+        let [d, s] = self.get_disjoint_mut([dst, src])?;
+        Ok(match (&mut d.data, &s.data) {
+            (Data::F32(x), Data::F32(y)) => optim::copy_block(x, dst_block, y, src_block),
+            (Data::BF16(x), Data::BF16(y)) => optim::copy_block(x, dst_block, y, src_block),
+            (Data::F16(x), Data::F16(y)) => optim::copy_block(x, dst_block, y, src_block),
+            _ => optim::intersect(dst_block, src_block).map_or(0, |x| x.numel()),
+        })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::gen::GenMode;
+    use crate::TensorStore;
 
     #[test]
     fn ledger_by_hand() {

@@ -8,6 +8,7 @@
 use std::any::Any;
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
+use std::num::NonZeroU64;
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{result as cu, sys};
@@ -19,26 +20,63 @@ use crate::{Error, Result};
 /// A device address (a host address on the emulation).
 pub type DevPtr = u64;
 
+/// A device's memory and kernels. A `DevPtr` is a raw address (on the emulation, a host address),
+/// so every method that takes one is `unsafe`: the caller vouches that it addresses memory of a
+/// live buffer of this device (cuda/store.rs keeps that bookkeeping). Allocation takes a non-zero
+/// size (a zero-byte buffer is no buffer: the store keeps none for an empty tensor).
 pub trait Device: Send + Sync {
     /// "cuda:0 NVIDIA H200 (sm_90)" or "emu:1".
     fn label(&self) -> &str;
     fn ordinal(&self) -> usize;
-    /// A zero-filled buffer of `bytes` > 0.
-    fn alloc(&self, bytes: u64) -> Result<DevPtr>;
-    fn free(&self, p: DevPtr);
-    fn memset0(&self, p: DevPtr, bytes: u64) -> Result<()>;
-    fn htod(&self, dst: DevPtr, src: &[u8]) -> Result<()>;
-    fn dtoh(&self, dst: &mut [u8], src: DevPtr) -> Result<()>;
+    /// A zero-filled buffer of `bytes` bytes.
+    fn alloc(&self, bytes: NonZeroU64) -> Result<DevPtr>;
+    /// Frees a buffer.
+    ///
+    /// # Safety
+    /// `p` was returned by `alloc` of this device and was not freed since; nothing uses it after
+    /// this call and no work on it is in flight.
+    unsafe fn free(&self, p: DevPtr);
+    /// Zeroes `bytes` bytes at `p`.
+    ///
+    /// # Safety
+    /// `[p, p + bytes)` lies inside one live buffer of this device.
+    unsafe fn memset0(&self, p: DevPtr, bytes: u64) -> Result<()>;
+    /// Copies `src` to `dst` on this device.
+    ///
+    /// # Safety
+    /// `[dst, dst + src.len())` lies inside one live buffer of this device.
+    unsafe fn htod(&self, dst: DevPtr, src: &[u8]) -> Result<()>;
+    /// Copies `dst.len()` bytes at `src` on this device into `dst`.
+    ///
+    /// # Safety
+    /// `[src, src + dst.len())` lies inside one live buffer of this device.
+    unsafe fn dtoh(&self, dst: &mut [u8], src: DevPtr) -> Result<()>;
     /// A copy within this device.
-    fn dtod(&self, dst: DevPtr, src: DevPtr, bytes: u64) -> Result<()>;
+    ///
+    /// # Safety
+    /// `[dst, dst + bytes)` and `[src, src + bytes)` each lie inside one live buffer of this device.
+    unsafe fn dtod(&self, dst: DevPtr, src: DevPtr, bytes: u64) -> Result<()>;
     /// A copy into this device from another one (peer copy on GPUs).
-    fn copy_from_peer(&self, dst: DevPtr, src_dev: &dyn Device, src: DevPtr, bytes: u64) -> Result<()> {
+    ///
+    /// # Safety
+    /// `[dst, dst + bytes)` lies inside one live buffer of this device and `[src, src + bytes)`
+    /// inside one live buffer of `src_dev`.
+    unsafe fn copy_from_peer(&self, dst: DevPtr, src_dev: &dyn Device, src: DevPtr, bytes: u64) -> Result<()> {
         let mut host = vec![0u8; bytes as usize];
-        src_dev.dtoh(&mut host, src)?;
-        self.htod(dst, &host)
+        // SAFETY: the caller's contract, for each device.
+        unsafe {
+            src_dev.dtoh(&mut host, src)?;
+            self.htod(dst, &host)
+        }
     }
-    /// `args[i]` points to the value of the kernel's i-th parameter (cuLaunchKernel's convention).
-    fn launch(&self, kernel: &str, grid: u32, block: u32, args: &mut [*mut c_void]) -> Result<()>;
+    /// Launches `kernel` (a name of kernels::KERNELS) on `grid` blocks of `block` threads.
+    ///
+    /// # Safety
+    /// `args[i]` points to a live value of the type of the kernel's i-th parameter in kernels.cu
+    /// (cuLaunchKernel's convention), for every parameter; every device pointer among those values
+    /// addresses a live buffer of this device that holds everything the kernel reads or writes
+    /// with these arguments. The values and buffers stay alive until `sync()`.
+    unsafe fn launch(&self, kernel: &str, grid: u32, block: u32, args: &mut [*mut c_void]) -> Result<()>;
     fn sync(&self) -> Result<()>;
     /// (free, total) bytes of device memory, as the driver reports them.
     fn mem_info(&self) -> Result<(u64, u64)>;
@@ -114,77 +152,88 @@ impl Device for CudaDevice {
     fn ordinal(&self) -> usize {
         self.ordinal
     }
-    fn alloc(&self, bytes: u64) -> Result<DevPtr> {
+    fn alloc(&self, bytes: NonZeroU64) -> Result<DevPtr> {
+        let bytes = bytes.get();
+        let size = usize::try_from(bytes).map_err(|_| Error(format!("{}: cannot allocate {bytes} bytes", self.label)))?;
         self.current()?;
-        // SAFETY: plain device allocation; zeroed below before anyone reads it.
-        let p = unsafe { cu::malloc_sync(bytes as usize) }.map_err(|e| {
+        // SAFETY: plain device allocation of a non-zero size; zeroed below before anyone reads it.
+        let p = unsafe { cu::malloc_sync(size) }.map_err(|e| {
             let (free, total) = self.mem_info().unwrap_or((0, 0));
             Error(format!("{}: cannot allocate {bytes} bytes ({e:?}; device free {free} of {total} bytes)", self.label))
         })?;
-        if let Err(e) = self.memset0(p, bytes) {
-            self.free(p);
-            return Err(e);
+        // SAFETY: p is the buffer of `bytes` bytes just allocated; on failure it is freed once and
+        // never returned.
+        unsafe {
+            if let Err(e) = self.memset0(p, bytes) {
+                self.free(p);
+                return Err(e);
+            }
         }
         Ok(p)
     }
-    fn free(&self, p: DevPtr) {
+    unsafe fn free(&self, p: DevPtr) {
         if self.current().is_ok() {
-            // SAFETY: p was returned by alloc and is freed once; work is synchronized after every op.
+            // SAFETY: the caller's contract (p came from alloc, is freed once, nothing in flight).
             let _ = unsafe { cu::free_sync(p) };
         }
     }
-    fn memset0(&self, p: DevPtr, bytes: u64) -> Result<()> {
+    unsafe fn memset0(&self, p: DevPtr, bytes: u64) -> Result<()> {
         self.current()?;
-        // SAFETY: [p, p + bytes) lies in one allocation.
+        // SAFETY: [p, p + bytes) lies in one allocation (the caller's contract).
         unsafe { cu::memset_d8_sync(p, 0, bytes as usize) }.map_err(|e| drv(&self.label, "cuMemsetD8", e))
     }
-    fn htod(&self, dst: DevPtr, src: &[u8]) -> Result<()> {
+    unsafe fn htod(&self, dst: DevPtr, src: &[u8]) -> Result<()> {
         if src.is_empty() {
             return Ok(());
         }
         self.current()?;
-        // SAFETY: [dst, dst + len) lies in one allocation.
+        // SAFETY: [dst, dst + len) lies in one allocation (the caller's contract).
         unsafe { cu::memcpy_htod_sync(dst, src) }.map_err(|e| drv(&self.label, "cuMemcpyHtoD", e))
     }
-    fn dtoh(&self, dst: &mut [u8], src: DevPtr) -> Result<()> {
+    unsafe fn dtoh(&self, dst: &mut [u8], src: DevPtr) -> Result<()> {
         if dst.is_empty() {
             return Ok(());
         }
         self.current()?;
-        // SAFETY: [src, src + len) lies in one allocation; the copy is synchronous.
+        // SAFETY: [src, src + len) lies in one allocation (the caller's contract); the copy is synchronous.
         unsafe { cu::memcpy_dtoh_sync(dst, src) }.map_err(|e| drv(&self.label, "cuMemcpyDtoH", e))
     }
-    fn dtod(&self, dst: DevPtr, src: DevPtr, bytes: u64) -> Result<()> {
+    unsafe fn dtod(&self, dst: DevPtr, src: DevPtr, bytes: u64) -> Result<()> {
         if bytes == 0 {
             return Ok(());
         }
         self.current()?;
-        // SAFETY: both ranges lie in allocations of this device.
+        // SAFETY: both ranges lie in allocations of this device (the caller's contract).
         unsafe { cu::memcpy_dtod_sync(dst, src, bytes as usize) }.map_err(|e| drv(&self.label, "cuMemcpyDtoD", e))
     }
-    fn copy_from_peer(&self, dst: DevPtr, src_dev: &dyn Device, src: DevPtr, bytes: u64) -> Result<()> {
+    unsafe fn copy_from_peer(&self, dst: DevPtr, src_dev: &dyn Device, src: DevPtr, bytes: u64) -> Result<()> {
         if bytes == 0 {
             return Ok(());
         }
         let Some(s) = src_dev.as_any().downcast_ref::<CudaDevice>() else {
             let mut host = vec![0u8; bytes as usize];
-            src_dev.dtoh(&mut host, src)?;
-            return self.htod(dst, &host);
+            // SAFETY: the caller's contract, for each device.
+            unsafe {
+                src_dev.dtoh(&mut host, src)?;
+                return self.htod(dst, &host);
+            }
         };
         s.sync()?;
         self.current()?;
-        // SAFETY: both ranges lie in allocations of their contexts; cuMemcpyPeer is synchronous for
-        // the host and needs no peer access (the driver stages it when there is none).
+        // SAFETY: both ranges lie in allocations of their contexts (the caller's contract);
+        // cuMemcpyPeer is synchronous for the host and needs no peer access (the driver stages it
+        // when there is none).
         unsafe { sys::cuMemcpyPeer(dst, self.ctx, src, s.ctx, bytes as usize) }
             .result()
             .map_err(|e| drv(&self.label, &format!("cuMemcpyPeer from {}", s.label), e))?;
         self.sync()
     }
-    fn launch(&self, kernel: &str, grid: u32, block: u32, args: &mut [*mut c_void]) -> Result<()> {
+    unsafe fn launch(&self, kernel: &str, grid: u32, block: u32, args: &mut [*mut c_void]) -> Result<()> {
         let k = kernels::index(kernel).ok_or_else(|| Error(format!("{}: no kernel named {kernel}", self.label)))?;
         self.current()?;
-        // SAFETY: args point to values of the kernel's parameter types (cuda/store.rs builds them
-        // from the signatures in kernels.cu) and stay alive until sync().
+        // SAFETY: the caller's contract: args point to values of the kernel's parameter types
+        // (cuda/store.rs builds them from the signatures in kernels.cu), the device pointers among
+        // them cover what the kernel touches, and everything stays alive until sync().
         unsafe { cu::launch_kernel(self.funcs[k], (grid, 1, 1), (block, 1, 1), 0, std::ptr::null_mut(), args) }
             .map_err(|e| drv(&self.label, &format!("launch of {kernel} ({grid} x {block})"), e))
     }
@@ -238,10 +287,13 @@ impl Device for EmuDevice {
     fn ordinal(&self) -> usize {
         self.ordinal
     }
-    fn alloc(&self, bytes: u64) -> Result<DevPtr> {
-        let layout = std::alloc::Layout::from_size_align(bytes as usize, 256)
-            .map_err(|_| Error(format!("{}: cannot allocate {bytes} bytes", self.label)))?;
-        // SAFETY: non-zero size.
+    fn alloc(&self, bytes: NonZeroU64) -> Result<DevPtr> {
+        let bytes = bytes.get();
+        let layout = usize::try_from(bytes)
+            .ok()
+            .and_then(|size| std::alloc::Layout::from_size_align(size, 256).ok())
+            .ok_or_else(|| Error(format!("{}: cannot allocate {bytes} bytes", self.label)))?;
+        // SAFETY: the layout has a non-zero size (NonZeroU64).
         let p = unsafe { std::alloc::alloc_zeroed(layout) };
         if p.is_null() {
             return Err(Error(format!("{}: out of memory allocating {bytes} bytes", self.label)));
@@ -249,19 +301,20 @@ impl Device for EmuDevice {
         self.allocs.lock().expect("emu allocs").insert(p as u64, layout);
         Ok(p as u64)
     }
-    fn free(&self, p: DevPtr) {
+    unsafe fn free(&self, p: DevPtr) {
         if let Some(l) = self.allocs.lock().expect("emu allocs").remove(&p) {
-            // SAFETY: allocated by alloc with this layout.
+            // SAFETY: allocated by alloc with this layout (an unknown p is ignored); the caller
+            // does not use it again.
             unsafe { std::alloc::dealloc(p as *mut u8, l) };
         }
     }
-    fn memset0(&self, p: DevPtr, bytes: u64) -> Result<()> {
+    unsafe fn memset0(&self, p: DevPtr, bytes: u64) -> Result<()> {
         self.check(p, bytes, "memset")?;
         // SAFETY: checked to lie in one allocation.
         unsafe { std::ptr::write_bytes(p as *mut u8, 0, bytes as usize) };
         Ok(())
     }
-    fn htod(&self, dst: DevPtr, src: &[u8]) -> Result<()> {
+    unsafe fn htod(&self, dst: DevPtr, src: &[u8]) -> Result<()> {
         if src.is_empty() {
             return Ok(());
         }
@@ -270,7 +323,7 @@ impl Device for EmuDevice {
         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst as *mut u8, src.len()) };
         Ok(())
     }
-    fn dtoh(&self, dst: &mut [u8], src: DevPtr) -> Result<()> {
+    unsafe fn dtoh(&self, dst: &mut [u8], src: DevPtr) -> Result<()> {
         if dst.is_empty() {
             return Ok(());
         }
@@ -279,7 +332,7 @@ impl Device for EmuDevice {
         unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst.as_mut_ptr(), dst.len()) };
         Ok(())
     }
-    fn dtod(&self, dst: DevPtr, src: DevPtr, bytes: u64) -> Result<()> {
+    unsafe fn dtod(&self, dst: DevPtr, src: DevPtr, bytes: u64) -> Result<()> {
         if bytes == 0 {
             return Ok(());
         }
@@ -289,8 +342,9 @@ impl Device for EmuDevice {
         unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, bytes as usize) };
         Ok(())
     }
-    fn launch(&self, kernel: &str, grid: u32, block: u32, args: &mut [*mut c_void]) -> Result<()> {
-        self.lib.launch(kernel, grid, block, args).map_err(|e| Error(format!("{}: {e}", self.label)))
+    unsafe fn launch(&self, kernel: &str, grid: u32, block: u32, args: &mut [*mut c_void]) -> Result<()> {
+        // SAFETY: the caller's contract (the emulation runs the kernels on host memory).
+        unsafe { self.lib.launch(kernel, grid, block, args) }.map_err(|e| Error(format!("{}: {e}", self.label)))
     }
     fn sync(&self) -> Result<()> {
         Ok(())
@@ -381,10 +435,14 @@ pub fn open_cuda() -> Result<Devices> {
     })
 }
 
-/// The emulation library named by CLIP_PARITY_CUDA_EMU, with CLIP_PARITY_CUDA_EMU_DEVICES devices
+/// The emulation library at `path` (CLIP_PARITY_CUDA_EMU), with CLIP_PARITY_CUDA_EMU_DEVICES devices
 /// (default 2) and CLIP_PARITY_CUDA_EMU_BLOCK threads per block (default 256).
-pub fn open_emu(path: &str) -> Result<Devices> {
-    let lib = Arc::new(emu::EmuLib::load(path)?);
+///
+/// # Safety
+/// As [`emu::EmuLib::load`]: `path` names a library built by `emu::build`.
+pub unsafe fn open_emu(path: &str) -> Result<Devices> {
+    // SAFETY: the caller's contract.
+    let lib = Arc::new(unsafe { emu::EmuLib::load(path) }?);
     let env_num = |k: &str, d: u32| -> Result<u32> {
         match std::env::var(k) {
             Ok(v) if !v.is_empty() => v.parse::<u32>().map_err(|_| Error(format!("{k}: \"{v}\" is not a number"))),
@@ -419,7 +477,10 @@ pub fn devices() -> Result<Arc<Devices>> {
         return Ok(d.clone());
     }
     let opened = std::panic::catch_unwind(|| match std::env::var("CLIP_PARITY_CUDA_EMU") {
-        Ok(p) if !p.is_empty() => open_emu(&p),
+        // SAFETY: CLIP_PARITY_CUDA_EMU names the emulation library built by emu::build (a test
+        // setting, docs/cuda.md); the environment is trusted here as it is for LD_LIBRARY_PATH
+        // and CLIP_PARITY_NVRTC.
+        Ok(p) if !p.is_empty() => unsafe { open_emu(&p) },
         _ => open_cuda(),
     })
     .unwrap_or_else(|p| {

@@ -40,8 +40,14 @@ unsafe impl Send for EmuLib {}
 unsafe impl Sync for EmuLib {}
 
 impl EmuLib {
-    pub fn load(path: &str) -> Result<EmuLib> {
-        // SAFETY: a library built from emu_main.cpp (its initializers have no preconditions).
+    /// Loads the emulation library at `path`.
+    ///
+    /// # Safety
+    /// `path` must name a library built by [`build`] (from emu_main.cpp): loading runs its
+    /// initializers, and its symbols are called with the signatures of emu_main.cpp.
+    pub unsafe fn load(path: &str) -> Result<EmuLib> {
+        // SAFETY: a library built from emu_main.cpp (the caller's contract); its initializers have
+        // no preconditions.
         let lib = unsafe { libloading::Library::new(path) }
             .map_err(|e| Error(format!("CLIP_PARITY_CUDA_EMU: cannot load {path}: {e}")))?;
         macro_rules! sym {
@@ -70,9 +76,15 @@ impl EmuLib {
         s.to_string_lossy().split_whitespace().map(|x| x.to_string()).collect()
     }
 
-    pub fn launch(&self, kernel: &str, grid: u32, block: u32, args: &mut [*mut c_void]) -> std::result::Result<(), String> {
+    /// Runs a kernel on the host.
+    ///
+    /// # Safety
+    /// As `Device::launch`: `args[i]` points to a live value of the type of the kernel's i-th
+    /// parameter, and the (host) pointers among those values address memory that holds everything
+    /// the kernel reads or writes with these arguments.
+    pub unsafe fn launch(&self, kernel: &str, grid: u32, block: u32, args: &mut [*mut c_void]) -> std::result::Result<(), String> {
         let name = CString::new(kernel).map_err(|_| "bad kernel name".to_string())?;
-        // SAFETY: args point to values of the kernel's parameter types (see Device::launch).
+        // SAFETY: the caller's contract; name is a NUL-terminated string that outlives the call.
         match unsafe { (self.launch)(name.as_ptr(), grid, block, args.as_mut_ptr()) } {
             0 => Ok(()),
             1 => Err(format!("no kernel named {kernel}")),

@@ -4,19 +4,17 @@
 //!
 //! - device.rs: devices (GPUs through cudarc; the CPU emulation for tests), opened once per process.
 //! - kernels.cu / kernels.rs: the kernels and how a device gets its module; nvrtc.rs loads NVRTC.
-//! - store.rs: CudaStore, the cpu store's API on device memory (same results; see there).
-//! - any.rs: AnyStore, what the napi binding holds: the cpu/meta Store or a CudaStore.
+//! - store.rs: CudaStore, the cpu store's API (crate::TensorStore) on device memory (same
+//!   results; see there).
 //! - emu.rs, emu.hpp, emu_main.cpp: the CPU emulation of the kernels (tests; docs/cuda.md).
 
-pub mod any;
 pub mod device;
 pub mod emu;
 pub mod kernels;
 pub mod nvrtc;
 pub mod store;
 
-pub use any::{AnyStore, StoreKind};
-pub use store::{CudaStore, DeviceMemory};
+pub use store::CudaStore;
 
 /// What `cudaStatus()` reports.
 #[derive(Clone, Debug, PartialEq)]

@@ -1,5 +1,5 @@
-//! The `cuda` store: every op of the cpu store (crate::store::Store) on device memory, with the
-//! same results: bitwise for everything but the float64 sums of `sum_abs_pow` (deterministic, but
+//! The `cuda` store: every op of the cpu store (crate::TensorStore, implemented by both, so the
+//! compiler keeps their APIs equal) on device memory, with the same results: bitwise for everything but the float64 sums of `sum_abs_pow` (deterministic, but
 //! summed in another order: within the fp32 tolerance of the cpu's; see kernels.cu).
 //!
 //! A `meta` Store holds every tensor's id, shape, dtype, owner and the per-rank ledger, and
@@ -16,6 +16,7 @@
 
 use std::collections::HashMap;
 use std::ffi::c_void;
+use std::num::NonZeroU64;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use half::{bf16, f16};
@@ -26,6 +27,7 @@ use crate::exact::BigUint;
 use crate::gen::{Block, GenMode, GenSpec};
 use crate::optim::{self, AdamW};
 use crate::store::{Backend, Mismatch, Store, Tensor};
+use crate::tensor_store::{DeviceMemory, StoreKind, TensorStore};
 use crate::{bail, safetensors, Error, Result};
 
 /// Must match CP_SUM_ITEMS, CP_EXACT_CHUNK and CP_MAXD in kernels.cu.
@@ -71,9 +73,25 @@ struct BoxArgs {
     pad: u32,
 }
 
+// The sizes are the sums of the fields' sizes: no padding (see KernelArg).
 const _: () = assert!(std::mem::size_of::<Geom>() == 144);
 const _: () = assert!(std::mem::size_of::<GenArgs>() == 48);
 const _: () = assert!(std::mem::size_of::<BoxArgs>() == 224);
+
+/// A kernel parameter type, passed by its bytes.
+///
+/// # Safety
+/// Only for `Copy` types without padding bytes (every byte copied is initialized) whose layout
+/// is the one of the kernel parameter in kernels.cu.
+unsafe trait KernelArg: Copy {}
+// SAFETY: primitive types without padding (DevPtr is u64).
+unsafe impl KernelArg for u32 {}
+unsafe impl KernelArg for u64 {}
+unsafe impl KernelArg for f64 {}
+// SAFETY: repr(C) structs whose size is the sum of their fields' sizes (asserted above): no padding.
+unsafe impl KernelArg for Geom {}
+unsafe impl KernelArg for GenArgs {}
+unsafe impl KernelArg for BoxArgs {}
 
 /// Kernel arguments: each value copied into 8-byte aligned storage; `ptrs` gives cuLaunchKernel's
 /// array of pointers to them.
@@ -81,10 +99,10 @@ const _: () = assert!(std::mem::size_of::<BoxArgs>() == 224);
 struct Args(Vec<Box<[u64]>>);
 
 impl Args {
-    fn a<T: Copy>(mut self, v: T) -> Self {
+    fn a<T: KernelArg>(mut self, v: T) -> Self {
         let size = std::mem::size_of::<T>();
         let mut b = vec![0u64; size.div_ceil(8).max(1)].into_boxed_slice();
-        // SAFETY: b holds at least size bytes; T is plain data.
+        // SAFETY: b holds at least size bytes; T is plain data without padding (KernelArg).
         unsafe { std::ptr::copy_nonoverlapping(&v as *const T as *const u8, b.as_mut_ptr() as *mut u8, size) };
         self.0.push(b);
         self
@@ -268,14 +286,6 @@ struct Scratch<'a> {
     ptr: DevPtr,
 }
 
-/// Device memory as the driver reports it, beside the ledger.
-#[derive(Clone, Debug, PartialEq)]
-pub struct DeviceMemory {
-    pub device: String,
-    pub free_bytes: u64,
-    pub total_bytes: u64,
-}
-
 pub struct CudaStore {
     meta: Store,
     devs: Arc<Devices>,
@@ -289,13 +299,16 @@ impl Drop for CudaStore {
     fn drop(&mut self) {
         for (_, b) in self.bufs.drain() {
             if b.bytes > 0 {
-                self.devs.list[b.dev].free(b.ptr);
+                // SAFETY: the store's own buffer, dropped from `bufs` here; every op synchronizes
+                // before it returns, so no work is in flight.
+                unsafe { self.devs.list[b.dev].free(b.ptr) };
             }
         }
         let s = self.scratch.get_mut().unwrap_or_else(|p| p.into_inner());
         for (d, (p, bytes)) in s.iter().enumerate() {
             if *bytes > 0 {
-                self.devs.list[d].free(*p);
+                // SAFETY: the store's own scratch buffer, freed once; nothing in flight.
+                unsafe { self.devs.list[d].free(*p) };
             }
         }
     }
@@ -327,19 +340,10 @@ impl CudaStore {
     pub fn devices(&self) -> &Devices {
         &self.devs
     }
-    pub fn ranks(&self) -> usize {
-        self.meta.ranks()
-    }
     /// The device a rank's tensors live on.
     pub fn device_of_rank(&self, rank: usize) -> Result<&str> {
         self.meta.live_bytes(rank)?; // validates the rank
         Ok(self.devs.list[self.rank_dev[rank]].label())
-    }
-    pub fn device_memory(&self, rank: usize) -> Result<DeviceMemory> {
-        self.meta.live_bytes(rank)?;
-        let d = &self.devs.list[self.rank_dev[rank]];
-        let (free_bytes, total_bytes) = d.mem_info()?;
-        Ok(DeviceMemory { device: d.label().to_string(), free_bytes, total_bytes })
     }
 
     // ---- helpers ----
@@ -356,17 +360,25 @@ impl CudaStore {
         Ok((self.meta.get(id)?, self.buf(id)?))
     }
 
+    /// The device's scratch buffer, at least `bytes` bytes (kept locked while the Scratch lives).
     fn scratch(&self, dev: usize, bytes: u64) -> Result<Scratch<'_>> {
+        const MIN: NonZeroU64 = NonZeroU64::new(1 << 16).unwrap();
         let mut g = self.scratch.lock().unwrap_or_else(|p| p.into_inner());
         let (p, have) = g[dev];
         if have < bytes {
             if have > 0 {
-                self.dev(dev).free(p);
+                // SAFETY: the scratch buffer, unused (we hold its lock) and freed once: its entry
+                // is cleared at once.
+                unsafe { self.dev(dev).free(p) };
                 g[dev] = (0, 0);
             }
-            let want = bytes.next_power_of_two().max(1 << 16);
+            let want = bytes
+                .checked_next_power_of_two()
+                .and_then(NonZeroU64::new)
+                .ok_or_else(|| Error(format!("cuda: a scratch buffer of {bytes} bytes is too large")))?
+                .max(MIN);
             let np = self.dev(dev).alloc(want)?;
-            g[dev] = (np, want);
+            g[dev] = (np, want.get());
         }
         let ptr = g[dev].0;
         Ok(Scratch { guard: g, ptr })
@@ -376,30 +388,54 @@ impl CudaStore {
         n.div_ceil(d.block() as u64).clamp(1, d.max_grid() as u64) as u32
     }
 
-    fn launch(d: &dyn Device, k: &str, grid: u32, args: Args) -> Result<()> {
+    /// Launches kernel `k` on `grid` blocks of the device's block size.
+    ///
+    /// # Safety
+    /// As `Device::launch`: `args` are the kernel's parameters (kernels.cu) in order, and the
+    /// device pointers among them address live buffers of `d` that hold everything the kernel
+    /// touches with these sizes.
+    unsafe fn launch(d: &dyn Device, k: &str, grid: u32, args: Args) -> Result<()> {
         let mut args = args;
         let mut p = args.ptrs();
-        d.launch(k, grid, d.block(), &mut p)
+        // SAFETY: the caller's contract; `args` outlives the call, and every caller syncs before
+        // it returns.
+        unsafe { d.launch(k, grid, d.block(), &mut p) }
     }
 
-    fn read_u64(d: &dyn Device, p: DevPtr) -> Result<u64> {
+    /// The u64 at `p`.
+    ///
+    /// # Safety
+    /// `[p, p + 8)` lies inside a live buffer of `d`.
+    unsafe fn read_u64(d: &dyn Device, p: DevPtr) -> Result<u64> {
         let mut b = [0u8; 8];
-        d.dtoh(&mut b, p)?;
+        // SAFETY: the caller's contract.
+        unsafe { d.dtoh(&mut b, p)? };
         Ok(u64::from_le_bytes(b))
+    }
+
+    fn check_at(t: &Tensor, id: u32, index: u64) -> Result<()> {
+        if index >= t.numel {
+            bail!("id {id}: internal error: element {index} of a tensor of {} elements", t.numel);
+        }
+        Ok(())
     }
 
     fn raw_at(&self, id: u32, index: u64) -> Result<u32> {
         let (t, b) = self.tb(id)?;
+        Self::check_at(t, id, index)?;
         let es = t.dtype.size();
         let mut x = [0u8; 4];
-        self.dev(b.dev).dtoh(&mut x[..es], b.ptr + index * es as u64)?;
+        // SAFETY: element `index` < numel of the tensor's live buffer (numel * es bytes).
+        unsafe { self.dev(b.dev).dtoh(&mut x[..es], b.ptr + index * es as u64)? };
         Ok(u32::from_le_bytes(x))
     }
 
     fn write_raw(&self, id: u32, index: u64, bits: u32) -> Result<()> {
         let (t, b) = self.tb(id)?;
+        Self::check_at(t, id, index)?;
         let es = t.dtype.size();
-        self.dev(b.dev).htod(b.ptr + index * es as u64, &bits.to_le_bytes()[..es])
+        // SAFETY: element `index` < numel of the tensor's live buffer (numel * es bytes).
+        unsafe { self.dev(b.dev).htod(b.ptr + index * es as u64, &bits.to_le_bytes()[..es]) }
     }
 
     fn fill_const(&self, id: u32, bits: u32) -> Result<()> {
@@ -409,10 +445,12 @@ impl CudaStore {
         }
         let d = self.dev(b.dev);
         if bits == 0 {
-            return d.memset0(b.ptr, b.bytes);
+            // SAFETY: the tensor's whole live buffer.
+            return unsafe { d.memset0(b.ptr, b.bytes) };
         }
         let k = if t.dtype.size() == 4 { "fill_u32" } else { "fill_u16" };
-        Self::launch(d, k, Self::gs_grid(d, t.numel), Args::default().a(b.ptr).a(t.numel).a(bits))?;
+        // SAFETY: fill_u32/u16(ptr, n, bits) writes the n elements of the tensor's buffer.
+        unsafe { Self::launch(d, k, Self::gs_grid(d, t.numel), Args::default().a(b.ptr).a(t.numel).a(bits))? };
         d.sync()
     }
 
@@ -420,7 +458,8 @@ impl CudaStore {
     pub fn download(&self, id: u32) -> Result<Vec<u8>> {
         let b = self.buf(id)?;
         let mut v = vec![0u8; b.bytes as usize];
-        self.dev(b.dev).dtoh(&mut v, b.ptr)?;
+        // SAFETY: the tensor's whole live buffer (b.bytes bytes).
+        unsafe { self.dev(b.dev).dtoh(&mut v, b.ptr)? };
         Ok(v)
     }
 
@@ -429,7 +468,8 @@ impl CudaStore {
         if bytes.len() as u64 != b.bytes {
             bail!("id {id}: internal error: upload of {} bytes into {} bytes", bytes.len(), b.bytes);
         }
-        self.dev(b.dev).htod(b.ptr, bytes)
+        // SAFETY: exactly the tensor's live buffer (checked above).
+        unsafe { self.dev(b.dev).htod(b.ptr, bytes) }
     }
 
     /// A cpu store holding copies of `ids` (same dtype and shape), for the ops done on the host.
@@ -456,10 +496,10 @@ impl CudaStore {
     fn attach(&mut self, id: u32) -> Result<u32> {
         let t = self.meta.get(id)?;
         let (bytes, dev) = (t.numel * t.dtype.size() as u64, self.rank_dev[t.owner]);
-        let ptr = if bytes == 0 {
-            Ok(0)
-        } else {
-            self.dev(dev).alloc(bytes)
+        // an empty tensor has no buffer (ptr 0, never dereferenced: every op returns before)
+        let ptr = match NonZeroU64::new(bytes) {
+            None => Ok(0),
+            Some(n) => self.dev(dev).alloc(n),
         };
         match ptr {
             Ok(ptr) => {
@@ -474,17 +514,21 @@ impl CudaStore {
     }
 
     /// Runs `f(dst_device, src_ptr_on_that_device)` with the source bytes on the destination's
-    /// device (staged through a temporary buffer when they live on different devices).
+    /// device (staged through a temporary buffer when they live on different devices): the
+    /// pointer addresses all of `src`'s bytes, live until `f` returns.
     fn with_src_on(&self, dst_dev: usize, src: u32, f: impl FnOnce(&dyn Device, DevPtr) -> Result<()>) -> Result<()> {
         let b = self.buf(src)?;
         let d = self.dev(dst_dev);
-        if b.dev == dst_dev || b.bytes == 0 {
-            return f(d, b.ptr);
+        let staged = NonZeroU64::new(b.bytes).filter(|_| b.dev != dst_dev);
+        let Some(n) = staged else { return f(d, b.ptr) };
+        let tmp = d.alloc(n)?;
+        // SAFETY: tmp is a fresh buffer of b.bytes bytes on d, src's buffer holds b.bytes bytes on
+        // its device; tmp is freed once, after d.sync().
+        unsafe {
+            let r = d.copy_from_peer(tmp, self.dev(b.dev), b.ptr, b.bytes).and_then(|_| f(d, tmp)).and_then(|_| d.sync());
+            d.free(tmp);
+            r
         }
-        let tmp = d.alloc(b.bytes)?;
-        let r = d.copy_from_peer(tmp, self.dev(b.dev), b.ptr, b.bytes).and_then(|_| f(d, tmp)).and_then(|_| d.sync());
-        d.free(tmp);
-        r
     }
 
     /// Copies a box of `src` into `dst` (element strides and offsets), on dst's device.
@@ -497,11 +541,16 @@ impl CudaStore {
             Ok(None) => Ok(()),
             Ok(Some(bx)) => self.with_src_on(ddev, src, |d, sptr| {
                 let contiguous = bx.ndim == 0 || (bx.ndim == 1 && bx.sstride[0] == 1 && bx.dstride[0] == 1);
-                if contiguous {
-                    d.dtod(dptr + bx.doff * es, sptr + bx.soff * es, bx.n * es)?;
-                } else {
-                    let k = if es == 4 { "copy_box_u32" } else { "copy_box_u16" };
-                    Self::launch(d, k, Self::gs_grid(d, bx.n), Args::default().a(dptr).a(sptr).a(bx))?;
+                // SAFETY: the box lies inside both tensors (its callers' shapes and blocks are
+                // validated by the meta store first); dptr is dst's live buffer on d and sptr all
+                // of src's bytes on d (with_src_on).
+                unsafe {
+                    if contiguous {
+                        d.dtod(dptr + bx.doff * es, sptr + bx.soff * es, bx.n * es)?;
+                    } else {
+                        let k = if es == 4 { "copy_box_u32" } else { "copy_box_u16" };
+                        Self::launch(d, k, Self::gs_grid(d, bx.n), Args::default().a(dptr).a(sptr).a(bx))?;
+                    }
                 }
                 d.sync()
             }),
@@ -513,45 +562,62 @@ impl CudaStore {
             }
         }
     }
+}
 
-    // ---- the Store API ----
-
-    pub fn backend_name(&self) -> &'static str {
-        "cuda"
+/// The cpu store's API (crate::TensorStore) on device memory.
+impl TensorStore for CudaStore {
+    fn kind(&self) -> StoreKind {
+        StoreKind::Cuda
     }
-    pub fn get(&self, id: u32) -> Result<&Tensor> {
-        self.meta.get(id)
+    fn ranks(&self) -> usize {
+        self.meta.ranks()
+    }
+    fn shape(&self, id: u32) -> Result<&[u64]> {
+        self.meta.shape(id)
+    }
+    fn dtype(&self, id: u32) -> Result<DType> {
+        self.meta.dtype(id)
+    }
+    fn owner(&self, id: u32) -> Result<usize> {
+        self.meta.owner(id)
     }
 
-    pub fn alloc(&mut self, rank: usize, dtype: DType, shape: &[u64]) -> Result<u32> {
+    fn alloc(&mut self, rank: usize, dtype: DType, shape: &[u64]) -> Result<u32> {
         let id = self.meta.alloc(rank, dtype, shape)?;
         self.attach(id)
     }
 
-    pub fn free(&mut self, id: u32) -> Result<()> {
+    fn free(&mut self, id: u32) -> Result<()> {
         self.meta.free(id)?;
         if let Some(b) = self.bufs.remove(&id) {
             if b.bytes > 0 {
-                self.dev(b.dev).free(b.ptr);
+                // SAFETY: the tensor's own buffer, just removed from `bufs`; nothing in flight.
+                unsafe { self.dev(b.dev).free(b.ptr) };
             }
         }
         Ok(())
     }
 
-    pub fn live_bytes(&self, rank: usize) -> Result<u64> {
+    fn live_bytes(&self, rank: usize) -> Result<u64> {
         self.meta.live_bytes(rank)
     }
-    pub fn peak_bytes(&self, rank: usize) -> Result<u64> {
+    fn peak_bytes(&self, rank: usize) -> Result<u64> {
         self.meta.peak_bytes(rank)
     }
-    pub fn reset_peak(&mut self, rank: usize) -> Result<()> {
+    fn reset_peak(&mut self, rank: usize) -> Result<()> {
         self.meta.reset_peak(rank)
     }
-    pub fn live_tensors(&self) -> usize {
+    fn live_tensors(&self) -> usize {
         self.meta.live_tensors()
     }
+    fn device_memory(&self, rank: usize) -> Result<Option<DeviceMemory>> {
+        self.meta.live_bytes(rank)?;
+        let d = &self.devs.list[self.rank_dev[rank]];
+        let (free_bytes, total_bytes) = d.mem_info()?;
+        Ok(Some(DeviceMemory { device: d.label().to_string(), free_bytes, total_bytes }))
+    }
 
-    pub fn fill_grad(&mut self, id: u32, spec: &GenSpec, block: &Block) -> Result<()> {
+    fn fill_grad(&mut self, id: u32, spec: &GenSpec, block: &Block) -> Result<()> {
         self.meta.fill_grad(id, spec, block)?;
         let (t, b) = self.tb(id)?;
         let (dtype, n) = (t.dtype, t.numel);
@@ -559,13 +625,15 @@ impl CudaStore {
             return Ok(());
         }
         match spec.mode {
-            GenMode::Zeros => self.dev(b.dev).memset0(b.ptr, b.bytes)?,
+            // SAFETY: the tensor's whole live buffer.
+            GenMode::Zeros => unsafe { self.dev(b.dev).memset0(b.ptr, b.bytes)? },
             GenMode::Ones => self.fill_const(id, from_f32_bits(dtype, 1.0))?,
             GenMode::Gen => match geom_of(block) {
                 Some(g) => {
                     let d = self.dev(b.dev);
                     let a = gen_args(spec, dtype, None);
-                    Self::launch(d, &format!("fill_gen_{}", sfx(dtype)), Self::gs_grid(d, n), Args::default().a(b.ptr).a(n).a(g).a(a))?;
+                    // SAFETY: fill_gen_<dt>(ptr, n, geom, gen) writes the n elements of the buffer.
+                    unsafe { Self::launch(d, &format!("fill_gen_{}", sfx(dtype)), Self::gs_grid(d, n), Args::default().a(b.ptr).a(n).a(g).a(a))? };
                     d.sync()?;
                 }
                 None => {
@@ -583,24 +651,24 @@ impl CudaStore {
         Ok(())
     }
 
-    pub fn fill_value(&mut self, id: u32, v: f64) -> Result<()> {
+    fn fill_value(&mut self, id: u32, v: f64) -> Result<()> {
         self.meta.fill_value(id, v)?;
         let dt = self.meta.get(id)?.dtype;
         self.fill_const(id, from_f64_bits(dt, v))
     }
 
-    pub fn get_element(&self, id: u32, index: u64) -> Result<f64> {
+    fn get_element(&self, id: u32, index: u64) -> Result<f64> {
         self.meta.get_element(id, index)?;
         Ok(bits_to_f64(self.meta.get(id)?.dtype, self.raw_at(id, index)?))
     }
 
-    pub fn set_element(&mut self, id: u32, index: u64, v: f64) -> Result<()> {
+    fn set_element(&mut self, id: u32, index: u64, v: f64) -> Result<()> {
         self.meta.set_element(id, index, v)?;
         let dt = self.meta.get(id)?.dtype;
         self.write_raw(id, index, from_f64_bits(dt, v))
     }
 
-    pub fn sum_abs_pow(&self, id: u32, p: f64) -> Result<f64> {
+    fn sum_abs_pow(&self, id: u32, p: f64) -> Result<f64> {
         self.meta.sum_abs_pow(id, p)?;
         let (t, b) = self.tb(id)?;
         if t.numel == 0 {
@@ -612,15 +680,19 @@ impl CudaStore {
         let grid = t.numel.div_ceil(chunk);
         let s = self.scratch(b.dev, (grid + 1) * 8)?;
         let (part, out) = (s.ptr + 8, s.ptr);
-        Self::launch(d, &format!("sum_{op}_{}", sfx(t.dtype)), grid as u32, Args::default().a(b.ptr).a(t.numel).a(p).a(part))?;
-        Self::launch(d, "sum_partials", 1, Args::default().a(part).a(grid).a(out))?;
-        d.sync()?;
-        let r = f64::from_bits(Self::read_u64(d, out)?);
+        // SAFETY: sum_<op>_<dt> reads the n elements and writes `grid` partials after the first
+        // u64 of the scratch ((grid + 1) * 8 bytes); sum_partials reads them and writes the first.
+        let r = unsafe {
+            Self::launch(d, &format!("sum_{op}_{}", sfx(t.dtype)), grid as u32, Args::default().a(b.ptr).a(t.numel).a(p).a(part))?;
+            Self::launch(d, "sum_partials", 1, Args::default().a(part).a(grid).a(out))?;
+            d.sync()?;
+            f64::from_bits(Self::read_u64(d, out)?)
+        };
         drop(s.guard);
         Ok(r)
     }
 
-    pub fn exact_sum_abs_pow(&self, id: u32, p: f64) -> Result<BigUint> {
+    fn exact_sum_abs_pow(&self, id: u32, p: f64) -> Result<BigUint> {
         self.meta.exact_sum_abs_pow(id, p)?;
         let (t, b) = self.tb(id)?;
         if t.numel == 0 {
@@ -633,18 +705,22 @@ impl CudaStore {
         }
         let d = self.dev(b.dev);
         let s = self.scratch(b.dev, 512 * 8)?;
-        d.memset0(s.ptr, 512 * 8)?;
         let k = format!("exact_p{}_{}", if p == 2.0 { 2 } else { 1 }, sfx(t.dtype));
-        Self::launch(d, &k, t.numel.div_ceil(EXACT_CHUNK) as u32, Args::default().a(b.ptr).a(t.numel).a(s.ptr))?;
-        d.sync()?;
         let mut raw = vec![0u8; 512 * 8];
-        d.dtoh(&mut raw, s.ptr)?;
+        // SAFETY: exact_p<q>_<dt> reads the n elements and adds into 255 128-bit bins (the first
+        // 512 u64 of the scratch, which holds at least 512 * 8 bytes).
+        unsafe {
+            d.memset0(s.ptr, 512 * 8)?;
+            Self::launch(d, &k, t.numel.div_ceil(EXACT_CHUNK) as u32, Args::default().a(b.ptr).a(t.numel).a(s.ptr))?;
+            d.sync()?;
+            d.dtoh(&mut raw, s.ptr)?;
+        }
         drop(s.guard);
         let words: Vec<u64> = raw.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
         Ok(bins_to_biguint(&words, p == 2.0))
     }
 
-    pub fn max_abs(&self, id: u32) -> Result<f64> {
+    fn max_abs(&self, id: u32) -> Result<f64> {
         self.meta.max_abs(id)?;
         let (t, b) = self.tb(id)?;
         if t.numel == 0 {
@@ -652,15 +728,18 @@ impl CudaStore {
         }
         let d = self.dev(b.dev);
         let s = self.scratch(b.dev, 8)?;
-        d.memset0(s.ptr, 8)?;
-        Self::launch(d, &format!("max_abs_{}", sfx(t.dtype)), Self::gs_grid(d, t.numel), Args::default().a(b.ptr).a(t.numel).a(s.ptr))?;
-        d.sync()?;
-        let m = Self::read_u64(d, s.ptr)? as u32;
+        // SAFETY: max_abs_<dt> reads the n elements and writes one u64 of the scratch (>= 8 bytes).
+        let m = unsafe {
+            d.memset0(s.ptr, 8)?;
+            Self::launch(d, &format!("max_abs_{}", sfx(t.dtype)), Self::gs_grid(d, t.numel), Args::default().a(b.ptr).a(t.numel).a(s.ptr))?;
+            d.sync()?;
+            Self::read_u64(d, s.ptr)? as u32
+        };
         drop(s.guard);
         Ok(if m > exp_mask(t.dtype) { f64::NAN } else { bits_to_f64(t.dtype, m) })
     }
 
-    pub fn nonfinite_count(&self, id: u32) -> Result<u64> {
+    fn nonfinite_count(&self, id: u32) -> Result<u64> {
         self.meta.nonfinite_count(id)?;
         let (t, b) = self.tb(id)?;
         if t.numel == 0 {
@@ -668,15 +747,18 @@ impl CudaStore {
         }
         let d = self.dev(b.dev);
         let s = self.scratch(b.dev, 8)?;
-        d.memset0(s.ptr, 8)?;
-        Self::launch(d, &format!("nonfinite_{}", sfx(t.dtype)), Self::gs_grid(d, t.numel), Args::default().a(b.ptr).a(t.numel).a(s.ptr))?;
-        d.sync()?;
-        let c = Self::read_u64(d, s.ptr)?;
+        // SAFETY: nonfinite_<dt> reads the n elements and writes one u64 of the scratch (>= 8 bytes).
+        let c = unsafe {
+            d.memset0(s.ptr, 8)?;
+            Self::launch(d, &format!("nonfinite_{}", sfx(t.dtype)), Self::gs_grid(d, t.numel), Args::default().a(b.ptr).a(t.numel).a(s.ptr))?;
+            d.sync()?;
+            Self::read_u64(d, s.ptr)?
+        };
         drop(s.guard);
         Ok(c)
     }
 
-    pub fn read_pass(&self, id: u32) -> Result<u32> {
+    fn read_pass(&self, id: u32) -> Result<u32> {
         self.meta.read_pass(id)?;
         let b = self.buf(id)?;
         let d = self.dev(b.dev);
@@ -684,22 +766,27 @@ impl CudaStore {
         let mut sum = 0u32;
         if words > 0 {
             let s = self.scratch(b.dev, 8)?;
-            d.memset0(s.ptr, 8)?;
-            Self::launch(d, "read_words", Self::gs_grid(d, words), Args::default().a(b.ptr).a(words).a(s.ptr))?;
-            d.sync()?;
-            sum = Self::read_u64(d, s.ptr)? as u32;
+            // SAFETY: read_words reads the buffer's first `words` u32 words and writes one u64 of
+            // the scratch (>= 8 bytes).
+            sum = unsafe {
+                d.memset0(s.ptr, 8)?;
+                Self::launch(d, "read_words", Self::gs_grid(d, words), Args::default().a(b.ptr).a(words).a(s.ptr))?;
+                d.sync()?;
+                Self::read_u64(d, s.ptr)? as u32
+            };
         }
         if b.bytes % 4 != 0 {
             // a trailing half word, zero-padded (as the cpu's read_pass)
             let mut w = [0u8; 4];
             let rest = (b.bytes % 4) as usize;
-            d.dtoh(&mut w[..rest], b.ptr + words * 4)?;
+            // SAFETY: the last `rest` bytes of the tensor's live buffer.
+            unsafe { d.dtoh(&mut w[..rest], b.ptr + words * 4)? };
             sum = sum.wrapping_add(u32::from_le_bytes(w));
         }
         Ok(sum)
     }
 
-    pub fn scale(&mut self, id: u32, coef: f64) -> Result<()> {
+    fn scale(&mut self, id: u32, coef: f64) -> Result<()> {
         self.meta.scale(id, coef)?;
         let (t, b) = self.tb(id)?;
         if t.numel == 0 {
@@ -707,11 +794,12 @@ impl CudaStore {
         }
         let d = self.dev(b.dev);
         let c = (coef as f32).to_bits();
-        Self::launch(d, &format!("scale_{}", sfx(t.dtype)), Self::gs_grid(d, t.numel), Args::default().a(b.ptr).a(t.numel).a(c).a(self.dnan))?;
+        // SAFETY: scale_<dt> rewrites the n elements of the tensor's buffer.
+        unsafe { Self::launch(d, &format!("scale_{}", sfx(t.dtype)), Self::gs_grid(d, t.numel), Args::default().a(b.ptr).a(t.numel).a(c).a(self.dnan))? };
         d.sync()
     }
 
-    pub fn copy_from(&mut self, dst: u32, src: u32) -> Result<()> {
+    fn copy_from(&mut self, dst: u32, src: u32) -> Result<()> {
         self.meta.copy_from(dst, src)?;
         if dst == src {
             return Ok(());
@@ -721,15 +809,19 @@ impl CudaStore {
             return Ok(());
         }
         let d = self.dev(db.dev);
-        if db.dev == sb.dev {
-            d.dtod(db.ptr, sb.ptr, db.bytes)?;
-        } else {
-            d.copy_from_peer(db.ptr, self.dev(sb.dev), sb.ptr, db.bytes)?;
+        // SAFETY: two distinct live buffers of the same size (same dtype and numel, checked by
+        // the meta store), each on its own device.
+        unsafe {
+            if db.dev == sb.dev {
+                d.dtod(db.ptr, sb.ptr, db.bytes)?;
+            } else {
+                d.copy_from_peer(db.ptr, self.dev(sb.dev), sb.ptr, db.bytes)?;
+            }
         }
         d.sync()
     }
 
-    pub fn narrow(&mut self, id: u32, dim: usize, start: u64, len: u64, rank: usize) -> Result<u32> {
+    fn narrow(&mut self, id: u32, dim: usize, start: u64, len: u64, rank: usize) -> Result<u32> {
         let new = self.meta.narrow(id, dim, start, len, rank)?;
         self.attach(new)?;
         let (ss, ds) = (row_major_strides(&self.meta.get(id)?.shape), self.meta.get(new)?.shape.clone());
@@ -741,7 +833,7 @@ impl CudaStore {
         Ok(new)
     }
 
-    pub fn cat(&mut self, ids: &[u32], dim: usize, rank: usize) -> Result<u32> {
+    fn cat(&mut self, ids: &[u32], dim: usize, rank: usize) -> Result<u32> {
         let new = self.meta.cat(ids, dim, rank)?;
         self.attach(new)?;
         let dstr = row_major_strides(&self.meta.get(new)?.shape);
@@ -758,7 +850,7 @@ impl CudaStore {
         Ok(new)
     }
 
-    pub fn clone_tensor(&mut self, id: u32, rank: usize) -> Result<u32> {
+    fn clone_tensor(&mut self, id: u32, rank: usize) -> Result<u32> {
         let new = self.meta.clone_tensor(id, rank)?;
         self.attach(new)?;
         let r = self.copy_from(new, id);
@@ -769,7 +861,7 @@ impl CudaStore {
         Ok(new)
     }
 
-    pub fn compare(&self, a: u32, b: u32) -> Result<Option<Mismatch>> {
+    fn compare(&self, a: u32, b: u32) -> Result<Option<Mismatch>> {
         self.meta.compare(a, b)?;
         let (ta, ba) = self.tb(a)?;
         if ta.numel == 0 {
@@ -779,11 +871,17 @@ impl CudaStore {
         let s = self.scratch(ba.dev, 8)?;
         let first = s.ptr;
         self.with_src_on(ba.dev, b, |d, bptr| {
-            d.htod(first, &NONE.to_le_bytes())?;
-            Self::launch(d, &format!("compare_{}", sfx(dt)), Self::gs_grid(d, n), Args::default().a(aptr).a(bptr).a(n).a(first))?;
+            // SAFETY: compare_<dt> reads n elements of a (its buffer on d) and of b (all of its
+            // bytes on d, same numel: checked by the meta store) and writes one u64 of the
+            // scratch (>= 8 bytes).
+            unsafe {
+                d.htod(first, &NONE.to_le_bytes())?;
+                Self::launch(d, &format!("compare_{}", sfx(dt)), Self::gs_grid(d, n), Args::default().a(aptr).a(bptr).a(n).a(first))?;
+            }
             d.sync()
         })?;
-        let i = Self::read_u64(self.dev(ba.dev), first)?;
+        // SAFETY: the scratch's first u64.
+        let i = unsafe { Self::read_u64(self.dev(ba.dev), first)? };
         drop(s.guard);
         if i == NONE {
             return Ok(None);
@@ -792,12 +890,12 @@ impl CudaStore {
         Ok(Some(Mismatch { index: i, expected: bits_to_f64(dt, x), actual: bits_to_f64(dt, y) }))
     }
 
-    pub fn hash(&self, id: u32) -> Result<String> {
+    fn hash(&self, id: u32) -> Result<String> {
         let t = self.meta.get(id)?;
         Ok(content_hash(t.dtype, &t.shape, &self.download(id)?))
     }
 
-    pub fn verify_scaled(&self, id: u32, spec: &GenSpec, block: &Block, coef: f64) -> Result<Option<Mismatch>> {
+    fn verify_scaled(&self, id: u32, spec: &GenSpec, block: &Block, coef: f64) -> Result<Option<Mismatch>> {
         self.meta.verify_scaled(id, spec, block, coef)?;
         let (t, b) = self.tb(id)?;
         if t.numel == 0 {
@@ -813,15 +911,19 @@ impl CudaStore {
         let a = gen_args(spec, dt, special);
         let c = (coef as f32).to_bits();
         let s = self.scratch(b.dev, 8)?;
-        d.htod(s.ptr, &NONE.to_le_bytes())?;
-        Self::launch(
-            d,
-            &format!("verify_{}", sfx(dt)),
-            Self::gs_grid(d, n),
-            Args::default().a(b.ptr).a(n).a(g).a(a).a(c).a(self.dnan).a(s.ptr),
-        )?;
-        d.sync()?;
-        let i = Self::read_u64(d, s.ptr)?;
+        // SAFETY: verify_<dt> reads the n elements of the tensor's buffer and writes one u64 of
+        // the scratch (>= 8 bytes).
+        let i = unsafe {
+            d.htod(s.ptr, &NONE.to_le_bytes())?;
+            Self::launch(
+                d,
+                &format!("verify_{}", sfx(dt)),
+                Self::gs_grid(d, n),
+                Args::default().a(b.ptr).a(n).a(g).a(a).a(c).a(self.dnan).a(s.ptr),
+            )?;
+            d.sync()?;
+            Self::read_u64(d, s.ptr)?
+        };
         drop(s.guard);
         if i == NONE {
             return Ok(None);
@@ -843,7 +945,7 @@ impl CudaStore {
         Ok(Some(Mismatch { index: i, expected, actual: bits_to_f64(dt, self.raw_at(id, i)?) }))
     }
 
-    pub fn save_safetensors(&self, path: &str, entries: &[(String, u32)], metadata: &[(String, String)]) -> Result<()> {
+    fn save_safetensors(&self, path: &str, entries: &[(String, u32)], metadata: &[(String, String)]) -> Result<()> {
         let mut data = Vec::with_capacity(entries.len());
         for (name, id) in entries {
             let t = self.meta.get(*id).map_err(|e| Error(format!("saveSafetensors {path}: entry '{name}': {e}")))?;
@@ -857,7 +959,7 @@ impl CudaStore {
         safetensors::write_atomic(path, &out, metadata)
     }
 
-    pub fn load_safetensors(&mut self, path: &str, rank: usize) -> Result<Vec<(String, u32)>> {
+    fn load_safetensors(&mut self, path: &str, rank: usize) -> Result<Vec<(String, u32)>> {
         self.meta.live_bytes(rank)?; // the rank is checked first, as on the cpu
         let header = safetensors::read_header(path)?;
         let mut file = std::fs::File::open(path).map_err(|e| Error(format!("safetensors {path}: cannot open: {e}")))?;
@@ -888,7 +990,7 @@ impl CudaStore {
     }
 
     /// One AdamW step (crate::optim), on the host through a mirror of the four tensors.
-    pub fn adamw_step(&mut self, param: u32, grad: u32, exp_avg: u32, exp_avg_sq: u32, step: u64, hp: &AdamW) -> Result<()> {
+    fn adamw_step(&mut self, param: u32, grad: u32, exp_avg: u32, exp_avg_sq: u32, step: u64, hp: &AdamW) -> Result<()> {
         self.meta.adamw_step(param, grad, exp_avg, exp_avg_sq, step, hp)?;
         let (mut h, hid) = self.mirror(&[param, grad, exp_avg, exp_avg_sq])?;
         h.adamw_step(hid[0], hid[1], hid[2], hid[3], step, hp)?;
@@ -897,7 +999,7 @@ impl CudaStore {
         self.upload_from_mirror(&h, hid[3], exp_avg_sq)
     }
 
-    pub fn copy_block(&mut self, dst: u32, dst_block: &Block, src: u32, src_block: &Block) -> Result<u64> {
+    fn copy_block(&mut self, dst: u32, dst_block: &Block, src: u32, src_block: &Block) -> Result<u64> {
         let count = self.meta.copy_block(dst, dst_block, src, src_block)?;
         let Some(x) = optim::intersect(dst_block, src_block) else { return Ok(count) };
         let (ss, ds) = (row_major_strides(&src_block.len), row_major_strides(&dst_block.len));
@@ -932,6 +1034,7 @@ fn gen_args(spec: &GenSpec, dt: DType, special: Option<(u64, u32)>) -> GenArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::TensorStore;
 
     #[test]
     fn geometry_merges_contiguous_dims() {

@@ -20,6 +20,7 @@ use crate::dtype::{self, DType};
 use crate::gen::{Block, GenMode, GenSpec};
 use crate::optim::AdamW;
 use crate::store::{Backend, Store};
+use crate::TensorStore;
 
 fn ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
@@ -31,7 +32,8 @@ fn emu_lib() -> Option<Arc<EmuLib>> {
     LIB.get_or_init(|| {
         let dir: PathBuf = std::env::temp_dir().join(format!("clip-parity-cuda-emu-{}", std::process::id()));
         match emu::build(&dir) {
-            Ok(p) => Some(Arc::new(EmuLib::load(p.to_str().unwrap()).expect("load the emulation"))),
+            // SAFETY: p is the library emu::build just made.
+            Ok(p) => Some(Arc::new(unsafe { EmuLib::load(p.to_str().unwrap()) }.expect("load the emulation"))),
             Err(e) if !ci() => {
                 eprintln!("SKIPPED: the CUDA emulation could not be built here: {e}");
                 None
@@ -338,11 +340,11 @@ fn copies_between_ranks_and_devices() {
             p.gpu.fill_grad(t.1, &s, &blk).unwrap();
             ts.push(t);
         }
-        for dim in 0..3 {
+        for (dim, &size) in shape.iter().enumerate() {
             for rank in 0..4 {
                 // narrow of another rank's tensor (often on the other device)
                 let src = ts[(rank + 1) % 4];
-                let (start, len) = (1, shape[dim] - 2);
+                let (start, len) = (1, size - 2);
                 let n = (p.cpu.narrow(src.0, dim, start, len, rank).unwrap(), p.gpu.narrow(src.1, dim, start, len, rank).unwrap());
                 p.same(n, &format!("{dt:?} narrow dim {dim} rank {rank}"));
                 // all-gather style cat of every rank's tensor, charged to `rank`
@@ -449,7 +451,9 @@ fn adamw_safetensors_and_values() {
     p.gpu.set_element(t.1, 1, 2.5).unwrap();
     assert_eq!(p.gpu.get_element(t.1, 1).unwrap(), 2.5);
     p.same(t, "setElement");
-    let m = p.gpu.device_memory(0).unwrap();
+    let m = p.gpu.device_memory(0).unwrap().expect("a cuda store reports device memory");
+    assert_eq!(p.cpu.device_memory(0).unwrap(), None);
+    assert!(p.cpu.device_memory(9).is_err() && p.gpu.device_memory(9).is_err());
     assert!(m.total_bytes > 0 && m.device == "emu:0");
     let _ = f16::ONE;
     p.cpu.free(t.0).unwrap();

@@ -1,0 +1,148 @@
+//! `TensorStore`: the one API of every tensor store, implemented by the cpu/meta [`Store`] and the
+//! cuda [`CudaStore`], so that the compiler keeps them equal; [`open`] gives the store of a backend
+//! as a `Box<dyn TensorStore>`, which is what the napi binding holds. Semantics: native/CONTRACT.md
+//! (every store has the cpu store's results, argument checks and error messages; the cuda store's
+//! `sum_abs_pow` sums in another, still deterministic, order).
+//!
+//! Ids are >= 1 and never reused; ranks are 0..ranks(); bytes are charged to the owner rank
+//! (numel * dtype size) from alloc (narrow, cat, clone_tensor, load_safetensors) to free.
+
+use crate::cuda::CudaStore;
+use crate::exact::BigUint;
+use crate::gen::{Block, GenSpec};
+use crate::optim::AdamW;
+use crate::store::{Backend, Mismatch, Store};
+use crate::{DType, Result};
+
+/// The backends a store can be opened on.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum StoreKind {
+    Cpu,
+    Meta,
+    Cuda,
+}
+
+impl StoreKind {
+    pub const NAMES: &'static str = "cpu, meta, cuda";
+    pub fn parse(s: &str) -> Option<StoreKind> {
+        match s {
+            "cpu" => Some(StoreKind::Cpu),
+            "meta" => Some(StoreKind::Meta),
+            "cuda" => Some(StoreKind::Cuda),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            StoreKind::Cpu => "cpu",
+            StoreKind::Meta => "meta",
+            StoreKind::Cuda => "cuda",
+        }
+    }
+}
+
+/// Device memory as the driver reports it, beside the ledger (cuda).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeviceMemory {
+    pub device: String,
+    pub free_bytes: u64,
+    pub total_bytes: u64,
+}
+
+/// A store of tensors owned by ranks, with a per-rank memory ledger.
+pub trait TensorStore: Send {
+    /// The backend this store runs on.
+    fn kind(&self) -> StoreKind;
+    /// The number of ranks (ledgers).
+    fn ranks(&self) -> usize;
+
+    // ---- tensors and the ledger ----
+
+    /// A zero-filled tensor charged to `rank`; returns its id.
+    fn alloc(&mut self, rank: usize, dtype: DType, shape: &[u64]) -> Result<u32>;
+    /// Error on an unknown or already freed id.
+    fn free(&mut self, id: u32) -> Result<()>;
+    fn shape(&self, id: u32) -> Result<&[u64]>;
+    fn dtype(&self, id: u32) -> Result<DType>;
+    /// The rank the tensor is charged to.
+    fn owner(&self, id: u32) -> Result<usize>;
+    fn live_bytes(&self, rank: usize) -> Result<u64>;
+    fn peak_bytes(&self, rank: usize) -> Result<u64>;
+    /// peak := live
+    fn reset_peak(&mut self, rank: usize) -> Result<()>;
+    /// Live tensors of every rank.
+    fn live_tensors(&self) -> usize;
+    /// What the rank's device reports about its memory, read now (cuda); None on host stores
+    /// (the rank is still checked).
+    fn device_memory(&self, rank: usize) -> Result<Option<DeviceMemory>> {
+        self.live_bytes(rank).map(|_| None)
+    }
+
+    // ---- contents ----
+
+    /// Element j of the shard = gen(global flat index of j in `block`).
+    fn fill_grad(&mut self, id: u32, spec: &GenSpec, block: &Block) -> Result<()>;
+    fn fill_value(&mut self, id: u32, v: f64) -> Result<()>;
+    /// As f64 (exact for every dtype).
+    fn get_element(&self, id: u32, index: u64) -> Result<f64>;
+    /// Rounded to the dtype (nearest even).
+    fn set_element(&mut self, id: u32, index: u64, v: f64) -> Result<()>;
+
+    // ---- reductions (no allocation) ----
+
+    /// sum |x|^p accumulated in f64 (p finite, > 0).
+    fn sum_abs_pow(&self, id: u32, p: f64) -> Result<f64>;
+    /// Exact sum of f64(|x|^p) over the finite elements: N with value N * 2^-1074.
+    fn exact_sum_abs_pow(&self, id: u32, p: f64) -> Result<BigUint>;
+    /// NaN if any NaN, else max |x|; 0 for an empty tensor.
+    fn max_abs(&self, id: u32) -> Result<f64>;
+    fn nonfinite_count(&self, id: u32) -> Result<u64>;
+    /// Wrapping u32 sum of the raw little-endian words (the memory-read baseline).
+    fn read_pass(&self, id: u32) -> Result<u32>;
+
+    // ---- in place ----
+
+    /// x = round_dtype(f32(x) * f32(coef)), nearest even.
+    fn scale(&mut self, id: u32, coef: f64) -> Result<()>;
+    /// Same dtype and number of elements.
+    fn copy_from(&mut self, dst: u32, src: u32) -> Result<()>;
+
+    // ---- new tensors, charged to `rank` ----
+
+    fn narrow(&mut self, id: u32, dim: usize, start: u64, len: u64, rank: usize) -> Result<u32>;
+    fn cat(&mut self, ids: &[u32], dim: usize, rank: usize) -> Result<u32>;
+    fn clone_tensor(&mut self, id: u32, rank: usize) -> Result<u32>;
+
+    // ---- comparison ----
+
+    /// First differing element, bitwise (any NaN equals any NaN).
+    fn compare(&self, a: u32, b: u32) -> Result<Option<Mismatch>>;
+    /// XXH64 of dtype, shape and content: 16 hex digits ("meta" on a meta store).
+    fn hash(&self, id: u32) -> Result<String>;
+    /// First local element that is not bitwise round_dtype(f32(gen(i)) * f32(coef)).
+    fn verify_scaled(&self, id: u32, spec: &GenSpec, block: &Block, coef: f64) -> Result<Option<Mismatch>>;
+
+    // ---- safetensors ----
+
+    /// Atomic: a temp file in the same folder, fsync, rename.
+    fn save_safetensors(&self, path: &str, entries: &[(String, u32)], metadata: &[(String, String)]) -> Result<()>;
+    /// Every tensor of the file, charged to `rank`, in data order; nothing stays allocated on error.
+    fn load_safetensors(&mut self, path: &str, rank: usize) -> Result<Vec<(String, u32)>>;
+
+    // ---- training ops ----
+
+    /// One torch.optim.AdamW step in place (crate::optim); `step` >= 1 is the count after it.
+    fn adamw_step(&mut self, param: u32, grad: u32, exp_avg: u32, exp_avg_sq: u32, step: u64, hp: &AdamW) -> Result<()>;
+    /// Copies dst_block ∩ src_block (blocks of one global tensor) from src into dst; returns the
+    /// number of elements copied.
+    fn copy_block(&mut self, dst: u32, dst_block: &Block, src: u32, src_block: &Block) -> Result<u64>;
+}
+
+/// A store on `kind` with `ranks` ranks (cuda: on this process's devices; an error without CUDA).
+pub fn open(kind: StoreKind, ranks: usize) -> Result<Box<dyn TensorStore>> {
+    Ok(match kind {
+        StoreKind::Cpu => Box::new(Store::new(Backend::Cpu, ranks)?),
+        StoreKind::Meta => Box::new(Store::new(Backend::Meta, ranks)?),
+        StoreKind::Cuda => Box::new(CudaStore::new(ranks)?),
+    })
+}
