@@ -49,6 +49,14 @@ export const BUILTIN_SUBJECTS: Record<string, Subject> = Object.fromEntries([...
 
 export const TOLERANCE_CLASSES: readonly ToleranceClass[] = ["exact", "fp32", "bf16"];
 
+/**
+ * Whether a subject runs outside this process (the PyTorch adapter runs it under torchrun): its
+ * cells need no worker thread for isolation, and share one adapter session, so they run in order.
+ */
+export function isExternalSpec(spec: string): boolean {
+  return spec.startsWith("torch:");
+}
+
 /** Whether a subject spec names a module file rather than a built-in subject. */
 export function isSubjectPath(spec: string): boolean {
   return /^(\.{1,2}[\\/]|\/)/.test(spec) || /\.(ts|js|mjs)$/.test(spec);

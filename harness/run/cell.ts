@@ -46,6 +46,13 @@ export interface RunCellOptions {
   plan?: LocalParam[][];
   /** The command line printed to reproduce the cell, when `reproCommand` cannot express it. */
   repro?: string;
+  /**
+   * Told when the subject's code starts and stops running (the clip), so that a supervisor can hold
+   * the subject, and only the subject, to a wall-clock limit.
+   */
+  onSubject?: (running: boolean) => void;
+  /** The backend's limit on live bytes (DEFAULT_MAX_LIVE_BYTES). */
+  maxLiveBytes?: number;
 }
 
 /** The meta backend holds no values: no reference, only shapes, bytes and collectives. */
@@ -133,7 +140,7 @@ export async function runCell(cell: Cell, options: RunCellOptions): Promise<Cell
   const clipCoef = clipCoefficient(maxNorm, reference.totalNorm);
   lap("reference");
 
-  const backend = new Backend(backendKind, world);
+  const backend = new Backend(backendKind, world, { maxLiveBytes: options.maxLiveBytes });
   let result: CellResult | undefined;
   try {
     const grads: (Tensor | null)[][] = plan.map((params, rank) =>
@@ -174,6 +181,7 @@ export async function runCell(cell: Cell, options: RunCellOptions): Promise<Cell
 
     const meshes = meshesOf(layout);
     const sim = new World(world, backend);
+    options.onSubject?.(true);
     // An external subject (the PyTorch adapter) runs the whole cell itself, outside the simulated world.
     const external = subject.external
       ? await subject.external({ cell, layout, world, params: views, maxNorm, normType: cell.normType, errorIfNonfinite, backend, timeoutMs: options.timeoutMs })
@@ -190,6 +198,7 @@ export async function runCell(cell: Cell, options: RunCellOptions): Promise<Cell
             }),
           { timeoutMs: options.timeoutMs },
         );
+    options.onSubject?.(false);
     backend.markStage("after clip");
     lap("subject");
     timings.collectives = sim.collectiveMs;

@@ -7,13 +7,14 @@
  * is the caller's, through optional hooks (reports/ registers reporters on them).
  */
 import type { Subject } from "../clip/api.ts";
-import { loadSubject } from "../clip/registry.ts";
+import { isExternalSpec, isSubjectPath, loadSubject } from "../clip/registry.ts";
 import type { BackendKind } from "../backend/backend.ts";
 import type { Budgets, Cell, Matrix } from "../spec/cell.ts";
 import type { CellResult, RunSummary } from "../results/types.ts";
 import { summarize } from "../results/summary.ts";
 import { runCell } from "./cell.ts";
 import { goldenSession, type GoldenSession } from "./golden.ts";
+import { probeSubjects, WorkerPool, type CellJob, type PoolOptions } from "./pool.ts";
 import { resolveBackend, selectCells, type RunLimits } from "./policy.ts";
 import type { Shard } from "./shard.ts";
 
@@ -51,6 +52,11 @@ export interface RunMatrixOptions {
   hashTensors?: boolean;
   /** Write each cell's tensors here (one cell: this folder; several: a folder per cell index). */
   dumpDir?: string;
+  /** Worker threads (default: the cores); memory budget of the cells in flight (default: half the RAM). */
+  workers?: number;
+  memoryBudgetBytes?: number;
+  /** Live bytes one cell's backend may hold (a subject asking for more gets an error). */
+  maxLiveBytes?: number;
   /** How the caller reruns a matrix, for messages: "clip-parity run --matrix cpu". */
   rerun?: string;
   /**
@@ -102,10 +108,15 @@ export async function prepareRun(matrix: Matrix, options: RunMatrixOptions = {})
   const cells = selectCells(matrix, options);
   const partial = Boolean(options.shard || options.filter || options.subjects || options.seed !== undefined);
   const golden = goldenSession({ mode: options.golden, matrix: matrix.name, backend, partial, dir: options.goldenDir, env: options.env, out: options.goldenOut });
+  const specs = [...new Set(cells.map((c) => c.subject))];
+  // A user module runs its top level when imported: only ever inside a worker, under a time limit.
+  await probeSubjects(specs.filter(isSubjectPath), options.timeoutMs ?? DEFAULT_TIMEOUT_MS);
   const subjects = new SubjectCache();
-  for (const s of new Set(cells.map((c) => c.subject))) await subjects.get(s);
+  for (const s of specs) if (!isSubjectPath(s)) await subjects.get(s);
   return { matrix, backend, cells, budgets: matrix.budgets, golden, subjects };
 }
+
+export const DEFAULT_TIMEOUT_MS = 60_000;
 
 /** Runs a prepared run's cells and finishes it (golden verdict, summary, hooks). */
 export async function executeRun(run: PreparedRun, options: RunMatrixOptions = {}, hooks: RunHooks = {}): Promise<RunOutput> {
@@ -115,22 +126,41 @@ export async function executeRun(run: PreparedRun, options: RunMatrixOptions = {
   const slots: (CellResult | undefined)[] = new Array(total);
   let done = 0;
   let stopped = false;
-  for (const [index, cell] of cells.entries()) {
-    if (stopped) break;
-    hooks.onCellStart?.(cell, index, total);
-    const subject = await run.subjects.get(cell.subject);
-    const result = await runCell(cell, {
+  const jobs: CellJob[] = cells.map((cell, index) => ({
+    index,
+    cell,
+    options: {
       backend,
-      subject,
-      timeoutMs: options.timeoutMs,
+      timeoutMs: options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
       budgets: run.budgets,
       hashTensors: options.hashTensors || run.golden !== null,
       dumpDir: options.dumpDir === undefined ? undefined : total === 1 ? options.dumpDir : `${options.dumpDir}/${index}`,
-    });
+      maxLiveBytes: options.maxLiveBytes,
+    },
+  }));
+  const ended = (index: number, result: CellResult) => {
     slots[index] = result;
     hooks.onCellEnd?.(result, index, total, ++done);
     if (options.stopWhen?.(result)) stopped = true;
-  }
+  };
+  // Subjects that run outside this process (torchrun) share one adapter session: in order, here.
+  const inline = jobs.filter((j) => isExternalSpec(j.cell.subject));
+  const pooled = jobs.filter((j) => !isExternalSpec(j.cell.subject));
+  const pool = new WorkerPool(pooled.length, {
+    workers: options.workers,
+    timeoutMs: options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+    memoryBudgetBytes: options.memoryBudgetBytes,
+  } satisfies PoolOptions);
+  await Promise.all([
+    pool.run(pooled, ended, () => stopped, (job) => hooks.onCellStart?.(job.cell, job.index, total)),
+    (async () => {
+      for (const job of inline) {
+        if (stopped) break;
+        hooks.onCellStart?.(job.cell, job.index, total);
+        ended(job.index, await runCell(job.cell, { ...job.options, subject: await run.subjects.get(job.cell.subject) }));
+      }
+    })(),
+  ]);
   const results = slots.filter((r): r is CellResult => r !== undefined);
   const finished = run.golden ? run.golden.finish(results) : { summary: summarize(results), notes: [] };
   const output: RunOutput = { matrix: run.matrix.name, backend, results, stopped, summary: finished.summary, notes: finished.notes };
