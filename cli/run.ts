@@ -28,6 +28,9 @@ export const spec: CommandSpec = {
     "timeout-s": { type: "string", value: "S", description: "wall-clock limit of one cell in seconds", default: "60" },
     "max-cells": { type: "string", value: "N", description: "refuse a run of more cells", default: "100000" },
     "max-world": { type: "string", value: "N", description: "refuse a cell of more ranks", default: "4096" },
+    jobs: { type: "string", value: "N", description: "worker threads that run cells", default: "the cores" },
+    "memory-budget-mb": { type: "string", value: "MB", description: "bytes the cells in flight may hold together", default: "half the RAM" },
+    "worker-heap-mb": { type: "string", value: "MB", description: "JavaScript heap of a worker (a subject past it fails isolation)", default: "2048" },
     quiet: { type: "boolean", description: "no progress display" },
   },
   notes: EXIT_STATUS,
@@ -49,6 +52,9 @@ export function runOptions(v: Record<string, unknown>, flag = (f: string) => `--
   if (s("max-cells") !== undefined) limits.maxCells = parseInteger(s("max-cells")!, flag("max-cells"), { min: 1 });
   if (s("max-world") !== undefined) limits.maxWorld = parseInteger(s("max-world")!, flag("max-world"), { min: 1 });
   opts.limits = limits;
+  if (s("jobs") !== undefined) opts.workers = parseInteger(s("jobs")!, flag("jobs"), { min: 1, max: 256 });
+  if (s("memory-budget-mb") !== undefined) opts.memoryBudgetBytes = parseInteger(s("memory-budget-mb")!, flag("memory-budget-mb"), { min: 1 }) * 1024 * 1024;
+  if (s("worker-heap-mb") !== undefined) opts.workerHeapMb = parseInteger(s("worker-heap-mb")!, flag("worker-heap-mb"), { min: 16, max: 65_536 });
   return opts;
 }
 

@@ -5,6 +5,7 @@
  * a `clip` function and, if given, a `tolerance` of exact / fp32 / bf16. Anything else is refused
  * with an InputError that names the path, the field and the value found.
  */
+import { existsSync, readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { InputError } from "../errors.ts";
@@ -96,6 +97,36 @@ export function validateSubject(value: unknown, where: string): Subject {
   };
 }
 
+/**
+ * Why a module did not load, with file, line and column when it is a syntax error: esbuild (tsx) puts
+ * "file:line:col: ERROR: ..." in its message; Node's own SyntaxError puts "file:line" atop its stack.
+ */
+export function describeLoadError(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  const lines = err.message.split("\n").map((l) => l.trim()).filter(Boolean);
+  const located = lines.find((l) => /:\d+:\d+: ERROR: /.test(l));
+  if (located) return `syntax error at ${located.replace(": ERROR: ", ": ")}`;
+  if (err.name === "SyntaxError") {
+    const at = (err.stack ?? "").split("\n")[0]!;
+    const where = /^(file:\/\/\S+?|\/\S+?):(\d+)$/.exec(at.trim());
+    return `syntax error at ${where ? `${where[1]!.replace(/^file:\/\//, "")}:${where[2]}` : "an unknown place"}: ${err.message}`;
+  }
+  return `${err.name === "Error" ? "" : `${err.name}: `}${lines[0] ?? err.message}`;
+}
+
+/** "syntax error at FILE:LINE:COL: what", from esbuild's parse of a JavaScript or TypeScript file. */
+async function locateSyntaxError(path: string): Promise<string | null> {
+  try {
+    const { transform } = await import("esbuild");
+    await transform(readFileSync(path, "utf8"), { loader: path.endsWith(".ts") ? "ts" : "js", sourcefile: path, format: "esm" });
+    return null;
+  } catch (err) {
+    const e = (err as { errors?: { text: string; location?: { file: string; line: number; column: number } | null }[] }).errors?.[0];
+    if (!e?.location) return null;
+    return `syntax error at ${e.location.file}:${e.location.line}:${e.location.column + 1}: ${e.text}`;
+  }
+}
+
 function describe(v: unknown): string {
   if (typeof v === "function") return "a function";
   if (typeof v === "string") return JSON.stringify(v);
@@ -132,12 +163,14 @@ export async function loadSubject(spec: string): Promise<Subject> {
     return builtin;
   }
   const path = resolve(process.cwd(), spec);
+  if (!existsSync(path)) throw new InputError(`subject module ${spec} (${path}) could not be loaded: no such file`);
   let mod: Record<string, unknown>;
   try {
     mod = (await import(pathToFileURL(path).href)) as Record<string, unknown>;
   } catch (err) {
-    const e = err as NodeJS.ErrnoException;
-    const why = e.code === "ERR_MODULE_NOT_FOUND" && e.message.includes(path) ? "no such file" : (e.message ?? String(err)).split("\n")[0];
+    let why = describeLoadError(err);
+    // Node's SyntaxError from an ES module carries no location: esbuild's parse of the same file does.
+    if (err instanceof SyntaxError) why = (await locateSyntaxError(path)) ?? why;
     throw new InputError(`subject module ${spec} (${path}) could not be loaded: ${why}`);
   }
   const exported = mod.default ?? mod.subject;

@@ -243,6 +243,9 @@ export interface Expectation {
   layout?: Layout;
   /** The step it must have been written at (e.g. --save-at with --from-existing). */
   step?: number;
+  /** The run it must come from: its gradients' norm type and regime (a resume with others is another run). */
+  normType?: number;
+  regime?: string;
 }
 
 function sameDims(a: readonly number[], b: readonly number[]): boolean {
@@ -305,6 +308,13 @@ export function readCheckpoint(backend: Backend, dir: string, expect: Expectatio
   }
   if (expect.seed !== undefined && index.seed !== expect.seed) {
     throw new CheckpointError("run-mismatch", indexPath, `written by a run with seed ${index.seed}; this run has seed ${expect.seed}`);
+  }
+  const writtenNorm = index.run.normType === "inf" ? Infinity : index.run.normType;
+  if (expect.normType !== undefined && writtenNorm !== expect.normType) {
+    throw new CheckpointError("run-mismatch", indexPath, `written by a run with --norm ${index.run.normType}; this run has --norm ${expect.normType === Infinity ? "inf" : expect.normType}`);
+  }
+  if (expect.regime !== undefined && index.run.regime !== expect.regime) {
+    throw new CheckpointError("run-mismatch", indexPath, `written by a run with --regime ${index.run.regime}; this run has --regime ${expect.regime}`);
   }
   if (expect.step !== undefined && index.step !== expect.step) {
     throw new CheckpointError("run-mismatch", indexPath, `written after step ${index.step}; this run resumes at step ${expect.step}`);

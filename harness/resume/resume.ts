@@ -152,7 +152,7 @@ export async function runResume(cell: ResumeCell, options: ResumeOptions): Promi
   const dir = options.dir ? resolve(options.dir) : mkdtempSync(join(scratchRoot(), "clip-parity-resume-"));
   const repro = resumeRepro(cell, options.dir);
   const backend = new Backend("cpu", Math.max(worldSize(layoutA), worldSize(layoutB)));
-  const expect = { model, dtype: cell.dtype, seed: cell.seed, layout: layoutA, step: cell.saveAt };
+  const expect = { model, dtype: cell.dtype, seed: cell.seed, layout: layoutA, step: cell.saveAt, normType: cell.normType, regime: cell.regime };
   let uninterrupted: TrainState | undefined;
   let resumed: TrainState | undefined;
   let index: CheckpointIndex | undefined;

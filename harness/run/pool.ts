@@ -55,7 +55,7 @@ export interface PoolOptions {
   heapMb?: number;
 }
 
-export const DEFAULT_GRACE_MS = 5_000;
+export const DEFAULT_GRACE_MS = 2_000;
 
 /** What a cell may hold at its peak: every rank's gradients (replicated over dp_replicate), with slack. */
 export function estimateCellBytes(cell: Cell): number {

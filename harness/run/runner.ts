@@ -55,6 +55,8 @@ export interface RunMatrixOptions {
   /** Worker threads (default: the cores); memory budget of the cells in flight (default: half the RAM). */
   workers?: number;
   memoryBudgetBytes?: number;
+  /** V8 heap of a worker in MiB (default 2048). */
+  workerHeapMb?: number;
   /** Live bytes one cell's backend may hold (a subject asking for more gets an error). */
   maxLiveBytes?: number;
   /** How the caller reruns a matrix, for messages: "clip-parity run --matrix cpu". */
@@ -150,6 +152,7 @@ export async function executeRun(run: PreparedRun, options: RunMatrixOptions = {
     workers: options.workers,
     timeoutMs: options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
     memoryBudgetBytes: options.memoryBudgetBytes,
+    heapMb: options.workerHeapMb,
   } satisfies PoolOptions);
   await Promise.all([
     pool.run(pooled, ended, () => stopped, (job) => hooks.onCellStart?.(job.cell, job.index, total)),

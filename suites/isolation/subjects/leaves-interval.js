@@ -1,0 +1,9 @@
+// Returns a right answer but leaves an interval running, which would fire into later cells.
+import bucketed from "clip-parity/harness/clip/subjects/bucketed.ts";
+export default {
+  name: "leaves-interval",
+  async clip(rank, args) {
+    setInterval(() => {}, 1000);
+    return bucketed.clip(rank, args);
+  },
+};
