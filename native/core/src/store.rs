@@ -13,7 +13,7 @@ use half::{bf16, f16};
 use crate::dtype::{DType, Elem};
 use crate::exact::{self, BigUint};
 use crate::gen::{checked_numel, Block, GenSpec};
-use crate::kernels;
+use crate::kernels::{self, KernelPath};
 use crate::optim::{self, AdamW};
 use crate::tensor_store::{StoreKind, TensorStore};
 use crate::{bail, safetensors, Error, Result};
@@ -315,7 +315,8 @@ impl TensorStore for Store {
                 t.numel
             );
         }
-        with_data!(&mut t.data, xs => block.fill(spec, xs), meta => ());
+        let path = KernelPath::detect();
+        with_data!(&mut t.data, xs => block.fill_with(path, spec, xs), meta => ());
         Ok(())
     }
 
@@ -525,34 +526,23 @@ impl TensorStore for Store {
                 t.numel
             );
         }
-        fn go<T: Elem>(xs: &[T], spec: &GenSpec, block: &Block, c: f32) -> Option<Mismatch> {
+        fn go<T: Elem>(path: KernelPath, xs: &[T], spec: &GenSpec, block: &Block, c: f32) -> Option<Mismatch> {
             let key = spec.key();
-            const CH: usize = 1 << 16;
-            let mut buf: Vec<T> = Vec::new();
             let mut found = None;
             block.for_each_row(|l, g, n| {
                 if found.is_some() {
                     return;
                 }
-                let mut done = 0usize;
-                while done < n {
-                    let k = CH.min(n - done);
-                    buf.resize(k, T::default());
-                    spec.fill_range(key, g + done as u64, &mut buf);
-                    kernels::scale(&mut buf, c);
-                    let have = &xs[l + done..l + done + k];
-                    if let Some(j) = kernels::first_difference(&buf, have) {
-                        let i = l + done + j;
-                        found = Some(Mismatch { index: i as u64, expected: buf[j].to_f64(), actual: xs[i].to_f64() });
-                        return;
-                    }
-                    done += k;
+                if let Some(j) = spec.scaled_first_difference_with(path, key, g, c, &xs[l..l + n]) {
+                    let i = l + j;
+                    let expected: T = spec.scaled_value(key, g + j as u64, c);
+                    found = Some(Mismatch { index: i as u64, expected: expected.to_f64(), actual: xs[i].to_f64() });
                 }
             });
             found
         }
-        let c = coef as f32;
-        Ok(with_data!(&t.data, xs => go(xs, spec, block, c), meta => None))
+        let (c, path) = (coef as f32, KernelPath::detect());
+        Ok(with_data!(&t.data, xs => go(path, xs, spec, block, c), meta => None))
     }
 
     // ---- safetensors ----
