@@ -19,7 +19,7 @@ pub mod tensor_store;
 pub use dtype::DType;
 pub use gen::{fnv1a64, splitmix64, Block, GenMode, GenSpec};
 pub use store::{Backend, Mismatch, Store};
-pub use tensor_store::{DeviceMemory, StoreKind, TensorStore};
+pub use tensor_store::{DeviceMemory, FillItem, StoreKind, TensorStore, VerifyItem};
 
 #[cfg(not(target_endian = "little"))]
 compile_error!("clip-parity-core assumes a little-endian target (safetensors raw data is little-endian)");

@@ -15,7 +15,7 @@ use crate::exact::{self, BigUint};
 use crate::gen::{checked_numel, Block, GenSpec};
 use crate::kernels::{self, KernelPath};
 use crate::optim::{self, AdamW};
-use crate::tensor_store::{StoreKind, TensorStore};
+use crate::tensor_store::{check_alloc_fill, StoreKind, TensorStore};
 use crate::{bail, safetensors, Error, Result};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -133,6 +133,19 @@ fn try_zeroed<T: Elem>(n: usize) -> Result<Vec<T>> {
     Ok(unsafe { Vec::from_raw_parts(p, n, n) })
 }
 
+/// A vector of n elements written by the generator as `Block::fill` writes them, without zeroing
+/// the memory first. Requires block.validate() and block.numel() == n.
+fn filled<T: Elem>(n: usize, path: KernelPath, spec: &GenSpec, block: &Block) -> Result<Vec<T>> {
+    let mut v: Vec<T> = Vec::new();
+    v.try_reserve_exact(n)
+        .map_err(|_| Error(format!("out of memory allocating {} bytes", n.saturating_mul(std::mem::size_of::<T>()))))?;
+    block.fill_uninit_with(path, spec, &mut v.spare_capacity_mut()[..n]);
+    // SAFETY: fill_uninit_with wrote all n elements (it checks that its rows cover the block and
+    // panics before returning otherwise), and the capacity is at least n.
+    unsafe { v.set_len(n) };
+    Ok(v)
+}
+
 fn fmt_shape(s: &[u64]) -> String {
     format!("[{}]", s.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", "))
 }
@@ -192,15 +205,30 @@ impl Store {
         Ok(self.tensors.get_disjoint_mut(ids.each_ref()).map(|t| t.expect("checked above")))
     }
 
+    /// alloc's checks of the shape (and of the id space); the element count.
+    fn check_alloc(&self, dtype: DType, shape: &[u64]) -> Result<u64> {
+        let numel = checked_numel(shape)
+            .filter(|n| n.checked_mul(dtype.size() as u64).is_some())
+            .ok_or_else(|| Error(format!("shape: {} has too many elements", fmt_shape(shape))))?;
+        if self.next_id == u32::MAX {
+            bail!("too many tensors allocated in this store");
+        }
+        Ok(numel)
+    }
+
+    fn cpu_len(numel: u64) -> Result<usize> {
+        numel
+            .try_into()
+            .ok()
+            .filter(|&n: &usize| n <= (isize::MAX as usize) / 4)
+            .ok_or_else(|| Error(format!("cannot allocate {numel} elements on the cpu backend")))
+    }
+
     fn new_data(&self, dtype: DType, numel: u64) -> Result<Data> {
         if self.backend == Backend::Meta {
             return Ok(Data::Meta);
         }
-        let n: usize = numel
-            .try_into()
-            .ok()
-            .filter(|&n: &usize| n <= (isize::MAX as usize) / 4)
-            .ok_or_else(|| Error(format!("cannot allocate {numel} elements on the cpu backend")))?;
+        let n = Self::cpu_len(numel)?;
         Ok(match dtype {
             DType::F32 => Data::F32(try_zeroed(n)?),
             DType::BF16 => Data::BF16(try_zeroed(n)?),
@@ -265,13 +293,28 @@ impl TensorStore for Store {
     /// Zero-filled tensor charged to `rank`.
     fn alloc(&mut self, rank: usize, dtype: DType, shape: &[u64]) -> Result<u32> {
         self.check_rank(rank)?;
-        let numel = checked_numel(shape)
-            .filter(|n| n.checked_mul(dtype.size() as u64).is_some())
-            .ok_or_else(|| Error(format!("shape: {} has too many elements", fmt_shape(shape))))?;
-        if self.next_id == u32::MAX {
-            bail!("too many tensors allocated in this store");
-        }
+        let numel = self.check_alloc(dtype, shape)?;
         let data = self.new_data(dtype, numel)?;
+        Ok(self.insert(rank, dtype, shape.to_vec(), numel, data))
+    }
+
+    /// Allocated and filled in one pass over the new memory: no zeroing pass before the fill.
+    fn alloc_fill(&mut self, rank: usize, dtype: DType, shape: &[u64], spec: &GenSpec, block: &Block) -> Result<u32> {
+        self.check_rank(rank)?;
+        check_alloc_fill(shape, spec, block)?;
+        let numel = self.check_alloc(dtype, shape)?;
+        let data = match self.backend {
+            Backend::Meta => Data::Meta,
+            Backend::Cpu => {
+                let n = Self::cpu_len(numel)?;
+                let path = KernelPath::detect();
+                match dtype {
+                    DType::F32 => Data::F32(filled(n, path, spec, block)?),
+                    DType::BF16 => Data::BF16(filled(n, path, spec, block)?),
+                    DType::F16 => Data::F16(filled(n, path, spec, block)?),
+                }
+            }
+        };
         Ok(self.insert(rank, dtype, shape.to_vec(), numel, data))
     }
 
@@ -799,6 +842,78 @@ mod tests {
             assert_eq!(m.index, 100);
             s.free(c).unwrap();
             s.free(id).unwrap();
+        }
+    }
+
+    #[test]
+    fn alloc_fill_equals_alloc_then_fill() {
+        use crate::tensor_store::{FillItem, VerifyItem};
+        for backend in [Backend::Cpu, Backend::Meta] {
+            let mut s = Store::new(backend, 2).unwrap();
+            let blocks = [
+                Block { global_shape: vec![10, 100], start: vec![2, 10], len: vec![5, 50] },
+                Block::full(&[]),
+                Block { global_shape: vec![4, 0], start: vec![0, 0], len: vec![4, 0] },
+                Block::full(&[1003]),
+            ];
+            for dt in DType::ALL {
+                for (mode, exp) in [(GenMode::Gen, 0), (GenMode::Gen, -140), (GenMode::Ones, 0), (GenMode::Zeros, 0)] {
+                    let mut spec = GenSpec::new(11, 2, "layer.w", dt, exp, mode);
+                    spec.special = Some((212, f64::NAN));
+                    for blk in &blocks {
+                        let a = s.alloc(1, dt, &blk.len).unwrap();
+                        s.fill_grad(a, &spec, blk).unwrap();
+                        let b = s.alloc_fill(1, dt, &blk.len, &spec, blk).unwrap();
+                        assert_eq!(s.hash(a).unwrap(), s.hash(b).unwrap(), "{dt:?} {mode:?} {blk:?}");
+                        assert_eq!(s.get(a).unwrap().shape, s.get(b).unwrap().shape);
+                        assert_eq!(s.live_bytes(1).unwrap(), 2 * s.get(a).unwrap().bytes());
+                        s.free(a).unwrap();
+                        s.free(b).unwrap();
+                    }
+                }
+            }
+            // errors, in alloc's order, before anything is allocated
+            let spec = GenSpec::new(1, 0, "w", DType::F32, 0, GenMode::Gen);
+            let blk = Block::full(&[6]);
+            assert!(s.alloc_fill(2, DType::F32, &[6], &spec, &blk).unwrap_err().0.starts_with("rank: 2"));
+            assert_eq!(
+                s.alloc_fill(0, DType::F32, &[2, 4], &spec, &blk).unwrap_err().0,
+                "allocFill: block len [6] has 6 elements but shape [2, 4] has 8"
+            );
+            let bad = GenSpec { exp: 901, ..spec.clone() };
+            assert!(s.alloc_fill(0, DType::F32, &[6], &bad, &blk).unwrap_err().0.starts_with("exp: 901"));
+            assert_eq!(s.live_tensors(), 0);
+            // many: in order, all or nothing
+            let items: Vec<FillItem> = (0..5)
+                .map(|k| FillItem { shape: vec![k + 1, 3], spec: GenSpec::new(2, 0, &format!("p{k}"), DType::BF16, 0, GenMode::Gen), block: Block::full(&[k + 1, 3]) })
+                .collect();
+            let ids = s.alloc_fill_many(0, DType::BF16, &items).unwrap();
+            assert_eq!(ids.len(), 5);
+            assert_eq!(s.live_bytes(0).unwrap(), (1 + 2 + 3 + 4 + 5) * 3 * 2);
+            let mut bad = items.clone();
+            bad[3].shape = vec![1];
+            let e = s.alloc_fill_many(0, DType::BF16, &bad).unwrap_err();
+            assert_eq!(e.0, "items[3]: allocFill: block len [4, 3] has 12 elements but shape [1] has 1");
+            assert_eq!(s.live_tensors(), 5);
+            // verify many: the first mismatch in list order
+            let checks = |coef: f64| -> Vec<VerifyItem> {
+                ids.iter().zip(&items).map(|(&id, it)| VerifyItem { id, spec: it.spec.clone(), block: it.block.clone(), coef }).collect()
+            };
+            assert_eq!(s.verify_scaled_many(&checks(1.0)).unwrap(), None);
+            if backend == Backend::Cpu {
+                s.set_element(ids[4], 2, 77.0).unwrap();
+                s.set_element(ids[2], 5, 77.0).unwrap();
+                let (k, m) = s.verify_scaled_many(&checks(1.0)).unwrap().unwrap();
+                assert_eq!((k, m.index, m.actual), (2, 5, 77.0));
+                assert_eq!(Some(m), s.verify_scaled(ids[2], &items[2].spec, &items[2].block, 1.0).unwrap());
+            }
+            let mut bad = checks(1.0);
+            bad[1].block = Block::full(&[7]);
+            assert!(s.verify_scaled_many(&bad).unwrap_err().0.starts_with("items[1]: verifyScaled: block len [7]"));
+            for id in ids {
+                s.free(id).unwrap();
+            }
+            assert_eq!(s.live_bytes(0).unwrap(), 0);
         }
     }
 
