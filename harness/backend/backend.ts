@@ -31,6 +31,23 @@ export interface Mismatch {
   actual: number;
 }
 
+/** One gradient of `Backend.allocFillMany`: a tensor of `shape`, filled as `fillGrad(gen, block)` fills it. */
+export interface FillItem {
+  shape: readonly number[];
+  gen: GenSpec;
+  block: Block;
+  /** As `alloc`'s owner: what the harness allocated it for (then a subject cannot free it). */
+  owner?: string;
+}
+
+/** One check of `Backend.verifyScaledMany`: `verifyScaled(tensor, gen, block, coef)`. */
+export interface VerifyItem {
+  tensor: Tensor;
+  gen: GenSpec;
+  block: Block;
+  coef: number;
+}
+
 export interface StageRecord {
   stage: string;
   liveBytes: number;
@@ -115,6 +132,22 @@ export class Backend {
     return this.track(id, dtype, shape, rank, owner);
   }
 
+  /**
+   * New tensors of `rank`, each filled from the generator as `fillGrad` fills it: one native call
+   * for the list, and no zeroing pass before the fill. All or nothing: on an error (the byte limit,
+   * checked for the whole list first, or a native error naming `items[k]`) nothing stays allocated.
+   */
+  allocFillMany(rank: number, dtype: DType, items: readonly FillItem[]): Tensor[] {
+    let pending = 0;
+    for (const it of items) pending += this.reserve(dtype, it.shape, `alloc on rank ${rank}`, pending);
+    const ids = this.store.allocFillMany(
+      rank,
+      dtype,
+      items.map((it) => ({ shape: [...it.shape], gen: it.gen, block: it.block })),
+    );
+    return ids.map((id, k) => this.track(id, dtype, items[k].shape, rank, items[k].owner));
+  }
+
   private track(id: number, dtype: DType, shape: readonly number[], rank: number, owner?: string): TensorHandle {
     const t = new TensorHandle(id, dtype, shape, rank);
     this.live.set(id, t);
@@ -123,8 +156,11 @@ export class Backend {
     return t;
   }
 
-  /** Refuses, before the native store allocates, what would take the backend over its byte limit. */
-  private reserve(dtype: DType, shape: readonly number[], what: string): void {
+  /**
+   * Refuses, before the native store allocates, what would take the backend over its byte limit
+   * (with `pending` bytes about to be allocated besides); returns the tensor's bytes.
+   */
+  private reserve(dtype: DType, shape: readonly number[], what: string, pending = 0): number {
     if (!DTYPE_BYTES[dtype]) throw new ClipParityError("E_TENSOR", `${what}: dtype ${JSON.stringify(dtype)} is not one of f32, bf16, f16`, 1);
     let n = 1;
     for (const d of shape) {
@@ -132,14 +168,16 @@ export class Backend {
       n *= d;
     }
     const bytes = n * DTYPE_BYTES[dtype];
-    if (this.liveTotal + bytes > this.maxLiveBytes) {
+    const live = this.liveTotal + pending;
+    if (live + bytes > this.maxLiveBytes) {
       throw new ClipParityError(
         "E_TENSOR",
         `${what}: ${dtype} [${shape.join(", ")}] needs ${bytes.toLocaleString("en-US")} bytes; with ` +
-          `${this.liveTotal.toLocaleString("en-US")} live the backend would pass its limit of ${this.maxLiveBytes.toLocaleString("en-US")} bytes`,
+          `${live.toLocaleString("en-US")} live the backend would pass its limit of ${this.maxLiveBytes.toLocaleString("en-US")} bytes`,
         1,
       );
     }
+    return bytes;
   }
 
   free(t: Tensor): void {
@@ -205,6 +243,14 @@ export class Backend {
   }
   verifyScaled(t: Tensor, gen: GenSpec, block: Block, coef: number): Mismatch | null {
     return this.store.verifyScaled(t.id, gen, block, coef) ?? null;
+  }
+  /**
+   * `verifyScaled` of each item in list order, in one native call: the first mismatch (the item's
+   * index and the Mismatch `verifyScaled` gives), or null when every item passes.
+   */
+  verifyScaledMany(items: readonly VerifyItem[]): { item: number; mismatch: Mismatch } | null {
+    if (items.length === 0) return null;
+    return this.store.verifyScaledMany(items.map((it) => ({ id: it.tensor.id, gen: it.gen, block: it.block, coef: it.coef }))) ?? null;
   }
   compare(a: Tensor, b: Tensor): Mismatch | null {
     return this.store.compare(a.id, b.id) ?? null;
