@@ -63,6 +63,24 @@ fn main() {
                 *sink += spec.scaled_first_difference_with(path, key, 0, 0.5, &v).map_or(0, |j| j as u64 + 1);
                 b[1] = b[1].min(t.elapsed().as_secs_f64());
             }
+            // in cache: 16 Ki elements, filled and verified 1000 times
+            let small = &mut v[..16384];
+            let mut c = [f64::MAX; 2];
+            for _ in 0..5 {
+                let t = Instant::now();
+                for r in 0..1000u64 {
+                    spec.fill_range_with(path, key, r, small);
+                }
+                c[0] = c[0].min(t.elapsed().as_secs_f64());
+                spec.fill_range_with(path, key, 0, small);
+                kernels::scale(small, 0.5);
+                let t = Instant::now();
+                for _ in 0..1000 {
+                    *sink += spec.scaled_first_difference_with(path, key, 0, 0.5, small).map_or(0, |j| j as u64 + 1);
+                }
+                c[1] = c[1].min(t.elapsed().as_secs_f64());
+            }
+            println!("  in cache: fill {:.3} ns/el, verify {:.3} ns/el", c[0] / 16384e3 * 1e9, c[1] / 16384e3 * 1e9);
             let gb = |s: f64| (n * std::mem::size_of::<T>()) as f64 / s / 1e9;
             println!("gen {:?} simd={}: fill {:.2} ms ({:.1} GB/s) | verify {:.2} ms ({:.1} GB/s)",
                 T::DTYPE, path.is_simd(), b[0] * 1e3, gb(b[0]), b[1] * 1e3, gb(b[1]));

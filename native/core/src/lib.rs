@@ -10,6 +10,7 @@ pub mod hash;
 pub mod json;
 pub mod kernels;
 pub mod optim;
+mod pool;
 pub mod reference;
 pub mod safetensors;
 pub mod simd;

@@ -15,6 +15,7 @@ use crate::exact::{self, BigUint};
 use crate::gen::{checked_numel, Block, GenSpec};
 use crate::kernels::{self, KernelPath};
 use crate::optim::{self, AdamW};
+use crate::pool::{self, Pooled};
 use crate::tensor_store::{check_alloc_fill, StoreKind, TensorStore};
 use crate::{bail, safetensors, Error, Result};
 
@@ -90,6 +91,18 @@ impl Data {
     }
 }
 
+/// A freed tensor's buffer goes to the pool (pool.rs) for the next tensor of its size class.
+impl Drop for Data {
+    fn drop(&mut self) {
+        match self {
+            Data::F32(v) => pool::give(std::mem::take(v)),
+            Data::BF16(v) => pool::give(std::mem::take(v)),
+            Data::F16(v) => pool::give(std::mem::take(v)),
+            Data::Meta => {}
+        }
+    }
+}
+
 pub struct Tensor {
     pub dtype: DType,
     pub shape: Vec<u64>,
@@ -118,27 +131,34 @@ pub struct Mismatch {
     pub actual: f64,
 }
 
-fn try_zeroed<T: Elem>(n: usize) -> Result<Vec<T>> {
-    if n == 0 {
+/// n zero elements (+0.0 in every dtype): a kept buffer (pool.rs) zeroed in place, or fresh zeroed
+/// memory from the allocator (which the OS hands out zeroed, so calloc need not write it).
+fn try_zeroed<T: Pooled>(n: usize) -> Result<Vec<T>> {
+    if let Some(mut v) = pool::take_kept::<T>(n) {
+        v.resize(n, T::from_bits(0));
+        return Ok(v);
+    }
+    let cap = pool::capacity_for::<T>(n);
+    if cap == 0 {
         return Ok(Vec::new());
     }
-    let layout = std::alloc::Layout::array::<T>(n)
-        .map_err(|_| Error(format!("cannot allocate {n} elements: size overflows")))?;
+    let layout =
+        std::alloc::Layout::array::<T>(cap).map_err(|_| Error(format!("cannot allocate {n} elements: size overflows")))?;
     // SAFETY: layout has non-zero size; all-zero bits are +0.0 for f32, bf16 and f16.
     let p = unsafe { std::alloc::alloc_zeroed(layout) } as *mut T;
     if p.is_null() {
         bail!("out of memory allocating {} bytes", layout.size());
     }
-    // SAFETY: p was allocated with the layout of [T; n] and is initialized (zeroed).
-    Ok(unsafe { Vec::from_raw_parts(p, n, n) })
+    // SAFETY: p was allocated with the layout of [T; cap]; its first n <= cap elements are
+    // initialized (zeroed).
+    Ok(unsafe { Vec::from_raw_parts(p, n, cap) })
 }
 
 /// A vector of n elements written by the generator as `Block::fill` writes them, without zeroing
-/// the memory first. Requires block.validate() and block.numel() == n.
-fn filled<T: Elem>(n: usize, path: KernelPath, spec: &GenSpec, block: &Block) -> Result<Vec<T>> {
-    let mut v: Vec<T> = Vec::new();
-    v.try_reserve_exact(n)
-        .map_err(|_| Error(format!("out of memory allocating {} bytes", n.saturating_mul(std::mem::size_of::<T>()))))?;
+/// the memory first (a kept buffer from pool.rs when there is one: no page faults either).
+/// Requires block.validate() and block.numel() == n.
+fn filled<T: Pooled>(n: usize, path: KernelPath, spec: &GenSpec, block: &Block) -> Result<Vec<T>> {
+    let mut v = pool::take::<T>(n)?;
     block.fill_uninit_with(path, spec, &mut v.spare_capacity_mut()[..n]);
     // SAFETY: fill_uninit_with wrote all n elements (it checks that its rows cover the block and
     // panics before returning otherwise), and the capacity is at least n.
@@ -914,6 +934,32 @@ mod tests {
                 s.free(id).unwrap();
             }
             assert_eq!(s.live_bytes(0).unwrap(), 0);
+        }
+    }
+
+    #[test]
+    fn reused_buffers_never_show_old_contents() {
+        // large enough for the pool (pool.rs); an odd size, so other tests do not take the buffers
+        let mut s = Store::new(Backend::Cpu, 1).unwrap();
+        let shape = [1001, 1003];
+        let blk = Block::full(&shape);
+        for dt in DType::ALL {
+            let spec = GenSpec::new(5, 0, "big", dt, 0, GenMode::Ones);
+            for _ in 0..3 {
+                let a = s.alloc_fill(0, dt, &shape, &spec, &blk).unwrap();
+                assert_eq!(s.sum_abs_pow(a, 1.0).unwrap(), 1001.0 * 1003.0);
+                s.free(a).unwrap();
+                // alloc after a free of the same size: zeros, not the ones just freed
+                let z = s.alloc(0, dt, &shape).unwrap();
+                assert_eq!(s.max_abs(z).unwrap(), 0.0);
+                assert_eq!(s.read_pass(z).unwrap(), 0);
+                let g = GenSpec::new(5, 0, "big", dt, 0, GenMode::Gen);
+                let f = s.alloc_fill(0, dt, &shape, &g, &blk).unwrap(); // reuses nothing stale either
+                s.fill_grad(z, &g, &blk).unwrap();
+                assert_eq!(s.hash(f).unwrap(), s.hash(z).unwrap());
+                s.free(z).unwrap();
+                s.free(f).unwrap();
+            }
         }
     }
 
