@@ -319,26 +319,23 @@ const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
 const MIX1: u64 = 0xBF58_476D_1CE4_E5B9;
 const MIX2: u64 = 0x94D0_49BB_1331_11EB;
 
-/// A 64-bit constant split for `mul64`: its low and high 32-bit halves in every 64-bit lane.
+/// A 64-bit multiplier's low and high 32-bit halves, in every 64-bit lane (for `_mm256_mul_epu32`)
+/// and in every 32-bit lane (for `_mm256_mullo_epi32`).
 #[derive(Clone, Copy)]
 struct Mul64 {
     lo: __m256i,
-    hi: __m256i,
+    lo32: __m256i,
+    hi32: __m256i,
 }
 
 impl Mul64 {
     #[inline(always)]
     unsafe fn new(c: u64) -> Mul64 {
-        Mul64 { lo: _mm256_set1_epi64x((c & 0xffff_ffff) as i64), hi: _mm256_set1_epi64x((c >> 32) as i64) }
-    }
-    /// a * c mod 2^64 in each 64-bit lane. AVX2 has no 64-bit multiply: with a = ah 2^32 + al and
-    /// c = ch 2^32 + cl, a c mod 2^64 = al cl + ((ah cl + al ch) mod 2^32) 2^32, three 32x32->64
-    /// multiplies (`_mm256_mul_epu32` reads the low 32 bits of each 64-bit lane).
-    #[inline(always)]
-    unsafe fn mul(self, a: __m256i) -> __m256i {
-        let lo = _mm256_mul_epu32(a, self.lo);
-        let cross = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64::<32>(a), self.lo), _mm256_mul_epu32(a, self.hi));
-        _mm256_add_epi64(lo, _mm256_slli_epi64::<32>(cross))
+        Mul64 {
+            lo: _mm256_set1_epi64x((c & 0xffff_ffff) as i64),
+            lo32: _mm256_set1_epi32(c as u32 as i32),
+            hi32: _mm256_set1_epi32((c >> 32) as u32 as i32),
+        }
     }
 }
 
@@ -346,7 +343,7 @@ impl Mul64 {
 /// in index order (m <= 24, so q fits).
 struct GenQ8 {
     /// key + gamma + i for the lanes' indices: `a` holds i + {0, 1, 4, 5}, `b` i + {2, 3, 6, 7}, so
-    /// that one in-lane shuffle of their high halves gives indices 0..8 in order.
+    /// that one in-lane shuffle of their halves gives indices 0..8 in order.
     a: __m256i,
     b: __m256i,
     eight: __m256i,
@@ -355,6 +352,17 @@ struct GenQ8 {
     /// 32 - m
     shift: __m128i,
     flip: __m256i,
+}
+
+/// The even (low) and odd (high) 32-bit halves of the 64-bit lanes of a and b, shuffled in-lane:
+/// [a0, a1, b0, b1 | a2, a3, b2, b3].
+#[inline(always)]
+unsafe fn even_halves(a: __m256i, b: __m256i) -> __m256i {
+    _mm256_castps_si256(_mm256_shuffle_ps::<0b10_00_10_00>(_mm256_castsi256_ps(a), _mm256_castsi256_ps(b)))
+}
+#[inline(always)]
+unsafe fn odd_halves(a: __m256i, b: __m256i) -> __m256i {
+    _mm256_castps_si256(_mm256_shuffle_ps::<0b11_01_11_01>(_mm256_castsi256_ps(a), _mm256_castsi256_ps(b)))
 }
 
 impl GenQ8 {
@@ -372,23 +380,38 @@ impl GenQ8 {
             flip: _mm256_set1_epi32(i32::MIN),
         }
     }
-    /// splitmix64 without its final xor-shift, which leaves the top bits as they are (x already
-    /// holds key + i + gamma).
-    #[inline(always)]
-    unsafe fn mix(&self, x: __m256i) -> __m256i {
-        let z = self.mix1.mul(_mm256_xor_si256(x, _mm256_srli_epi64::<30>(x)));
-        self.mix2.mul(_mm256_xor_si256(z, _mm256_srli_epi64::<27>(z)))
-    }
+
+    /// The next 8 indices' q.
+    ///
+    /// splitmix64 on 32-bit halves, as AVX2 has no 64-bit multiply: with x = xh 2^32 + xl and a
+    /// constant c = ch 2^32 + cl, x c mod 2^64 = xl cl + ((xh cl + xl ch) mod 2^32) 2^32, the full
+    /// 32x32->64 product xl cl from `_mm256_mul_epu32` (4 lanes at a time), the cross terms from the
+    /// 8-lane `_mm256_mullo_epi32`. The last step, bits = z ^ (z >> 31), leaves the top 31 bits of z
+    /// as they are (z >> 31 is below 2^33), so for m <= 24 only the high half h of the second
+    /// product is needed: bits >> (64 - m) = h >> (32 - m), and (h >> (32 - m)) - 2^(m-1) is an
+    /// arithmetic shift of h with its top bit flipped.
     #[inline(always)]
     unsafe fn next(&mut self) -> __m256i {
-        let (za, zb) = (self.mix(self.a), self.mix(self.b));
+        let (xa, xb) = (self.a, self.b);
         self.a = _mm256_add_epi64(self.a, self.eight);
         self.b = _mm256_add_epi64(self.b, self.eight);
-        // the high 32-bit halves of the 8 lanes, in index order
-        let h = _mm256_castps_si256(_mm256_shuffle_ps::<0b11_01_11_01>(_mm256_castsi256_ps(za), _mm256_castsi256_ps(zb)));
-        // bits = z ^ (z >> 31) has the same top 31 bits as z (z >> 31 is below 2^33), so for m <= 24,
-        // bits >> (64 - m) = h >> (32 - m), and (h >> (32 - m)) - 2^(m-1) is an arithmetic shift of
-        // h with its top bit flipped
+        let xa = _mm256_xor_si256(xa, _mm256_srli_epi64::<30>(xa));
+        let xb = _mm256_xor_si256(xb, _mm256_srli_epi64::<30>(xb));
+        // z = x * MIX1, as halves zl, zh in index order
+        let (pa, pb) = (_mm256_mul_epu32(xa, self.mix1.lo), _mm256_mul_epu32(xb, self.mix1.lo));
+        let (xl, xh) = (even_halves(xa, xb), odd_halves(xa, xb));
+        let cross = _mm256_add_epi32(_mm256_mullo_epi32(xh, self.mix1.lo32), _mm256_mullo_epi32(xl, self.mix1.hi32));
+        let zl = even_halves(pa, pb);
+        let zh = _mm256_add_epi32(odd_halves(pa, pb), cross);
+        // z ^= z >> 27
+        let zl = _mm256_xor_si256(zl, _mm256_or_si256(_mm256_srli_epi32::<27>(zl), _mm256_slli_epi32::<5>(zh)));
+        let zh = _mm256_xor_si256(zh, _mm256_srli_epi32::<27>(zh));
+        // h = the high half of z * MIX2: the high half of zl * lo, plus the cross terms
+        let pe = _mm256_mul_epu32(zl, self.mix2.lo);
+        let po = _mm256_mul_epu32(_mm256_srli_epi64::<32>(zl), self.mix2.lo);
+        let carry = _mm256_blend_epi32::<0b1010_1010>(_mm256_srli_epi64::<32>(pe), po);
+        let cross = _mm256_add_epi32(_mm256_mullo_epi32(zh, self.mix2.lo32), _mm256_mullo_epi32(zl, self.mix2.hi32));
+        let h = _mm256_add_epi32(carry, cross);
         _mm256_sra_epi32(_mm256_xor_si256(h, self.flip), self.shift)
     }
 }
