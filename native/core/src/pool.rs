@@ -10,7 +10,7 @@
 //! zeroes it, `alloc_fill` writes every element before the tensor exists (store.rs). The ledger does
 //! not see any of this: it charges numel * dtype size, whatever the buffer's capacity.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use half::{bf16, f16};
@@ -18,8 +18,9 @@ use half::{bf16, f16};
 use crate::dtype::Elem;
 use crate::{Error, Result};
 
-/// Smaller buffers come from and go back to the allocator (its own free lists reuse them cheaply).
-pub const MIN_BYTES: usize = 1 << 20;
+/// Smaller buffers come from and go back to the allocator (its own free lists reuse them cheaply;
+/// from 64 KiB on, glibc's malloc maps or trims them, and the next cell faults them in again).
+pub const MIN_BYTES: usize = 1 << 16;
 /// At most this many bytes are kept.
 pub const LIMIT_BYTES: usize = 1 << 30;
 
@@ -65,17 +66,27 @@ pooled!(f32, F32);
 pooled!(bf16, BF16);
 pooled!(f16, F16);
 
+/// A size class: the dtype (its enum index) and the capacity.
+type Class = (u8, usize);
+
+/// Kept buffers by class, each with the sequence number it was kept with (newest last); `order`
+/// lists every one by that number, oldest first (the first to drop when the pool is full).
 struct Pool {
-    /// Oldest first.
-    bufs: VecDeque<Buf>,
+    by_class: Option<HashMap<Class, Vec<(u64, Buf)>>>,
+    order: BTreeMap<u64, Class>,
+    seq: u64,
     bytes: usize,
 }
 
-static POOL: Mutex<Pool> = Mutex::new(Pool { bufs: VecDeque::new(), bytes: 0 });
+static POOL: Mutex<Pool> = Mutex::new(Pool { by_class: None, order: BTreeMap::new(), seq: 0, bytes: 0 });
 
 fn pool() -> std::sync::MutexGuard<'static, Pool> {
     // a panic while holding the lock cannot leave the pool inconsistent in a way that matters
     POOL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn class<T: Elem>(cap: usize) -> Class {
+    (T::DTYPE as u8, cap)
 }
 
 /// The capacity a buffer of n elements of T gets: n itself below MIN_BYTES, else n rounded up to
@@ -111,11 +122,13 @@ pub(crate) fn take_kept<T: Pooled>(n: usize) -> Option<Vec<T>> {
     if cap.saturating_mul(std::mem::size_of::<T>()) < MIN_BYTES {
         return None;
     }
-    let mut p = pool();
-    let i = p.bufs.iter_mut().rposition(|b| T::unwrap(b).is_some_and(|v| v.capacity() == cap))?;
-    let mut b = p.bufs.remove(i).expect("found");
+    let mut guard = pool();
+    let p = &mut *guard;
+    let list = p.by_class.as_mut()?.get_mut(&class::<T>(cap))?;
+    let (seq, mut b) = list.pop()?;
+    p.order.remove(&seq);
     p.bytes -= b.bytes();
-    Some(std::mem::take(T::unwrap(&mut b).expect("matched")))
+    Some(std::mem::take(T::unwrap(&mut b).expect("kept under its dtype")))
 }
 
 /// Keeps a freed tensor's buffer for reuse (or frees it: small, of an odd capacity, or no room).
@@ -127,14 +140,23 @@ pub(crate) fn give<T: Pooled>(mut v: Vec<T>) {
     v.clear();
     let mut evicted = Vec::new();
     {
-        let mut p = pool();
+        let mut guard = pool();
+        let p = &mut *guard;
+        let by_class = p.by_class.get_or_insert_with(HashMap::new);
         while p.bytes + bytes > LIMIT_BYTES {
-            let Some(old) = p.bufs.pop_front() else { break };
+            let Some((seq, key)) = p.order.pop_first() else { break };
+            let list = by_class.get_mut(&key).expect("listed");
+            // the oldest of its class is first in its list
+            debug_assert_eq!(list.first().map(|e| e.0), Some(seq));
+            let (_, old) = list.remove(0);
             p.bytes -= old.bytes();
             evicted.push(old);
         }
+        p.seq += 1;
+        let key = class::<T>(v.capacity());
+        p.order.insert(p.seq, key);
         p.bytes += bytes;
-        p.bufs.push_back(T::wrap(v));
+        by_class.entry(key).or_default().push((p.seq, T::wrap(v)));
     }
     drop(evicted); // freed outside the lock
 }
