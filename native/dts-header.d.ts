@@ -2,3 +2,7 @@
 /* eslint-disable */
 export type DType = "f32" | "bf16" | "f16";
 export type BackendKind = "cpu" | "meta" | "cuda";
+/** One tensor of NativeStore.allocFillMany: its shape, filled as fillGrad(gen, block) fills it. */
+export interface FillItem { shape: number[]; gen: GenSpec; block: Block }
+/** One check of NativeStore.verifyScaledMany: verifyScaled(id, gen, block, coef). */
+export interface VerifyItem { id: number; gen: GenSpec; block: Block; coef: number }

@@ -2,6 +2,10 @@
 /* eslint-disable */
 export type DType = "f32" | "bf16" | "f16";
 export type BackendKind = "cpu" | "meta" | "cuda";
+/** One tensor of NativeStore.allocFillMany: its shape, filled as fillGrad(gen, block) fills it. */
+export interface FillItem { shape: number[]; gen: GenSpec; block: Block }
+/** One check of NativeStore.verifyScaledMany: verifyScaled(id, gen, block, coef). */
+export interface VerifyItem { id: number; gen: GenSpec; block: Block; coef: number }
 
 /**
  * Which binding artifact the generated loader actually loaded: `'native'` for
@@ -33,6 +37,12 @@ export declare class NativeStore {
    * read now, to record beside the ledger; null on the cpu and meta backends
    */
   deviceMemory(rank: number): DeviceMemory | null
+  /**
+   * new tensors of `rank`, each filled as fillGrad fills it, in one call and without a zeroing
+   * pass; items in order: { shape, gen, block }; returns their ids. On an error (its message
+   * starts with `items[k]`) nothing this call allocated stays allocated.
+   */
+  allocFillMany(rank: number, dtype: DType, items: Array<FillItem>): Array<number>
   /** element j of the shard = gen(global flat index of j) */
   fillGrad(id: number, gen: GenSpec, block: Block): void
   fillValue(id: number, value: number): void
@@ -65,6 +75,11 @@ export declare class NativeStore {
   hash(id: number): string
   /** first local element that is not bitwise round_dtype(f32(gen(i)) * f32(coef)) */
   verifyScaled(id: number, gen: GenSpec, block: Block, coef: number): Mismatch | null
+  /**
+   * verifyScaled of each item { id, gen, block, coef } in order: the first mismatch (its item
+   * index and the Mismatch), null when all pass; an error names its item (`items[k]`)
+   */
+  verifyScaledMany(items: Array<VerifyItem>): ItemMismatch | null
   /** atomic (temp file in the same directory, fsync, rename) */
   saveSafetensors(path: string, entries: Array<SafetensorsEntry>, metadata: Record<string, string>): void
   /** validated before anything is allocated; charged to `rank`; entries in file data order */
@@ -147,6 +162,12 @@ export interface GenSpec {
 
 /** test vectors: values of global indices [start, start + count) in gen.dtype */
 export declare function genValues(gen: GenSpec, start: number, count: number): Float64Array
+
+/** verifyScaledMany's result: the first item (index in the list) with a mismatch */
+export interface ItemMismatch {
+  item: number
+  mismatch: Mismatch
+}
 
 export declare function maxAbsFull(gen: GenSpec, numel: number): number
 

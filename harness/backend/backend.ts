@@ -31,6 +31,23 @@ export interface Mismatch {
   actual: number;
 }
 
+/** One gradient of `Backend.allocFillMany`: a tensor of `shape`, filled as `fillGrad(gen, block)` fills it. */
+export interface FillItem {
+  shape: readonly number[];
+  gen: GenSpec;
+  block: Block;
+  /** As `alloc`'s owner: what the harness allocated it for (then a subject cannot free it). */
+  owner?: string;
+}
+
+/** One check of `Backend.verifyScaledMany`: `verifyScaled(tensor, gen, block, coef)`. */
+export interface VerifyItem {
+  tensor: Tensor;
+  gen: GenSpec;
+  block: Block;
+  coef: number;
+}
+
 export interface StageRecord {
   stage: string;
   liveBytes: number;
@@ -82,6 +99,13 @@ export class Backend {
   private readonly stages: StageRecord[][];
   private readonly maxLiveBytes: number;
   private liveTotal = 0;
+  /**
+   * Results of verifyScaled by its arguments, valid until any tensor's contents change: every method
+   * below that writes into a tensor or frees one calls `changed()` first, and a subject reaches the
+   * store only through these methods. Checks verify the same (gradient, gen, block, coef) more than
+   * once (parity.tensors, then scaling.nonempty): the second answer costs no regeneration.
+   */
+  private readonly verified = new Map<string, Mismatch | null>();
 
   constructor(kind: BackendKind, ranks: number, options: BackendOptions = {}) {
     this.maxLiveBytes = kind === "meta" ? Infinity : (options.maxLiveBytes ?? DEFAULT_MAX_LIVE_BYTES);
@@ -115,6 +139,22 @@ export class Backend {
     return this.track(id, dtype, shape, rank, owner);
   }
 
+  /**
+   * New tensors of `rank`, each filled from the generator as `fillGrad` fills it: one native call
+   * for the list, and no zeroing pass before the fill. All or nothing: on an error (the byte limit,
+   * checked for the whole list first, or a native error naming `items[k]`) nothing stays allocated.
+   */
+  allocFillMany(rank: number, dtype: DType, items: readonly FillItem[]): Tensor[] {
+    let pending = 0;
+    for (const it of items) pending += this.reserve(dtype, it.shape, `alloc on rank ${rank}`, pending);
+    const ids = this.store.allocFillMany(
+      rank,
+      dtype,
+      items.map((it) => ({ shape: [...it.shape], gen: it.gen, block: it.block })),
+    );
+    return ids.map((id, k) => this.track(id, dtype, items[k].shape, rank, items[k].owner));
+  }
+
   private track(id: number, dtype: DType, shape: readonly number[], rank: number, owner?: string): TensorHandle {
     const t = new TensorHandle(id, dtype, shape, rank);
     this.live.set(id, t);
@@ -123,8 +163,11 @@ export class Backend {
     return t;
   }
 
-  /** Refuses, before the native store allocates, what would take the backend over its byte limit. */
-  private reserve(dtype: DType, shape: readonly number[], what: string): void {
+  /**
+   * Refuses, before the native store allocates, what would take the backend over its byte limit
+   * (with `pending` bytes about to be allocated besides); returns the tensor's bytes.
+   */
+  private reserve(dtype: DType, shape: readonly number[], what: string, pending = 0): number {
     if (!DTYPE_BYTES[dtype]) throw new ClipParityError("E_TENSOR", `${what}: dtype ${JSON.stringify(dtype)} is not one of f32, bf16, f16`, 1);
     let n = 1;
     for (const d of shape) {
@@ -132,17 +175,25 @@ export class Backend {
       n *= d;
     }
     const bytes = n * DTYPE_BYTES[dtype];
-    if (this.liveTotal + bytes > this.maxLiveBytes) {
+    const live = this.liveTotal + pending;
+    if (live + bytes > this.maxLiveBytes) {
       throw new ClipParityError(
         "E_TENSOR",
         `${what}: ${dtype} [${shape.join(", ")}] needs ${bytes.toLocaleString("en-US")} bytes; with ` +
-          `${this.liveTotal.toLocaleString("en-US")} live the backend would pass its limit of ${this.maxLiveBytes.toLocaleString("en-US")} bytes`,
+          `${live.toLocaleString("en-US")} live the backend would pass its limit of ${this.maxLiveBytes.toLocaleString("en-US")} bytes`,
         1,
       );
     }
+    return bytes;
+  }
+
+  /** Forgets every kept verifyScaled result: a tensor is about to be written or freed. */
+  private changed(): void {
+    if (this.verified.size) this.verified.clear();
   }
 
   free(t: Tensor): void {
+    this.changed();
     const handle = this.live.get(t?.id);
     if (!handle) throw new ClipParityError("E_TENSOR", `free: tensor ${t?.id} is not alive (freed already, or never allocated)`, 1);
     this.live.delete(handle.id);
@@ -153,6 +204,7 @@ export class Backend {
 
   /** Frees every tensor still alive; returns how many there were. */
   freeAll(): number {
+    this.changed();
     const n = this.live.size;
     for (const id of this.live.keys()) this.store.free(id);
     this.live.clear();
@@ -192,19 +244,47 @@ export class Backend {
   }
 
   fillGrad(t: Tensor, gen: GenSpec, block: Block): void {
+    this.changed();
     this.store.fillGrad(t.id, gen, block);
   }
   fillValue(t: Tensor, value: number): void {
+    this.changed();
     this.store.fillValue(t.id, value);
   }
   getElement(t: Tensor, index: number): number {
     return this.store.getElement(t.id, index);
   }
   setElement(t: Tensor, index: number, value: number): void {
+    this.changed();
     this.store.setElement(t.id, index, value);
   }
   verifyScaled(t: Tensor, gen: GenSpec, block: Block, coef: number): Mismatch | null {
-    return this.store.verifyScaled(t.id, gen, block, coef) ?? null;
+    const key = verifyKey(t.id, gen, block, coef);
+    const kept = this.verified.get(key);
+    if (kept !== undefined) return kept && { ...kept };
+    const m = this.store.verifyScaled(t.id, gen, block, coef) ?? null;
+    this.verified.set(key, m && { ...m });
+    return m;
+  }
+  /**
+   * `verifyScaled` of each item in list order, in one native call: the first mismatch (the item's
+   * index and the Mismatch `verifyScaled` gives), or null when every item passes.
+   */
+  verifyScaledMany(items: readonly VerifyItem[]): { item: number; mismatch: Mismatch } | null {
+    const keys = items.map((it) => verifyKey(it.tensor.id, it.gen, it.block, it.coef));
+    // answered from kept results when they reach the first mismatch, or the end
+    let k = 0;
+    for (; k < keys.length; k++) {
+      const kept = this.verified.get(keys[k]);
+      if (kept === undefined) break;
+      if (kept) return { item: k, mismatch: { ...kept } };
+    }
+    if (k === keys.length) return null;
+    const found = this.store.verifyScaledMany(items.map((it) => ({ id: it.tensor.id, gen: it.gen, block: it.block, coef: it.coef }))) ?? null;
+    const passed = found ? found.item : items.length;
+    for (let j = 0; j < passed; j++) this.verified.set(keys[j], null);
+    if (found) this.verified.set(keys[found.item], { ...found.mismatch });
+    return found;
   }
   compare(a: Tensor, b: Tensor): Mismatch | null {
     return this.store.compare(a.id, b.id) ?? null;
@@ -222,6 +302,7 @@ export class Backend {
 
   /** Every tensor of a safetensors file (validated before anything is allocated), charged to `rank`. */
   loadSafetensors(path: string, rank: number): { name: string; tensor: Tensor }[] {
+    this.changed();
     return this.store.loadSafetensors(path, rank).map((e) => ({
       name: e.name,
       tensor: this.track(e.id, this.store.dtype(e.id) as DType, this.store.shape(e.id), rank),
@@ -244,10 +325,12 @@ export class Backend {
     step: number,
     hp: { lr: number; beta1: number; beta2: number; eps: number; weightDecay: number },
   ): void {
+    this.changed();
     this.store.adamwStep(param.id, grad.id, expAvg.id, expAvgSq.id, step, hp);
   }
   /** Copies the intersection of two blocks of one global tensor from src into dst; returns elements copied. */
   copyBlock(dst: Tensor, dstBlock: Block, src: Tensor, srcBlock: Block): number {
+    this.changed();
     return this.store.copyBlock(dst.id, dstBlock, src.id, srcBlock);
   }
 
@@ -280,6 +363,7 @@ export class Backend {
       nonFiniteCount: (t) => s.nonFiniteCount(own(t, "nonFiniteCount")),
       scale_: (t, coef) => {
         if (typeof coef !== "number") throw new ClipParityError("E_TENSOR", `scale_: the coefficient must be a number; got ${typeof coef}`, 1);
+        this.changed();
         s.scale(own(t, "scale_"), coef);
       },
       empty: (dtype, shape) => this.alloc(rank, dtype, shape),
@@ -303,7 +387,10 @@ export class Backend {
         sized(this.live.get(ids[0]!)?.dtype ?? "f32", [total], "cat");
         return wrap(s.cat(ids, dim, rank));
       },
-      copy_: (dst, src) => s.copyFrom(own(dst, "copy_"), own(src, "copy_")),
+      copy_: (dst, src) => {
+        this.changed();
+        s.copyFrom(own(dst, "copy_"), own(src, "copy_"));
+      },
       free: (t) => {
         const id = own(t, "free");
         const owner = this.harnessOwned.get(id);
@@ -328,6 +415,7 @@ export class Backend {
 
   /** x = round(float32(x) * float32(coef)) in place, for the harness's own use. */
   scale(t: Tensor, coef: number): void {
+    this.changed();
     this.store.scale(t.id, coef);
   }
 
@@ -341,6 +429,46 @@ export class Backend {
     );
     return this.track(id, ts[0].dtype, this.store.shape(id), rank);
   }
+}
+
+let untypedKeys = 0;
+
+/** A number as text that tells -0 from 0 (String(-0) is "0"); NaN and the infinities as String does. */
+function numKey(x: number | undefined): string {
+  return Object.is(x, -0) ? "-0" : String(x);
+}
+
+/**
+ * The arguments of verifyScaled as one string: equal strings, equal results (for unchanged contents).
+ * Arguments of other types than the declared ones get a key of their own (never a kept result).
+ */
+function verifyKey(id: number, gen: GenSpec, block: Block, coef: number): string {
+  const typed =
+    typeof id === "number" &&
+    typeof coef === "number" &&
+    typeof gen?.seed === "bigint" &&
+    typeof gen.step === "number" &&
+    typeof gen.name === "string" &&
+    typeof gen.exp === "number" &&
+    (gen.specialIndex === undefined || typeof gen.specialIndex === "number") &&
+    (gen.specialValue === undefined || typeof gen.specialValue === "number") &&
+    [block?.globalShape, block?.start, block?.len].every((a) => Array.isArray(a) && a.every((d) => typeof d === "number"));
+  if (!typed) return `untyped|${++untypedKeys}`;
+  return [
+    id,
+    numKey(coef),
+    String(gen.seed),
+    numKey(gen.step),
+    JSON.stringify(gen.name),
+    gen.dtype,
+    numKey(gen.exp),
+    gen.mode,
+    numKey(gen.specialIndex),
+    numKey(gen.specialValue),
+    block.globalShape.map(numKey).join(","),
+    block.start.map(numKey).join(","),
+    block.len.map(numKey).join(","),
+  ].join("|");
 }
 
 export type { Exact };

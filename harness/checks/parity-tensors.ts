@@ -1,4 +1,6 @@
 import { clipCoefficient } from "../clip/api.ts";
+import type { VerifyItem } from "../backend/backend.ts";
+import type { LocalParam } from "../model/plan.ts";
 import { defineCheck, fail, globalIndex, notComparable, pass, skip } from "./types.ts";
 
 /**
@@ -11,24 +13,31 @@ export default defineCheck({
   judge(ctx) {
     const why = notComparable(ctx);
     if (why) return skip(this.id, why);
-    let checked = 0;
+    // Every local gradient of every rank, in rank then parameter order, verified in one native call
+    // that reports the first mismatch in that order.
+    const items: VerifyItem[] = [];
+    const where: { rank: number; p: LocalParam }[] = [];
     for (const [rank, params] of ctx.plan.entries()) {
       const norm = ctx.outcomes[rank].value as number;
       const coef = ctx.tolerance === "exact" ? ctx.clipCoef : clipCoefficient(ctx.maxNorm, norm);
       for (const [i, p] of params.entries()) {
         const grad = ctx.grads[rank][i];
         if (!grad) continue;
-        checked++;
-        const m = ctx.backend.verifyScaled(grad, ctx.genSpec(p), p.block, coef);
-        if (m) {
-          return fail(
-            this.id,
-            `rank ${rank}, ${p.fqn}${p.canonical ? "" : ` (replica of ${p.name})`}, element ${globalIndex(p.block, m.index)}: ` +
-              `got ${m.actual}, expected ${m.expected} = round(g * ${coef})`,
-          );
-        }
+        items.push({ tensor: grad, gen: ctx.genSpec(p), block: p.block, coef });
+        where.push({ rank, p });
       }
     }
-    return pass(this.id, `${checked} local gradients`);
+    const found = ctx.backend.verifyScaledMany(items);
+    if (found) {
+      const { rank, p } = where[found.item];
+      const { coef } = items[found.item];
+      const m = found.mismatch;
+      return fail(
+        this.id,
+        `rank ${rank}, ${p.fqn}${p.canonical ? "" : ` (replica of ${p.name})`}, element ${globalIndex(p.block, m.index)}: ` +
+          `got ${m.actual}, expected ${m.expected} = round(g * ${coef})`,
+      );
+    }
+    return pass(this.id, `${items.length} local gradients`);
   },
 });

@@ -118,6 +118,60 @@ test("ledger, meta store and scale/verify", () => {
   assert.equal(meta.liveTensors(), 0);
 });
 
+test("allocFillMany equals alloc + fillGrad; verifyScaledMany reports the first mismatch in list order", () => {
+  for (const backend of ["cpu", "meta"]) {
+    const s = new n.NativeStore(backend, 2);
+    const blocks = [full([7, 9]), { globalShape: [10, 40], start: [2, 5], len: [3, 33] }, full([]), full([0, 4])];
+    const items = blocks.map((block, k) => ({ shape: block.len, gen: gen({ name: `p${k}`, dtype: "bf16" }), block }));
+    items[1].gen.specialIndex = 2 * 40 + 6;
+    items[1].gen.specialValue = NaN;
+    const ids = s.allocFillMany(1, "bf16", items);
+    assert.equal(ids.length, 4);
+    assert.equal(s.liveBytes(1), 2 * (63 + 99 + 1 + 0));
+    for (const [k, id] of ids.entries()) {
+      const ref = s.alloc(0, "bf16", items[k].shape);
+      s.fillGrad(ref, items[k].gen, items[k].block);
+      assert.equal(s.hash(id), s.hash(ref), `item ${k}`);
+      assert.deepEqual(s.shape(id), items[k].shape);
+      assert.equal(s.owner(id), 1);
+      s.free(ref);
+      s.scale(id, 0.3);
+    }
+    const checks = (coef) => ids.map((id, k) => ({ id, gen: items[k].gen, block: items[k].block, coef }));
+    assert.equal(s.verifyScaledMany(checks(0.3)), null);
+    assert.equal(s.verifyScaledMany([]), null);
+    if (backend === "cpu") {
+      s.setElement(ids[1], 7, 5);
+      s.setElement(ids[0], 60, 5);
+      const r = s.verifyScaledMany(checks(0.3));
+      assert.equal(r.item, 0);
+      assert.deepEqual(r.mismatch, s.verifyScaled(ids[0], items[0].gen, items[0].block, 0.3));
+      assert.equal(r.mismatch.index, 60);
+      assert.equal(r.mismatch.actual, 5);
+    }
+    // errors name the item and the field; a failing allocFillMany leaves nothing allocated
+    const before = s.liveTensors();
+    const bad = (k, over) => items.map((it, j) => (j === k ? { ...it, ...over } : it));
+    const cases = [
+      [() => s.allocFillMany(0, "bf16", bad(2, { gen: { ...items[2].gen, seed: 1 } })), /^items\[2\]\.gen\.seed: expected a bigint, got a number$/],
+      [() => s.allocFillMany(0, "bf16", bad(1, { shape: [3, -1] })), /^items\[1\]\.shape\[1\]: -1 is not a non-negative integer/],
+      [() => s.allocFillMany(0, "bf16", bad(3, { block: { globalShape: [4], start: [3], len: [2] } })), /^items\[3\]: block: dim 0: start 3 \+ len 2 exceeds/],
+      [() => s.allocFillMany(0, "bf16", bad(3, { shape: [5] })), /^items\[3\]: allocFill: block len \[0, 4\] has 0 elements but shape \[5\] has 5$/],
+      [() => s.allocFillMany(0, "bf16", bad(0, { gen: undefined })), /^items\[0\]\.gen: missing \(expected an object\)$/],
+      [() => s.allocFillMany(0, "bf16", {}), /^items: expected an array, got an object$/],
+      [() => s.allocFillMany(2, "bf16", items), /^rank: 2 is out of range/],
+      [() => s.verifyScaledMany(checks(0.3).map((c, j) => (j === 1 ? { ...c, id: 0 } : c))), /^items\[1\]\.id: 0 is not a tensor id/],
+      [() => s.verifyScaledMany(checks(0.3).map((c, j) => (j === 1 ? { ...c, coef: "1" } : c))), /^items\[1\]\.coef: expected a number, got a string$/],
+      // items before the bad one pass: the loop reaches it (a mismatch before it would be the result)
+      [() => s.verifyScaledMany(checks(0.3).slice(2).map((c, j) => (j === 1 ? { ...c, id: 999 } : c))), /^items\[1\]: id 999: no such tensor$/],
+    ];
+    for (const [f, re] of cases) assert.throws(f, (e) => re.test(e.message) || assert.fail(`${e.message} !~ ${re}`), `${backend}: ${re}`);
+    assert.equal(s.liveTensors(), before);
+    for (const id of ids) s.free(id);
+    assert.equal(s.liveBytes(1), 0);
+  }
+});
+
 test("errors name the field and the value; no panic reaches JS", () => {
   const s = new n.NativeStore("cpu", 1);
   const id = s.alloc(0, "f32", [4]);

@@ -68,6 +68,13 @@ pub struct Mismatch {
     pub actual: f64,
 }
 
+/// verifyScaledMany's result: the first item (index in the list) with a mismatch
+#[napi(object)]
+pub struct ItemMismatch {
+    pub item: u32,
+    pub mismatch: Mismatch,
+}
+
 impl From<clip_parity_core::Mismatch> for Mismatch {
     fn from(m: clip_parity_core::Mismatch) -> Self {
         Mismatch { index: m.index as f64, expected: m.expected, actual: m.actual }
@@ -201,6 +208,19 @@ impl NativeStore {
         })
     }
 
+    /// new tensors of `rank`, each filled as fillGrad fills it, in one call and without a zeroing
+    /// pass; items in order: { shape, gen, block }; returns their ids. On an error (its message
+    /// starts with `items[k]`) nothing this call allocated stays allocated.
+    #[napi]
+    pub fn alloc_fill_many(&mut self, rank: f64, #[napi(ts_arg_type = "DType")] dtype: String, #[napi(ts_arg_type = "Array<FillItem>")] items: Unknown<'_>) -> Result<Vec<u32>> {
+        guard("allocFillMany", || {
+            let r = o::rank("rank", rank)?;
+            let d = o::dtype("dtype", &dtype)?;
+            let items = o::fill_items("items", &items)?;
+            self.inner.alloc_fill_many(r, d, &items).map_err(core_err)
+        })
+    }
+
     /// element j of the shard = gen(global flat index of j)
     #[napi]
     pub fn fill_grad(&mut self, id: f64, #[napi(ts_arg_type = "GenSpec")] gen: Unknown<'_>, #[napi(ts_arg_type = "Block")] block: Unknown<'_>) -> Result<()> {
@@ -319,6 +339,16 @@ impl NativeStore {
             let g = o::gen_spec(&gen)?;
             let b = o::block(&block)?;
             Ok(self.inner.verify_scaled(i, &g, &b, coef).map_err(core_err)?.map(Into::into))
+        })
+    }
+
+    /// verifyScaled of each item { id, gen, block, coef } in order: the first mismatch (its item
+    /// index and the Mismatch), null when all pass; an error names its item (`items[k]`)
+    #[napi]
+    pub fn verify_scaled_many(&self, #[napi(ts_arg_type = "Array<VerifyItem>")] items: Unknown<'_>) -> Result<Option<ItemMismatch>> {
+        guard("verifyScaledMany", || {
+            let items = o::verify_items("items", &items)?;
+            Ok(self.inner.verify_scaled_many(&items).map_err(core_err)?.map(|(k, m)| ItemMismatch { item: k as u32, mismatch: m.into() }))
         })
     }
 

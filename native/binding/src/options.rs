@@ -4,7 +4,7 @@
 use clip_parity_core::exact::BigUint;
 use clip_parity_core::gen::{EXP_MAX, EXP_MIN};
 use clip_parity_core::StoreKind;
-use clip_parity_core::{Block, DType, GenMode, GenSpec};
+use clip_parity_core::{Block, DType, FillItem, GenMode, GenSpec, VerifyItem};
 use napi::bindgen_prelude::{BigInt, JsValue, Object, Unknown};
 use napi::{Error, Result, ValueType};
 
@@ -128,17 +128,22 @@ fn type_name(t: ValueType) -> &'static str {
 /// Reads typed fields of a JS object argument with errors that name the field.
 pub struct Fields<'a> {
     obj: Object<'a>,
-    what: &'static str,
+    what: String,
 }
 
 impl<'a> Fields<'a> {
-    pub fn of(what: &'static str, v: &Unknown<'a>) -> Result<Fields<'a>> {
+    /// `what`: the argument's path in messages ("gen", "items[3].block").
+    pub fn of(what: &str, v: &Unknown<'a>) -> Result<Fields<'a>> {
         let t = v.get_type()?;
         if t != ValueType::Object {
             return err(format!("{what}: expected an object, got {}", type_name(t)));
         }
         // SAFETY: checked to be an object.
-        Ok(Fields { obj: unsafe { v.cast::<Object<'a>>()? }, what })
+        Ok(Fields { obj: unsafe { v.cast::<Object<'a>>()? }, what: what.to_string() })
+    }
+    /// The field's value, which must be present (an object or array to read further).
+    pub fn value(&self, f: &str, want: &str) -> Result<Unknown<'a>> {
+        self.raw(f)?.map_or_else(|| self.missing(f, want), |(u, _)| Ok(u))
     }
     /// The field's value and its type; None when undefined (or absent).
     fn raw(&self, f: &str) -> Result<Option<(Unknown<'a>, ValueType)>> {
@@ -210,35 +215,94 @@ impl<'a> Fields<'a> {
 }
 
 pub fn gen_spec(v: &Unknown<'_>) -> Result<GenSpec> {
-    let g = Fields::of("gen", v)?;
-    let seed = u64_of("gen.seed", &g.bigint("seed")?)?;
-    let step = uint_max("gen.step", g.num("step")?, u32::MAX as u64)? as u32;
+    gen_spec_at("gen", v)
+}
+
+/// The GenSpec at `at` ("gen", "items[3].gen"): errors name `at.field`.
+pub fn gen_spec_at(at: &str, v: &Unknown<'_>) -> Result<GenSpec> {
+    let g = Fields::of(at, v)?;
+    let seed = u64_of(&format!("{at}.seed"), &g.bigint("seed")?)?;
+    let step = uint_max(&format!("{at}.step"), g.num("step")?, u32::MAX as u64)? as u32;
     let name = g.str("name")?;
-    let dtype = dtype("gen.dtype", &g.str("dtype")?)?;
-    let exp = int_range("gen.exp", g.num("exp")?, EXP_MIN as i64, EXP_MAX as i64)? as i32;
+    let dtype = dtype(&format!("{at}.dtype"), &g.str("dtype")?)?;
+    let exp = int_range(&format!("{at}.exp"), g.num("exp")?, EXP_MIN as i64, EXP_MAX as i64)? as i32;
     let mode_s = g.str("mode")?;
     let mode = GenMode::parse(&mode_s)
-        .map_or_else(|| err(format!("gen.mode: \"{mode_s}\" is not one of {}", GenMode::NAMES)), Ok)?;
+        .map_or_else(|| err(format!("{at}.mode: \"{mode_s}\" is not one of {}", GenMode::NAMES)), Ok)?;
     let special = match (g.opt_num("specialIndex")?, g.opt_num("specialValue")?) {
         (None, None) => None,
-        (Some(i), Some(v)) => Some((uint("gen.specialIndex", i)?, v)),
-        (Some(i), None) => return err(format!("gen.specialValue: missing while gen.specialIndex is {}", show(i))),
-        (None, Some(v)) => return err(format!("gen.specialIndex: missing while gen.specialValue is {}", show(v))),
+        (Some(i), Some(v)) => Some((uint(&format!("{at}.specialIndex"), i)?, v)),
+        (Some(i), None) => return err(format!("{at}.specialValue: missing while {at}.specialIndex is {}", show(i))),
+        (None, Some(v)) => return err(format!("{at}.specialIndex: missing while {at}.specialValue is {}", show(v))),
     };
     let spec = GenSpec { seed, step, name, dtype, exp, mode, special };
-    spec.validate().map_err(core_err)?;
+    spec.validate().map_err(|e| in_item(at, "gen", e))?;
     Ok(spec)
 }
 
 pub fn block(v: &Unknown<'_>) -> Result<Block> {
-    let b = Fields::of("block", v)?;
+    block_at("block", v)
+}
+
+/// The Block at `at` ("block", "items[3].block").
+pub fn block_at(at: &str, v: &Unknown<'_>) -> Result<Block> {
+    let b = Fields::of(at, v)?;
     let blk = Block {
-        global_shape: dims("block.globalShape", &b.nums("globalShape")?)?,
-        start: dims("block.start", &b.nums("start")?)?,
-        len: dims("block.len", &b.nums("len")?)?,
+        global_shape: dims(&format!("{at}.globalShape"), &b.nums("globalShape")?)?,
+        start: dims(&format!("{at}.start"), &b.nums("start")?)?,
+        len: dims(&format!("{at}.len"), &b.nums("len")?)?,
     };
-    blk.validate().map_err(core_err)?;
+    blk.validate().map_err(|e| in_item(at, "block", e))?;
     Ok(blk)
+}
+
+/// A core error about the argument at `at`: as it is for the argument itself (`name`), prefixed
+/// with the item ("items[3]: block: ...") for an argument inside a list.
+fn in_item(at: &str, name: &str, e: clip_parity_core::Error) -> Error {
+    match at.strip_suffix(name).and_then(|p| p.strip_suffix('.')) {
+        Some(item) => Error::from_reason(format!("{item}: {}", e.0)),
+        None => core_err(e),
+    }
+}
+
+/// The elements of a JS array argument.
+fn array<'a>(field: &str, v: &Unknown<'a>) -> Result<Vec<Unknown<'a>>> {
+    let t = v.get_type()?;
+    // SAFETY: napi_is_array on a live value.
+    if t != ValueType::Object || !unsafe { v.cast::<Object<'a>>()? }.is_array()? {
+        return err(format!("{field}: expected an array, got {}", type_name(t)));
+    }
+    // SAFETY: checked to be an array.
+    unsafe { v.cast::<Vec<Unknown<'a>>>() }
+}
+
+/// allocFillMany's items: `{ shape, gen, block }` each.
+pub fn fill_items(field: &str, v: &Unknown<'_>) -> Result<Vec<FillItem>> {
+    let mut out = Vec::new();
+    for (k, x) in array(field, v)?.iter().enumerate() {
+        let at = format!("{field}[{k}]");
+        let f = Fields::of(&at, x)?;
+        let shape = dims(&format!("{at}.shape"), &f.nums("shape")?)?;
+        let spec = gen_spec_at(&format!("{at}.gen"), &f.value("gen", "an object")?)?;
+        let block = block_at(&format!("{at}.block"), &f.value("block", "an object")?)?;
+        out.push(FillItem { shape, spec, block });
+    }
+    Ok(out)
+}
+
+/// verifyScaledMany's items: `{ id, gen, block, coef }` each.
+pub fn verify_items(field: &str, v: &Unknown<'_>) -> Result<Vec<VerifyItem>> {
+    let mut out = Vec::new();
+    for (k, x) in array(field, v)?.iter().enumerate() {
+        let at = format!("{field}[{k}]");
+        let f = Fields::of(&at, x)?;
+        let id = id(&format!("{at}.id"), f.num("id")?)?;
+        let spec = gen_spec_at(&format!("{at}.gen"), &f.value("gen", "an object")?)?;
+        let block = block_at(&format!("{at}.block"), &f.value("block", "an object")?)?;
+        let coef = f.num("coef")?;
+        out.push(VerifyItem { id, spec, block, coef });
+    }
+    Ok(out)
 }
 
 /// p of a p-norm: finite and > 0.

@@ -46,6 +46,49 @@ fn main() {
     let el = 16384.0 * 1000.0;
     println!("in cache: read {:.3} ns/el | sumsq {:.3} ns/el | exact2 {:.3} ns/el", bs[0] / el * 1e9, bs[1] / el * 1e9, bs[2] / el * 1e9);
     println!("portable exact2 {:.2} ms", best[4] * 1e3);
+    // the generator: fill and the fused regenerate-scale-compare of verifyScaled, per dtype and path
+    fn gen_rates<T: clip_parity_core::dtype::Elem>(n: usize, sink: &mut u64) {
+        let spec = GenSpec::new(1234, 0, "bench.weight", T::DTYPE, 0, GenMode::Gen);
+        let blk = Block::full(&[n as u64]);
+        let key = spec.key();
+        let mut v = vec![T::default(); n];
+        for path in [KernelPath::PORTABLE, KernelPath::detect()] {
+            let mut b = [f64::MAX; 2];
+            for _ in 0..15 {
+                let t = Instant::now();
+                blk.fill_with(path, &spec, &mut v);
+                b[0] = b[0].min(t.elapsed().as_secs_f64());
+                kernels::scale(&mut v, 0.5);
+                let t = Instant::now();
+                *sink += spec.scaled_first_difference_with(path, key, 0, 0.5, &v).map_or(0, |j| j as u64 + 1);
+                b[1] = b[1].min(t.elapsed().as_secs_f64());
+            }
+            // in cache: 16 Ki elements, filled and verified 1000 times
+            let small = &mut v[..16384];
+            let mut c = [f64::MAX; 2];
+            for _ in 0..5 {
+                let t = Instant::now();
+                for r in 0..1000u64 {
+                    spec.fill_range_with(path, key, r, small);
+                }
+                c[0] = c[0].min(t.elapsed().as_secs_f64());
+                spec.fill_range_with(path, key, 0, small);
+                kernels::scale(small, 0.5);
+                let t = Instant::now();
+                for _ in 0..1000 {
+                    *sink += spec.scaled_first_difference_with(path, key, 0, 0.5, small).map_or(0, |j| j as u64 + 1);
+                }
+                c[1] = c[1].min(t.elapsed().as_secs_f64());
+            }
+            println!("  in cache: fill {:.3} ns/el, verify {:.3} ns/el", c[0] / 16384e3 * 1e9, c[1] / 16384e3 * 1e9);
+            let gb = |s: f64| (n * std::mem::size_of::<T>()) as f64 / s / 1e9;
+            println!("gen {:?} simd={}: fill {:.2} ms ({:.1} GB/s) | verify {:.2} ms ({:.1} GB/s)",
+                T::DTYPE, path.is_simd(), b[0] * 1e3, gb(b[0]), b[1] * 1e3, gb(b[1]));
+        }
+    }
+    gen_rates::<f32>(n, &mut sink);
+    gen_rates::<half::bf16>(n, &mut sink);
+    gen_rates::<half::f16>(n, &mut sink);
     println!("read {:.2} ms | sumsq {:.2} ms ratio {:.3} | exact2 {:.2} ms ratio {:.3} | exact1 {:.2} ms ratio {:.3} ({sink})",
         best[0] * 1e3, best[1] * 1e3, best[0] / best[1], best[2] * 1e3, best[0] / best[2], best[3] * 1e3, best[0] / best[3]);
 }

@@ -1,6 +1,9 @@
 //! SPEC section 5: the gradient generator, and blocks (local shards) of a global tensor.
 
+use std::mem::MaybeUninit;
+
 use crate::dtype::{pow2, DType, Elem};
+use crate::kernels::{self, KernelPath};
 use crate::{bail, Result};
 
 /// splitmix64 finalizer as written in SPEC section 5 (all arithmetic mod 2^64).
@@ -99,33 +102,127 @@ impl GenSpec {
     }
 
     /// dst[k] = value(start + k) rounded to T, with the special value applied when it falls inside.
+    /// The portable reference of the generator (`fill_range_with` runs the SIMD one when it can).
     pub fn fill_range<T: Elem>(&self, key: u64, start: u64, dst: &mut [T]) {
+        self.fill_range_by(key, start, dst.len(), |k, v| dst[k] = v);
+    }
+
+    /// The portable generator: put(k, value(start + k)) for every k < n, once each, in order, then
+    /// put(k, special) again when the special index falls inside.
+    #[inline(always)]
+    fn fill_range_by<T: Elem>(&self, key: u64, start: u64, n: usize, mut put: impl FnMut(usize, T)) {
         match self.mode {
-            GenMode::Zeros => dst.fill(T::from_bits(0)),
-            GenMode::Ones => dst.fill(T::from_f32(1.0)),
+            GenMode::Zeros => (0..n).for_each(|k| put(k, T::from_bits(0))),
+            GenMode::Ones => (0..n).for_each(|k| put(k, T::from_f32(1.0))),
             GenMode::Gen => {
                 let m = self.m();
                 if self.exact_in(T::DTYPE) {
                     // Exact: q as f32 is exact, the product is the representable value itself.
                     let unit = pow2(self.unit_exp()) as f32;
-                    for (k, d) in dst.iter_mut().enumerate() {
+                    for k in 0..n {
                         let q = Self::q(key, m, start.wrapping_add(k as u64));
-                        *d = T::from_f32(q as f32 * unit);
+                        put(k, T::from_f32(q as f32 * unit));
                     }
                 } else {
                     let unit = pow2(self.unit_exp());
-                    for (k, d) in dst.iter_mut().enumerate() {
+                    for k in 0..n {
                         let q = Self::q(key, m, start.wrapping_add(k as u64));
-                        *d = T::from_f64(q as f64 * unit);
+                        put(k, T::from_f64(q as f64 * unit));
                     }
                 }
             }
         }
-        if let Some((idx, v)) = self.special {
-            if idx >= start && idx - start < dst.len() as u64 {
-                dst[(idx - start) as usize] = T::from_f64(v);
+        if let Some(k) = self.special_in(start, n) {
+            put(k, T::from_f64(self.special.expect("inside").1));
+        }
+    }
+
+    /// Offset of the special index in [start, start + n), if it falls there.
+    #[inline]
+    fn special_in(&self, start: u64, n: usize) -> Option<usize> {
+        let (idx, _) = self.special?;
+        (idx >= start && idx - start < n as u64).then(|| (idx - start) as usize)
+    }
+
+    /// Whether `path` runs the SIMD generator for values stored in T: mode gen with every value
+    /// exact in T (every regime of the harness); otherwise the portable code runs.
+    #[inline]
+    pub fn simd_for<T: Elem>(&self, path: KernelPath) -> bool {
+        cfg!(target_arch = "x86_64") && path.is_simd() && self.mode == GenMode::Gen && self.exact_in(T::DTYPE)
+    }
+
+    /// `fill_range` on the given kernel path (bitwise the same values on every path).
+    pub fn fill_range_with<T: Elem>(&self, path: KernelPath, key: u64, start: u64, dst: &mut [T]) {
+        // SAFETY: &mut [T] and &mut [MaybeUninit<T>] have the same layout, and fill_range_uninit_with
+        // only ever writes initialized values of T into it.
+        let d = unsafe { &mut *(dst as *mut [T] as *mut [MaybeUninit<T>]) };
+        self.fill_range_uninit_with(path, key, start, d);
+    }
+
+    /// `fill_range_with` into memory that may be uninitialized: writes every element of dst.
+    pub fn fill_range_uninit_with<T: Elem>(&self, path: KernelPath, key: u64, start: u64, dst: &mut [MaybeUninit<T>]) {
+        #[cfg(target_arch = "x86_64")]
+        if self.simd_for::<T>(path) {
+            let unit = pow2(self.unit_exp()) as f32;
+            // SAFETY: simd_for: path.is_simd(), which only KernelPath::detect sets on a CPU with AVX2
+            // and F16C; dst is valid for writes of dst.len() elements; m is 8, 11 or 24.
+            unsafe { crate::simd::gen_fill(key, self.m(), unit, start, dst.as_mut_ptr() as *mut T, dst.len()) };
+            if let Some(k) = self.special_in(start, dst.len()) {
+                dst[k].write(T::from_f64(self.special.expect("inside").1));
+            }
+            return;
+        }
+        let _ = path;
+        self.fill_range_by(key, start, dst.len(), |k, v| {
+            dst[k].write(v);
+        });
+    }
+
+    /// round_T(f32(value(i)) * c), the element verifyScaled expects at global index i (special
+    /// value included), as `kernels::scale` computes it.
+    pub fn scaled_value<T: Elem>(&self, key: u64, i: u64, c: f32) -> T {
+        let mut one = [T::default()];
+        self.fill_range(key, i, &mut one);
+        T::from_f32(one[0].to_f32() * c)
+    }
+
+    /// First k where have[k] is not bitwise `scaled_value(start + k)` (any NaN equals any NaN): the
+    /// portable reference (regenerate a chunk, scale it, compare).
+    pub fn scaled_first_difference<T: Elem>(&self, key: u64, start: u64, c: f32, have: &[T]) -> Option<usize> {
+        const CH: usize = 1 << 12;
+        let mut buf: Vec<T> = vec![T::default(); CH.min(have.len())];
+        for (ci, h) in have.chunks(CH).enumerate() {
+            let b = &mut buf[..h.len()];
+            let at = ci * CH;
+            self.fill_range(key, start.wrapping_add(at as u64), b);
+            kernels::scale(b, c);
+            if let Some(j) = kernels::first_difference(b, h) {
+                return Some(at + j);
             }
         }
+        None
+    }
+
+    /// `scaled_first_difference` on the given kernel path (the same index on every path): with
+    /// SIMD, one fused pass of regenerate, scale and compare.
+    pub fn scaled_first_difference_with<T: Elem>(&self, path: KernelPath, key: u64, start: u64, c: f32, have: &[T]) -> Option<usize> {
+        #[cfg(target_arch = "x86_64")]
+        if self.simd_for::<T>(path) {
+            let (m, unit) = (self.m(), pow2(self.unit_exp()) as f32);
+            let run = |from: usize, to: usize| {
+                // SAFETY: as in fill_range_uninit_with (AVX2 and F16C checked by simd_for; m <= 24).
+                unsafe { crate::simd::gen_scaled_first_difference(key, m, unit, start.wrapping_add(from as u64), c, &have[from..to]) }
+                    .map(|j| from + j)
+            };
+            return match self.special_in(start, have.len()) {
+                None => run(0, have.len()),
+                Some(s) => run(0, s)
+                    .or_else(|| (!kernels::same(self.scaled_value(key, start.wrapping_add(s as u64), c), have[s])).then_some(s))
+                    .or_else(|| run(s + 1, have.len())),
+            };
+        }
+        let _ = path;
+        self.scaled_first_difference(key, start, c, have)
     }
 
     /// Values of global indices [start, start+count) in this spec's own dtype, as f64 (exact).
@@ -257,12 +354,33 @@ impl Block {
 
     /// Fill a local tensor: element j = gen(global index of j).
     pub fn fill<T: Elem>(&self, spec: &GenSpec, dst: &mut [T]) {
+        self.fill_with(KernelPath::PORTABLE, spec, dst);
+    }
+
+    /// `fill` on the given kernel path (bitwise the same on every path).
+    pub fn fill_with<T: Elem>(&self, path: KernelPath, spec: &GenSpec, dst: &mut [T]) {
+        // SAFETY: same layout; fill_uninit_with only writes initialized values of T.
+        let d = unsafe { &mut *(dst as *mut [T] as *mut [MaybeUninit<T>]) };
+        self.fill_uninit_with(path, spec, d);
+    }
+
+    /// `fill_with` into memory that may be uninitialized. Requires validate() and
+    /// dst.len() == numel(); every element of dst is written (the rows partition the block), which
+    /// is checked: a short count panics rather than leave an element unwritten.
+    pub fn fill_uninit_with<T: Elem>(&self, path: KernelPath, spec: &GenSpec, dst: &mut [MaybeUninit<T>]) {
+        assert_eq!(dst.len() as u64, self.numel(), "fill: the destination must have the block's element count");
         let key = spec.key();
         let nospecial = GenSpec { special: None, ..spec.clone() };
-        self.for_each_row(|l, g, n| nospecial.fill_range(key, g, &mut dst[l..l + n]));
+        let mut written = 0usize;
+        self.for_each_row(|l, g, n| {
+            assert_eq!(l, written, "fill: rows must be consecutive");
+            nospecial.fill_range_uninit_with(path, key, g, &mut dst[l..l + n]);
+            written += n;
+        });
+        assert_eq!(written, dst.len(), "fill: rows must cover the block");
         if let Some((idx, v)) = spec.special {
             if let Some(l) = self.local_index_of(idx) {
-                dst[l as usize] = T::from_f64(v);
+                dst[l as usize].write(T::from_f64(v));
             }
         }
     }
@@ -352,5 +470,257 @@ mod tests {
         }
         assert_eq!(all[15], -7.5);
         assert_eq!(dst[b.local_index_of(15).unwrap() as usize], -7.5);
+    }
+}
+
+/// The SIMD generator (simd.rs, through the `_with` methods and KernelPath::detect) against the
+/// portable reference: bitwise the same values and the same first mismatch for every dtype, e,
+/// mode, special index, start and length.
+#[cfg(test)]
+mod simd_parity {
+    use super::*;
+    use half::{bf16, f16};
+
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(1);
+            splitmix64(self.0.wrapping_mul(0x2545_F491_4F6C_DD1D))
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    const SIMD: fn() -> KernelPath = KernelPath::detect;
+
+    fn random_spec(r: &mut Rng) -> GenSpec {
+        let dtype = DType::ALL[r.below(3) as usize];
+        // mostly exponents whose values are exact in every dtype, sometimes anything (rounding,
+        // subnormals, overflow: the portable fallback inside the SIMD path)
+        let exp = match r.below(6) {
+            0 => r.below(1801) as i32 - 900,
+            1 => r.below(300) as i32 - 150,
+            2 => -(r.below(30) as i32),
+            _ => r.below(9) as i32 - 4,
+        };
+        let mode = match r.below(10) {
+            0 => GenMode::Ones,
+            1 => GenMode::Zeros,
+            _ => GenMode::Gen,
+        };
+        let name = format!("layers.{}.w{}", r.below(100), r.next() % 7);
+        let mut s = GenSpec::new(r.next(), r.below(5) as u32, &name, dtype, exp, mode);
+        if r.below(3) == 0 {
+            let v = [f64::INFINITY, f64::NAN, -2.5, 1e300, -0.0][r.below(5) as usize];
+            s.special = Some((r.below(300), v));
+        }
+        s
+    }
+
+    fn random_start(r: &mut Rng) -> u64 {
+        match r.below(4) {
+            0 => r.next(),                // anywhere, wrapping near 2^64 included
+            1 => u64::MAX - r.below(100), // across the wrap
+            _ => r.below(200),
+        }
+    }
+
+    fn fill_both<T: Elem>(s: &GenSpec, start: u64, len: usize) {
+        let key = s.key();
+        let mut a = vec![T::from_bits(0x1234); len];
+        let mut b = vec![T::from_bits(0x4321); len];
+        s.fill_range_with(KernelPath::PORTABLE, key, start, &mut a);
+        s.fill_range_with(SIMD(), key, start, &mut b);
+        let bits = |v: &[T]| v.iter().map(|x| x.bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&a), bits(&b), "{s:?} start {start} len {len}");
+        // and the portable path is the reference fill_range itself
+        let mut c = vec![T::default(); len];
+        s.fill_range(key, start, &mut c);
+        assert_eq!(bits(&a), bits(&c));
+    }
+
+    #[test]
+    fn simd_path_is_used_here() {
+        // the tests below compare two different code paths only where the CPU has AVX2 + F16C
+        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("f16c") {
+            assert!(SIMD().is_simd());
+            assert!(GenSpec::new(1, 0, "w", DType::BF16, 0, GenMode::Gen).simd_for::<half::bf16>(SIMD()));
+        }
+    }
+
+    #[test]
+    fn fill_range_simd_equals_portable() {
+        let mut r = Rng(1);
+        for _ in 0..3000 {
+            let s = random_spec(&mut r);
+            let start = random_start(&mut r);
+            let len = match r.below(3) {
+                0 => r.below(40) as usize,
+                1 => r.below(1000) as usize,
+                _ => 8 * r.below(20) as usize + r.below(8) as usize,
+            };
+            fill_both::<f32>(&s, start, len);
+            fill_both::<bf16>(&s, start, len);
+            fill_both::<f16>(&s, start, len);
+        }
+    }
+
+    #[test]
+    fn fixed_vectors_on_the_simd_path() {
+        let s = GenSpec::new(42, 3, "layers.0.w", DType::F32, 0, GenMode::Gen);
+        let key = splitmix64(42 ^ splitmix64(3 ^ fnv1a64("layers.0.w")));
+        let mut v = vec![0f32; 37];
+        s.fill_range_with(SIMD(), key, 0, &mut v);
+        for (i, &x) in v.iter().enumerate() {
+            let bits = splitmix64(key.wrapping_add(i as u64));
+            let q = (bits >> 40) as i64 - (1 << 23);
+            assert_eq!(x as f64, q as f64 * 2f64.powi(-23), "{i}");
+        }
+        let b = GenSpec::new(42, 3, "layers.0.w", DType::BF16, 2, GenMode::Gen);
+        let mut v = vec![bf16::ZERO; 21];
+        b.fill_range_with(SIMD(), key, 10, &mut v);
+        for (k, &x) in v.iter().enumerate() {
+            let bits = splitmix64(key.wrapping_add(10 + k as u64));
+            let q = (bits >> 56) as i64 - (1 << 7);
+            assert_eq!(x.to_f64(), q as f64 * 2f64.powi(2 - 8 + 1), "{k}");
+        }
+        let h = GenSpec::new(42, 3, "layers.0.w", DType::F16, -3, GenMode::Gen);
+        let mut v = vec![f16::ZERO; 19];
+        h.fill_range_with(SIMD(), key, u64::MAX - 5, &mut v); // the index wraps mod 2^64
+        for (k, &x) in v.iter().enumerate() {
+            let bits = splitmix64(key.wrapping_add((u64::MAX - 5).wrapping_add(k as u64)));
+            let q = (bits >> 53) as i64 - (1 << 10);
+            assert_eq!(x.to_f64(), q as f64 * 2f64.powi(-3 - 11 + 1), "{k}");
+        }
+        // the special value on the SIMD path
+        let mut s = GenSpec::new(1, 0, "x", DType::F32, 0, GenMode::Gen);
+        s.special = Some((9, f64::INFINITY));
+        let mut v = vec![0f32; 16];
+        s.fill_range_with(SIMD(), s.key(), 3, &mut v);
+        assert_eq!(v[6], f32::INFINITY);
+        assert_eq!(v.iter().filter(|x| x.is_infinite()).count(), 1);
+    }
+
+    #[test]
+    fn block_fill_simd_equals_portable() {
+        let mut r = Rng(2);
+        for _ in 0..400 {
+            let mut s = random_spec(&mut r);
+            let d = 1 + r.below(3) as usize;
+            let shape: Vec<u64> = (0..d).map(|_| 1 + r.below(40)).collect();
+            let start: Vec<u64> = shape.iter().map(|&n| r.below(n)).collect();
+            let len: Vec<u64> = shape.iter().zip(&start).map(|(&n, &s)| 1 + r.below(n - s)).collect();
+            let b = Block { global_shape: shape, start, len };
+            b.validate().unwrap();
+            if r.below(2) == 0 {
+                // a special index inside the global tensor (maybe inside the block)
+                s.special = Some((r.below(b.global_numel()), f64::NAN));
+            }
+            fn go<T: Elem>(b: &Block, s: &GenSpec) {
+                let n = b.numel() as usize;
+                let (mut x, mut y) = (vec![T::default(); n], vec![T::default(); n]);
+                b.fill_with(KernelPath::PORTABLE, s, &mut x);
+                b.fill_with(SIMD(), s, &mut y);
+                assert!(x.iter().zip(&y).all(|(a, b)| a.bits() == b.bits()), "{s:?} {b:?}");
+                let mut u: Vec<T> = Vec::with_capacity(n);
+                b.fill_uninit_with(SIMD(), s, &mut u.spare_capacity_mut()[..n]);
+                // SAFETY: fill_uninit_with wrote all n elements.
+                unsafe { u.set_len(n) };
+                assert!(x.iter().zip(&u).all(|(a, b)| a.bits() == b.bits()));
+            }
+            go::<f32>(&b, &s);
+            go::<bf16>(&b, &s);
+            go::<f16>(&b, &s);
+        }
+    }
+
+    fn coef(r: &mut Rng) -> f32 {
+        match r.below(12) {
+            0 => f32::NAN,
+            1 => f32::INFINITY,
+            2 => 0.0,
+            3 => -0.0,
+            4 => 1.0,
+            5 => 2f32.powi(100),  // overflow in bf16/f16
+            6 => 2f32.powi(-120), // subnormal results
+            7 => f32::from_bits(r.next() as u32), // anything
+            8 => 1.0 + 2f32.powi(-8), // ties in bf16
+            9 => 1.0 + 2f32.powi(-11), // ties in f16
+            _ => (r.below(1 << 24) as f32) * 2f32.powi(-24),
+        }
+    }
+
+    fn verify_both<T: Elem>(r: &mut Rng, s: &GenSpec, start: u64, len: usize, c: f32) {
+        let key = s.key();
+        // what a correct scale_ leaves: the portable regenerate-and-scale
+        let mut have = vec![T::default(); len];
+        s.fill_range(key, start, &mut have);
+        crate::kernels::scale(&mut have, c);
+        let check = |have: &[T]| {
+            let a = s.scaled_first_difference_with(KernelPath::PORTABLE, key, start, c, have);
+            let b = s.scaled_first_difference_with(SIMD(), key, start, c, have);
+            assert_eq!(a, b, "{s:?} start {start} len {len} c {c:e}");
+            // the portable path is the plain reference, and the index is a real difference
+            assert_eq!(a, s.scaled_first_difference(key, start, c, have));
+            if let Some(j) = a {
+                assert!(!crate::kernels::same(s.scaled_value::<T>(key, start.wrapping_add(j as u64), c), have[j]));
+            }
+            a
+        };
+        assert_eq!(check(&have), None);
+        if len == 0 {
+            return;
+        }
+        // one to three changed elements: bit flips, a NaN, a NaN with another payload, signed zeros
+        let mut bad = have.clone();
+        for _ in 0..1 + r.below(3) {
+            let j = r.below(len as u64) as usize;
+            let x = bad[j].bits();
+            bad[j] = match r.below(5) {
+                0 => T::from_bits(x ^ (1 << r.below(8 * T::DTYPE.size() as u64))),
+                1 => T::from_f32(f32::NAN),
+                2 => T::from_bits(T::EXP_MASK | 1 | (x & !T::ABS_MASK)),
+                3 => T::from_bits(x ^ (T::ABS_MASK + 1)), // the sign
+                _ => T::from_f32(0.0),
+            };
+        }
+        check(&bad);
+    }
+
+    #[test]
+    fn verify_simd_equals_portable() {
+        let mut r = Rng(3);
+        for _ in 0..3000 {
+            let s = random_spec(&mut r);
+            let start = random_start(&mut r);
+            let len = match r.below(3) {
+                0 => r.below(40) as usize,
+                1 => r.below(3000) as usize,
+                _ => 16 * r.below(20) as usize + r.below(16) as usize,
+            };
+            let c = coef(&mut r);
+            verify_both::<f32>(&mut r, &s, start, len, c);
+            verify_both::<bf16>(&mut r, &s, start, len, c);
+            verify_both::<f16>(&mut r, &s, start, len, c);
+        }
+    }
+
+    #[test]
+    fn nan_payloads_and_signed_zeros() {
+        // a NaN expected (coef NaN) equals any stored NaN; +0 and -0 differ
+        let s = GenSpec::new(5, 0, "z", DType::BF16, 0, GenMode::Gen);
+        let key = s.key();
+        for path in [KernelPath::PORTABLE, SIMD()] {
+            let have = vec![bf16::from_bits(0x7fc1); 40];
+            assert_eq!(s.scaled_first_difference_with(path, key, 0, f32::NAN, &have), None);
+            let mut have = vec![bf16::ZERO; 40];
+            s.fill_range(key, 0, &mut have);
+            crate::kernels::scale(&mut have, -0.0);
+            assert_eq!(s.scaled_first_difference_with(path, key, 0, -0.0, &have), None);
+            let j = have.iter().position(|x| x.bits() == 0x8000).unwrap();
+            have[j] = bf16::ZERO;
+            assert_eq!(s.scaled_first_difference_with(path, key, 0, -0.0, &have), Some(j));
+        }
     }
 }

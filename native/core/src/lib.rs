@@ -10,6 +10,7 @@ pub mod hash;
 pub mod json;
 pub mod kernels;
 pub mod optim;
+mod pool;
 pub mod reference;
 pub mod safetensors;
 pub mod simd;
@@ -19,7 +20,7 @@ pub mod tensor_store;
 pub use dtype::DType;
 pub use gen::{fnv1a64, splitmix64, Block, GenMode, GenSpec};
 pub use store::{Backend, Mismatch, Store};
-pub use tensor_store::{DeviceMemory, StoreKind, TensorStore};
+pub use tensor_store::{DeviceMemory, FillItem, StoreKind, TensorStore, VerifyItem};
 
 #[cfg(not(target_endian = "little"))]
 compile_error!("clip-parity-core assumes a little-endian target (safetensors raw data is little-endian)");

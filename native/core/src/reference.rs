@@ -6,6 +6,7 @@ use half::{bf16, f16};
 use crate::dtype::{pow2, DType, Elem};
 use crate::exact::{add_general, BigUint, ExactF32, ExactF64};
 use crate::gen::{GenMode, GenSpec};
+use crate::kernels::KernelPath;
 use crate::{bail, Result};
 
 /// value v rounded to dt (as fillGrad would store it), as f64.
@@ -51,9 +52,55 @@ fn check_p(p: f64) -> Result<()> {
     Ok(())
 }
 
+/// Sum of |q(i)| (p2 = false) or q(i)^2 over [lo, hi), exact: the portable reference, or the SIMD
+/// generator (the same sum: integers).
+fn q_pow_sum(path: KernelPath, key: u64, m: u32, lo: u64, hi: u64, p2: bool) -> u128 {
+    #[cfg(target_arch = "x86_64")]
+    if path.is_simd() {
+        // SAFETY: only KernelPath::detect sets is_simd, on a CPU with AVX2 and F16C; m <= 24.
+        return unsafe {
+            if p2 {
+                crate::simd::gen_q_pow_sum::<true>(key, m, lo, hi)
+            } else {
+                crate::simd::gen_q_pow_sum::<false>(key, m, lo, hi)
+            }
+        };
+    }
+    let _ = path;
+    let mut total: u128 = 0;
+    let mut i = lo;
+    while i < hi {
+        let end = hi.min(i.saturating_add(1 << 17));
+        let mut acc: u64 = 0;
+        for j in i..end {
+            let q = GenSpec::q(key, m, j).unsigned_abs();
+            acc += if p2 { q * q } else { q };
+        }
+        total += acc as u128;
+        i = end;
+    }
+    total
+}
+
+/// max |q(i)| over [lo, hi) (0 when empty), portable or SIMD.
+fn q_abs_max(path: KernelPath, key: u64, m: u32, lo: u64, hi: u64) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    if path.is_simd() && lo < hi {
+        // SAFETY: as in q_pow_sum.
+        return unsafe { crate::simd::gen_q_abs_max(key, m, lo, hi) };
+    }
+    let _ = path;
+    (lo..hi).map(|j| GenSpec::q(key, m, j).unsigned_abs()).max().unwrap_or(0)
+}
+
 /// Exact sum over the finite elements of the full tensor of f64(|x|^p), x = gen(i) stored in
 /// spec.dtype; N with value N * 2^-1074.
 pub fn exact_full(spec: &GenSpec, numel: u64, p: f64) -> Result<BigUint> {
+    exact_full_with(KernelPath::detect(), spec, numel, p)
+}
+
+/// `exact_full` on the given kernel path (the same, exact, result on every path).
+pub fn exact_full_with(path: KernelPath, spec: &GenSpec, numel: u64, p: f64) -> Result<BigUint> {
     spec.validate()?;
     check_p(p)?;
     let special = spec.special.filter(|&(i, _)| i < numel);
@@ -69,21 +116,7 @@ pub fn exact_full(spec: &GenSpec, numel: u64, p: f64) -> Result<BigUint> {
             let m = spec.m();
             let skip = special.map(|s| s.0).unwrap_or(u64::MAX);
             let p2 = p == 2.0;
-            let parts = par_ranges(numel, |lo, hi| {
-                let mut total: u128 = 0;
-                let mut i = lo;
-                while i < hi {
-                    let end = hi.min(i + (1 << 17));
-                    let mut acc: u64 = 0;
-                    for j in i..end {
-                        let q = GenSpec::q(key, m, j).unsigned_abs();
-                        acc += if p2 { q * q } else { q };
-                    }
-                    total += acc as u128;
-                    i = end;
-                }
-                total
-            });
+            let parts = par_ranges(numel, |lo, hi| q_pow_sum(path, key, m, lo, hi, p2));
             let mut total: u128 = parts.iter().sum();
             if skip != u64::MAX {
                 let q = GenSpec::q(key, m, skip).unsigned_abs() as u128;
@@ -96,7 +129,7 @@ pub fn exact_full(spec: &GenSpec, numel: u64, p: f64) -> Result<BigUint> {
         GenMode::Gen => {
             let nospecial = GenSpec { special: None, ..spec.clone() };
             let skip = special.map(|s| s.0);
-            fn go<T: Elem>(s: &GenSpec, lo: u64, hi: u64, p: f64, skip: Option<u64>) -> Result<BigUint> {
+            fn go<T: Elem>(path: KernelPath, s: &GenSpec, lo: u64, hi: u64, p: f64, skip: Option<u64>) -> Result<BigUint> {
                 let key = s.key();
                 let mut buf = vec![T::default(); (1usize << 16).min((hi - lo) as usize)];
                 let fast = p == 1.0 || p == 2.0;
@@ -106,7 +139,7 @@ pub fn exact_full(spec: &GenSpec, numel: u64, p: f64) -> Result<BigUint> {
                 while i < hi {
                     let k = ((hi - i) as usize).min(buf.len());
                     let b = &mut buf[..k];
-                    s.fill_range(key, i, b);
+                    s.fill_range_with(path, key, i, b);
                     if let Some(sk) = skip {
                         if sk >= i && sk < i + k as u64 {
                             b[(sk - i) as usize] = T::from_f64(0.0);
@@ -122,9 +155,9 @@ pub fn exact_full(spec: &GenSpec, numel: u64, p: f64) -> Result<BigUint> {
                 Ok(if fast { a32.finish() } else { a64.finish() })
             }
             let parts = par_ranges(numel, |lo, hi| match spec.dtype {
-                DType::F32 => go::<f32>(&nospecial, lo, hi, p, skip),
-                DType::BF16 => go::<bf16>(&nospecial, lo, hi, p, skip),
-                DType::F16 => go::<f16>(&nospecial, lo, hi, p, skip),
+                DType::F32 => go::<f32>(path, &nospecial, lo, hi, p, skip),
+                DType::BF16 => go::<bf16>(path, &nospecial, lo, hi, p, skip),
+                DType::F16 => go::<f16>(path, &nospecial, lo, hi, p, skip),
             });
             for part in parts {
                 n.add(&part?);
@@ -144,6 +177,11 @@ pub fn exact_full(spec: &GenSpec, numel: u64, p: f64) -> Result<BigUint> {
 
 /// max |x| over the full tensor (NaN if any NaN), x = gen(i) stored in spec.dtype.
 pub fn max_abs_full(spec: &GenSpec, numel: u64) -> Result<f64> {
+    max_abs_full_with(KernelPath::detect(), spec, numel)
+}
+
+/// `max_abs_full` on the given kernel path (the same result on every path).
+pub fn max_abs_full_with(path: KernelPath, spec: &GenSpec, numel: u64) -> Result<f64> {
     spec.validate()?;
     if numel == 0 {
         return Ok(0.0);
@@ -160,13 +198,11 @@ pub fn max_abs_full(spec: &GenSpec, numel: u64) -> Result<f64> {
                 let m = spec.m();
                 let skip = special.map(|s| s.0).unwrap_or(u64::MAX);
                 let parts = par_ranges(numel, |lo, hi| {
-                    let mut mx = 0u64;
-                    for j in lo..hi {
-                        if j != skip {
-                            mx = mx.max(GenSpec::q(key, m, j).unsigned_abs());
-                        }
+                    if (lo..hi).contains(&skip) {
+                        q_abs_max(path, key, m, lo, skip).max(q_abs_max(path, key, m, skip + 1, hi))
+                    } else {
+                        q_abs_max(path, key, m, lo, hi)
                     }
-                    mx
                 });
                 let mq = parts.into_iter().max().unwrap_or(0);
                 // rounding is monotone: max |round(v)| = round(max |v|)
@@ -217,15 +253,37 @@ mod tests {
                                 continue;
                             }
                             let (n, mx) = materialized(&s, numel, p);
-                            let got = exact_full(&s, numel, p).unwrap();
-                            assert_eq!(got, n, "{dt:?} e={exp} {mode:?} {special:?} n={numel} p={p}");
-                            let gm = max_abs_full(&s, numel).unwrap();
-                            assert!(gm == mx || (gm.is_nan() && mx.is_nan()), "max {dt:?} e={exp} {mode:?} {special:?} n={numel}: {gm} vs {mx}");
+                            for path in [KernelPath::PORTABLE, KernelPath::detect()] {
+                                let got = exact_full_with(path, &s, numel, p).unwrap();
+                                assert_eq!(got, n, "{dt:?} e={exp} {mode:?} {special:?} n={numel} p={p} {path:?}");
+                                let gm = max_abs_full_with(path, &s, numel).unwrap();
+                                assert!(gm == mx || (gm.is_nan() && mx.is_nan()), "max {dt:?} e={exp} {mode:?} {special:?} n={numel}: {gm} vs {mx} {path:?}");
+                            }
                         }
                     }
                 }
             }
         }
+    }
+
+    #[test]
+    fn q_sums_simd_equal_portable() {
+        let mut st = 5u64;
+        for _ in 0..300 {
+            st = crate::gen::splitmix64(st);
+            let key = st;
+            let m = [8, 11, 24][(st % 3) as usize];
+            let lo = if st.is_multiple_of(5) { u64::MAX - 1000 } else { st % 1000 };
+            let hi = lo.saturating_add((st >> 20) % 3000);
+            for p2 in [false, true] {
+                let a = q_pow_sum(KernelPath::PORTABLE, key, m, lo, hi, p2);
+                assert_eq!(a, q_pow_sum(KernelPath::detect(), key, m, lo, hi, p2), "m {m} [{lo}, {hi}) p2 {p2}");
+            }
+            assert_eq!(q_abs_max(KernelPath::PORTABLE, key, m, lo, hi), q_abs_max(KernelPath::detect(), key, m, lo, hi));
+        }
+        // a range long enough for several flushes of the u64 lanes (2^15 vectors each)
+        let (a, b) = (q_pow_sum(KernelPath::PORTABLE, 9, 24, 3, 600_005, true), q_pow_sum(KernelPath::detect(), 9, 24, 3, 600_005, true));
+        assert_eq!(a, b);
     }
 
     #[test]

@@ -311,3 +311,323 @@ pub unsafe fn exact_into<T: Elem, const P2: bool>(xs: &[T], out: &mut FoldBins, 
         slow(&xs[n16..]);
     }
 }
+
+// ---- the SPEC section 5 generator, 8 elements per step (gen.rs holds the portable reference) ----
+
+/// splitmix64 constants (gen::splitmix64).
+const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
+const MIX1: u64 = 0xBF58_476D_1CE4_E5B9;
+const MIX2: u64 = 0x94D0_49BB_1331_11EB;
+
+/// A 64-bit multiplier's low and high 32-bit halves, in every 64-bit lane (for `_mm256_mul_epu32`)
+/// and in every 32-bit lane (for `_mm256_mullo_epi32`).
+#[derive(Clone, Copy)]
+struct Mul64 {
+    lo: __m256i,
+    lo32: __m256i,
+    hi32: __m256i,
+}
+
+impl Mul64 {
+    #[inline(always)]
+    unsafe fn new(c: u64) -> Mul64 {
+        Mul64 {
+            lo: _mm256_set1_epi64x((c & 0xffff_ffff) as i64),
+            lo32: _mm256_set1_epi32(c as u32 as i32),
+            hi32: _mm256_set1_epi32((c >> 32) as u32 as i32),
+        }
+    }
+}
+
+/// q = (splitmix64(key + i) >> (64 - m)) - 2^(m-1) for 8 consecutive indices i per call, as i32 lanes
+/// in index order (m <= 24, so q fits).
+struct GenQ8 {
+    /// key + gamma + i for the lanes' indices: `a` holds i + {0, 1, 4, 5}, `b` i + {2, 3, 6, 7}, so
+    /// that one in-lane shuffle of their halves gives indices 0..8 in order.
+    a: __m256i,
+    b: __m256i,
+    eight: __m256i,
+    mix1: Mul64,
+    mix2: Mul64,
+    /// 32 - m
+    shift: __m128i,
+    flip: __m256i,
+}
+
+/// The even (low) and odd (high) 32-bit halves of the 64-bit lanes of a and b, shuffled in-lane:
+/// [a0, a1, b0, b1 | a2, a3, b2, b3].
+#[inline(always)]
+unsafe fn even_halves(a: __m256i, b: __m256i) -> __m256i {
+    _mm256_castps_si256(_mm256_shuffle_ps::<0b10_00_10_00>(_mm256_castsi256_ps(a), _mm256_castsi256_ps(b)))
+}
+#[inline(always)]
+unsafe fn odd_halves(a: __m256i, b: __m256i) -> __m256i {
+    _mm256_castps_si256(_mm256_shuffle_ps::<0b11_01_11_01>(_mm256_castsi256_ps(a), _mm256_castsi256_ps(b)))
+}
+
+impl GenQ8 {
+    #[inline(always)]
+    unsafe fn new(key: u64, m: u32, start: u64) -> GenQ8 {
+        debug_assert!((2..=24).contains(&m));
+        let base = _mm256_set1_epi64x(key.wrapping_add(GAMMA).wrapping_add(start) as i64);
+        GenQ8 {
+            a: _mm256_add_epi64(base, _mm256_setr_epi64x(0, 1, 4, 5)),
+            b: _mm256_add_epi64(base, _mm256_setr_epi64x(2, 3, 6, 7)),
+            eight: _mm256_set1_epi64x(8),
+            mix1: Mul64::new(MIX1),
+            mix2: Mul64::new(MIX2),
+            shift: _mm_cvtsi32_si128(32 - m as i32),
+            flip: _mm256_set1_epi32(i32::MIN),
+        }
+    }
+
+    /// The next 8 indices' q.
+    ///
+    /// splitmix64 on 32-bit halves, as AVX2 has no 64-bit multiply: with x = xh 2^32 + xl and a
+    /// constant c = ch 2^32 + cl, x c mod 2^64 = xl cl + ((xh cl + xl ch) mod 2^32) 2^32, the full
+    /// 32x32->64 product xl cl from `_mm256_mul_epu32` (4 lanes at a time), the cross terms from the
+    /// 8-lane `_mm256_mullo_epi32`. The last step, bits = z ^ (z >> 31), leaves the top 31 bits of z
+    /// as they are (z >> 31 is below 2^33), so for m <= 24 only the high half h of the second
+    /// product is needed: bits >> (64 - m) = h >> (32 - m), and (h >> (32 - m)) - 2^(m-1) is an
+    /// arithmetic shift of h with its top bit flipped.
+    #[inline(always)]
+    unsafe fn next(&mut self) -> __m256i {
+        let (xa, xb) = (self.a, self.b);
+        self.a = _mm256_add_epi64(self.a, self.eight);
+        self.b = _mm256_add_epi64(self.b, self.eight);
+        let xa = _mm256_xor_si256(xa, _mm256_srli_epi64::<30>(xa));
+        let xb = _mm256_xor_si256(xb, _mm256_srli_epi64::<30>(xb));
+        // z = x * MIX1, as halves zl, zh in index order
+        let (pa, pb) = (_mm256_mul_epu32(xa, self.mix1.lo), _mm256_mul_epu32(xb, self.mix1.lo));
+        let (xl, xh) = (even_halves(xa, xb), odd_halves(xa, xb));
+        let cross = _mm256_add_epi32(_mm256_mullo_epi32(xh, self.mix1.lo32), _mm256_mullo_epi32(xl, self.mix1.hi32));
+        let zl = even_halves(pa, pb);
+        let zh = _mm256_add_epi32(odd_halves(pa, pb), cross);
+        // z ^= z >> 27
+        let zl = _mm256_xor_si256(zl, _mm256_or_si256(_mm256_srli_epi32::<27>(zl), _mm256_slli_epi32::<5>(zh)));
+        let zh = _mm256_xor_si256(zh, _mm256_srli_epi32::<27>(zh));
+        // h = the high half of z * MIX2: the high half of zl * lo, plus the cross terms
+        let pe = _mm256_mul_epu32(zl, self.mix2.lo);
+        let po = _mm256_mul_epu32(_mm256_srli_epi64::<32>(zl), self.mix2.lo);
+        let carry = _mm256_blend_epi32::<0b1010_1010>(_mm256_srli_epi64::<32>(pe), po);
+        let cross = _mm256_add_epi32(_mm256_mullo_epi32(zh, self.mix2.lo32), _mm256_mullo_epi32(zl, self.mix2.hi32));
+        let h = _mm256_add_epi32(carry, cross);
+        _mm256_sra_epi32(_mm256_xor_si256(h, self.flip), self.shift)
+    }
+}
+
+/// f32 values (8 lanes) as bf16 bit patterns in 32-bit lanes: round to nearest even, NaN stays NaN
+/// (dtype::f32_to_bf16_bits).
+#[inline(always)]
+unsafe fn bf16_bits32(v: __m256) -> __m256i {
+    let x = _mm256_castps_si256(v);
+    let r = _mm256_add_epi32(_mm256_set1_epi32(0x7fff), _mm256_and_si256(_mm256_srli_epi32::<16>(x), _mm256_set1_epi32(1)));
+    let rounded = _mm256_srli_epi32::<16>(_mm256_add_epi32(x, r));
+    let nan = _mm256_or_si256(_mm256_srli_epi32::<16>(x), _mm256_set1_epi32(0x40));
+    _mm256_blendv_epi8(rounded, nan, _mm256_castps_si256(_mm256_cmp_ps::<_CMP_UNORD_Q>(v, v)))
+}
+
+/// 8 f32 values as 8 packed 16-bit patterns of T (bf16 or f16), round to nearest even.
+#[inline(always)]
+unsafe fn to_half8<T: Elem>(v: __m256) -> __m128i {
+    if T::DTYPE == DType::F16 {
+        _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v)
+    } else {
+        let b = bf16_bits32(v);
+        _mm_packus_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256::<1>(b))
+    }
+}
+
+/// Stores 8 f32 values that are exact in T at p: f32 as they are, bf16 by dropping the low half
+/// (zero for a value exact in bf16), f16 by the (exact) F16C conversion.
+#[inline(always)]
+unsafe fn store8_exact<T: Elem>(p: *mut T, v: __m256) {
+    match T::DTYPE {
+        DType::F32 => _mm256_storeu_ps(p as *mut f32, v),
+        DType::BF16 => {
+            let b = _mm256_srli_epi32::<16>(_mm256_castps_si256(v));
+            _mm_storeu_si128(p as *mut __m128i, _mm_packus_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256::<1>(b)))
+        }
+        DType::F16 => _mm_storeu_si128(p as *mut __m128i, _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v)),
+    }
+}
+
+/// Writes value(start + k) to dst[k] for k < n, where value(i) = round_T(f32(q(i)) * unit): the
+/// generator's `gen` mode when every value is exact in T (`GenSpec::exact_in`), so the f32 product
+/// is the value itself and the rounding to T is exact. The special index is the caller's.
+/// dst may be uninitialized memory: it is only written.
+///
+/// # Safety
+/// The CPU must support AVX2 and F16C ([`available`]; `kernels::KernelPath::detect` checks it);
+/// dst must be valid for writes of n elements; 2 <= m <= 24.
+#[target_feature(enable = "avx2,f16c")]
+pub unsafe fn gen_fill<T: Elem>(key: u64, m: u32, unit: f32, start: u64, dst: *mut T, n: usize) {
+    let mut g = GenQ8::new(key, m, start);
+    let u = _mm256_set1_ps(unit);
+    let n8 = n / 8 * 8;
+    let mut k = 0;
+    while k + 16 <= n8 {
+        // two independent vectors per iteration: more multiplies in flight
+        let (q0, q1) = (g.next(), g.next());
+        store8_exact(dst.add(k), _mm256_mul_ps(_mm256_cvtepi32_ps(q0), u));
+        store8_exact(dst.add(k + 8), _mm256_mul_ps(_mm256_cvtepi32_ps(q1), u));
+        k += 16;
+    }
+    if k < n8 {
+        store8_exact(dst.add(k), _mm256_mul_ps(_mm256_cvtepi32_ps(g.next()), u));
+        k += 8;
+    }
+    if k < n {
+        let mut tail = [T::default(); 8];
+        store8_exact(tail.as_mut_ptr(), _mm256_mul_ps(_mm256_cvtepi32_ps(g.next()), u));
+        std::ptr::copy_nonoverlapping(tail.as_ptr(), dst.add(k), n - k);
+    }
+}
+
+/// Lane mask (bit j for element j of 8) of the elements of `have` that differ from round_T(e),
+/// bitwise, except that any NaN equals any NaN. NAN = false when e holds no NaN (a product of a
+/// finite generated value and a finite coefficient): then only the bit patterns are compared.
+#[inline(always)]
+unsafe fn differ8<T: Elem, const NAN: bool>(e: __m256, have: *const T) -> u32 {
+    match T::DTYPE {
+        DType::F32 => {
+            let h = _mm256_loadu_si256(have as *const __m256i);
+            let mut ok = _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_castps_si256(e), h));
+            if NAN {
+                let hf = _mm256_castsi256_ps(h);
+                ok = _mm256_or_ps(ok, _mm256_and_ps(_mm256_cmp_ps::<_CMP_UNORD_Q>(e, e), _mm256_cmp_ps::<_CMP_UNORD_Q>(hf, hf)));
+            }
+            !(_mm256_movemask_ps(ok) as u32) & 0xff
+        }
+        DType::BF16 | DType::F16 => {
+            let x = if NAN || T::DTYPE == DType::F16 {
+                to_half8::<T>(e)
+            } else {
+                // bf16 round to nearest even of a non-NaN value
+                let xi = _mm256_castps_si256(e);
+                let r = _mm256_add_epi32(_mm256_set1_epi32(0x7fff), _mm256_and_si256(_mm256_srli_epi32::<16>(xi), _mm256_set1_epi32(1)));
+                let b = _mm256_srli_epi32::<16>(_mm256_add_epi32(xi, r));
+                _mm_packus_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256::<1>(b))
+            };
+            let h = _mm_loadu_si128(have as *const __m128i);
+            let mut ok = _mm_cmpeq_epi16(x, h);
+            if NAN {
+                let abs = _mm_set1_epi16(0x7fff);
+                let inf = _mm_set1_epi16(T::EXP_MASK as i16);
+                ok = _mm_or_si128(ok, _mm_and_si128(_mm_cmpgt_epi16(_mm_and_si128(x, abs), inf), _mm_cmpgt_epi16(_mm_and_si128(h, abs), inf)));
+            }
+            // 16-bit lanes of all ones or zeros, packed to bytes: one mask bit per element
+            !(_mm_movemask_epi8(_mm_packs_epi16(ok, _mm_setzero_si128())) as u32) & 0xff
+        }
+    }
+}
+
+/// First k < have.len() where have[k] is not round_T(f32(value(start + k)) * c) (bitwise, any NaN
+/// equals any NaN), value as in [`gen_fill`] (the same conditions; the special index is the
+/// caller's): the regenerate, scale and compare loop of verifyScaled in one pass.
+///
+/// # Safety
+/// The CPU must support AVX2 and F16C ([`available`]; `kernels::KernelPath::detect` checks it);
+/// 2 <= m <= 24.
+#[target_feature(enable = "avx2,f16c")]
+pub unsafe fn gen_scaled_first_difference<T: Elem>(key: u64, m: u32, unit: f32, start: u64, c: f32, have: &[T]) -> Option<usize> {
+    // a finite coefficient times a generated (finite) value is never NaN
+    if c.is_finite() {
+        scaled_first_difference::<T, false>(key, m, unit, start, c, have)
+    } else {
+        scaled_first_difference::<T, true>(key, m, unit, start, c, have)
+    }
+}
+
+#[inline(always)]
+unsafe fn scaled_first_difference<T: Elem, const NAN: bool>(key: u64, m: u32, unit: f32, start: u64, c: f32, have: &[T]) -> Option<usize> {
+    let mut g = GenQ8::new(key, m, start);
+    let (u, cv) = (_mm256_set1_ps(unit), _mm256_set1_ps(c));
+    let n = have.len();
+    let n8 = n / 8 * 8;
+    let p = have.as_ptr();
+    let mut k = 0;
+    while k + 16 <= n8 {
+        let (q0, q1) = (g.next(), g.next());
+        let e0 = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(q0), u), cv);
+        let e1 = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(q1), u), cv);
+        let (d0, d1) = (differ8::<T, NAN>(e0, p.add(k)), differ8::<T, NAN>(e1, p.add(k + 8)));
+        if (d0 | d1) != 0 {
+            return Some(k + if d0 != 0 { d0.trailing_zeros() as usize } else { 8 + d1.trailing_zeros() as usize });
+        }
+        k += 16;
+    }
+    while k < n {
+        let e = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(g.next()), u), cv);
+        let r = (n - k).min(8);
+        let mut buf = [T::default(); 8];
+        std::ptr::copy_nonoverlapping(p.add(k), buf.as_mut_ptr(), r);
+        let d = differ8::<T, NAN>(e, buf.as_ptr()) & ((1u32 << r) - 1);
+        if d != 0 {
+            return Some(k + d.trailing_zeros() as usize);
+        }
+        k += r;
+    }
+    None
+}
+
+/// Sum over i in [lo, hi) of |q(i)| (P2 = false) or q(i)^2 (P2 = true), exact (q as in [`GenQ8`]).
+///
+/// # Safety
+/// The CPU must support AVX2 ([`available`]; `kernels::KernelPath::detect` checks it); 2 <= m <= 24.
+#[target_feature(enable = "avx2,f16c")]
+pub unsafe fn gen_q_pow_sum<const P2: bool>(key: u64, m: u32, lo: u64, hi: u64) -> u128 {
+    let n = hi - lo;
+    let mut g = GenQ8::new(key, m, lo);
+    let mut total: u128 = 0;
+    let low32 = _mm256_set1_epi64x(0xffff_ffff);
+    let mut done = 0u64;
+    // per flush: at most 2^15 vectors, so each u64 lane takes < 2^16 terms below 2^46
+    while done + 8 <= n {
+        let vecs = ((n - done) / 8).min(1 << 15);
+        let mut acc = _mm256_setzero_si256();
+        for _ in 0..vecs {
+            let q = g.next();
+            if P2 {
+                let even = _mm256_mul_epi32(q, q);
+                let qo = _mm256_srli_epi64::<32>(q);
+                acc = _mm256_add_epi64(acc, _mm256_add_epi64(even, _mm256_mul_epi32(qo, qo)));
+            } else {
+                let a = _mm256_abs_epi32(q);
+                acc = _mm256_add_epi64(acc, _mm256_add_epi64(_mm256_and_si256(a, low32), _mm256_srli_epi64::<32>(a)));
+            }
+        }
+        let mut l = [0u64; 4];
+        _mm256_storeu_si256(l.as_mut_ptr() as *mut __m256i, acc);
+        total += l.iter().map(|&x| x as u128).sum::<u128>();
+        done += vecs * 8;
+    }
+    for i in lo + done..hi {
+        let q = crate::gen::GenSpec::q(key, m, i).unsigned_abs() as u128;
+        total += if P2 { q * q } else { q };
+    }
+    total
+}
+
+/// max over i in [lo, hi) of |q(i)| (0 for an empty range).
+///
+/// # Safety
+/// The CPU must support AVX2 ([`available`]; `kernels::KernelPath::detect` checks it); 2 <= m <= 24.
+#[target_feature(enable = "avx2,f16c")]
+pub unsafe fn gen_q_abs_max(key: u64, m: u32, lo: u64, hi: u64) -> u64 {
+    let n = hi - lo;
+    let mut g = GenQ8::new(key, m, lo);
+    let mut acc = _mm256_setzero_si256();
+    let mut done = 0u64;
+    while done + 8 <= n {
+        acc = _mm256_max_epu32(acc, _mm256_abs_epi32(g.next()));
+        done += 8;
+    }
+    let mut l = [0u32; 8];
+    _mm256_storeu_si256(l.as_mut_ptr() as *mut __m256i, acc);
+    let mut mx = l.iter().copied().max().unwrap_or(0) as u64;
+    for i in lo + done..hi {
+        mx = mx.max(crate::gen::GenSpec::q(key, m, i).unsigned_abs());
+    }
+    mx
+}

@@ -13,9 +13,10 @@ use half::{bf16, f16};
 use crate::dtype::{DType, Elem};
 use crate::exact::{self, BigUint};
 use crate::gen::{checked_numel, Block, GenSpec};
-use crate::kernels;
+use crate::kernels::{self, KernelPath};
 use crate::optim::{self, AdamW};
-use crate::tensor_store::{StoreKind, TensorStore};
+use crate::pool::{self, Pooled};
+use crate::tensor_store::{check_alloc_fill, StoreKind, TensorStore};
 use crate::{bail, safetensors, Error, Result};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -90,6 +91,18 @@ impl Data {
     }
 }
 
+/// A freed tensor's buffer goes to the pool (pool.rs) for the next tensor of its size class.
+impl Drop for Data {
+    fn drop(&mut self) {
+        match self {
+            Data::F32(v) => pool::give(std::mem::take(v)),
+            Data::BF16(v) => pool::give(std::mem::take(v)),
+            Data::F16(v) => pool::give(std::mem::take(v)),
+            Data::Meta => {}
+        }
+    }
+}
+
 pub struct Tensor {
     pub dtype: DType,
     pub shape: Vec<u64>,
@@ -118,19 +131,39 @@ pub struct Mismatch {
     pub actual: f64,
 }
 
-fn try_zeroed<T: Elem>(n: usize) -> Result<Vec<T>> {
-    if n == 0 {
+/// n zero elements (+0.0 in every dtype): a kept buffer (pool.rs) zeroed in place, or fresh zeroed
+/// memory from the allocator (which the OS hands out zeroed, so calloc need not write it).
+fn try_zeroed<T: Pooled>(n: usize) -> Result<Vec<T>> {
+    if let Some(mut v) = pool::take_kept::<T>(n) {
+        v.resize(n, T::from_bits(0));
+        return Ok(v);
+    }
+    let cap = pool::capacity_for::<T>(n);
+    if cap == 0 {
         return Ok(Vec::new());
     }
-    let layout = std::alloc::Layout::array::<T>(n)
-        .map_err(|_| Error(format!("cannot allocate {n} elements: size overflows")))?;
+    let layout =
+        std::alloc::Layout::array::<T>(cap).map_err(|_| Error(format!("cannot allocate {n} elements: size overflows")))?;
     // SAFETY: layout has non-zero size; all-zero bits are +0.0 for f32, bf16 and f16.
     let p = unsafe { std::alloc::alloc_zeroed(layout) } as *mut T;
     if p.is_null() {
         bail!("out of memory allocating {} bytes", layout.size());
     }
-    // SAFETY: p was allocated with the layout of [T; n] and is initialized (zeroed).
-    Ok(unsafe { Vec::from_raw_parts(p, n, n) })
+    // SAFETY: p was allocated with the layout of [T; cap]; its first n <= cap elements are
+    // initialized (zeroed).
+    Ok(unsafe { Vec::from_raw_parts(p, n, cap) })
+}
+
+/// A vector of n elements written by the generator as `Block::fill` writes them, without zeroing
+/// the memory first (a kept buffer from pool.rs when there is one: no page faults either).
+/// Requires block.validate() and block.numel() == n.
+fn filled<T: Pooled>(n: usize, path: KernelPath, spec: &GenSpec, block: &Block) -> Result<Vec<T>> {
+    let mut v = pool::take::<T>(n)?;
+    block.fill_uninit_with(path, spec, &mut v.spare_capacity_mut()[..n]);
+    // SAFETY: fill_uninit_with wrote all n elements (it checks that its rows cover the block and
+    // panics before returning otherwise), and the capacity is at least n.
+    unsafe { v.set_len(n) };
+    Ok(v)
 }
 
 fn fmt_shape(s: &[u64]) -> String {
@@ -192,15 +225,30 @@ impl Store {
         Ok(self.tensors.get_disjoint_mut(ids.each_ref()).map(|t| t.expect("checked above")))
     }
 
+    /// alloc's checks of the shape (and of the id space); the element count.
+    fn check_alloc(&self, dtype: DType, shape: &[u64]) -> Result<u64> {
+        let numel = checked_numel(shape)
+            .filter(|n| n.checked_mul(dtype.size() as u64).is_some())
+            .ok_or_else(|| Error(format!("shape: {} has too many elements", fmt_shape(shape))))?;
+        if self.next_id == u32::MAX {
+            bail!("too many tensors allocated in this store");
+        }
+        Ok(numel)
+    }
+
+    fn cpu_len(numel: u64) -> Result<usize> {
+        numel
+            .try_into()
+            .ok()
+            .filter(|&n: &usize| n <= (isize::MAX as usize) / 4)
+            .ok_or_else(|| Error(format!("cannot allocate {numel} elements on the cpu backend")))
+    }
+
     fn new_data(&self, dtype: DType, numel: u64) -> Result<Data> {
         if self.backend == Backend::Meta {
             return Ok(Data::Meta);
         }
-        let n: usize = numel
-            .try_into()
-            .ok()
-            .filter(|&n: &usize| n <= (isize::MAX as usize) / 4)
-            .ok_or_else(|| Error(format!("cannot allocate {numel} elements on the cpu backend")))?;
+        let n = Self::cpu_len(numel)?;
         Ok(match dtype {
             DType::F32 => Data::F32(try_zeroed(n)?),
             DType::BF16 => Data::BF16(try_zeroed(n)?),
@@ -265,13 +313,28 @@ impl TensorStore for Store {
     /// Zero-filled tensor charged to `rank`.
     fn alloc(&mut self, rank: usize, dtype: DType, shape: &[u64]) -> Result<u32> {
         self.check_rank(rank)?;
-        let numel = checked_numel(shape)
-            .filter(|n| n.checked_mul(dtype.size() as u64).is_some())
-            .ok_or_else(|| Error(format!("shape: {} has too many elements", fmt_shape(shape))))?;
-        if self.next_id == u32::MAX {
-            bail!("too many tensors allocated in this store");
-        }
+        let numel = self.check_alloc(dtype, shape)?;
         let data = self.new_data(dtype, numel)?;
+        Ok(self.insert(rank, dtype, shape.to_vec(), numel, data))
+    }
+
+    /// Allocated and filled in one pass over the new memory: no zeroing pass before the fill.
+    fn alloc_fill(&mut self, rank: usize, dtype: DType, shape: &[u64], spec: &GenSpec, block: &Block) -> Result<u32> {
+        self.check_rank(rank)?;
+        check_alloc_fill(shape, spec, block)?;
+        let numel = self.check_alloc(dtype, shape)?;
+        let data = match self.backend {
+            Backend::Meta => Data::Meta,
+            Backend::Cpu => {
+                let n = Self::cpu_len(numel)?;
+                let path = KernelPath::detect();
+                match dtype {
+                    DType::F32 => Data::F32(filled(n, path, spec, block)?),
+                    DType::BF16 => Data::BF16(filled(n, path, spec, block)?),
+                    DType::F16 => Data::F16(filled(n, path, spec, block)?),
+                }
+            }
+        };
         Ok(self.insert(rank, dtype, shape.to_vec(), numel, data))
     }
 
@@ -315,7 +378,8 @@ impl TensorStore for Store {
                 t.numel
             );
         }
-        with_data!(&mut t.data, xs => block.fill(spec, xs), meta => ());
+        let path = KernelPath::detect();
+        with_data!(&mut t.data, xs => block.fill_with(path, spec, xs), meta => ());
         Ok(())
     }
 
@@ -525,34 +589,23 @@ impl TensorStore for Store {
                 t.numel
             );
         }
-        fn go<T: Elem>(xs: &[T], spec: &GenSpec, block: &Block, c: f32) -> Option<Mismatch> {
+        fn go<T: Elem>(path: KernelPath, xs: &[T], spec: &GenSpec, block: &Block, c: f32) -> Option<Mismatch> {
             let key = spec.key();
-            const CH: usize = 1 << 16;
-            let mut buf: Vec<T> = Vec::new();
             let mut found = None;
             block.for_each_row(|l, g, n| {
                 if found.is_some() {
                     return;
                 }
-                let mut done = 0usize;
-                while done < n {
-                    let k = CH.min(n - done);
-                    buf.resize(k, T::default());
-                    spec.fill_range(key, g + done as u64, &mut buf);
-                    kernels::scale(&mut buf, c);
-                    let have = &xs[l + done..l + done + k];
-                    if let Some(j) = kernels::first_difference(&buf, have) {
-                        let i = l + done + j;
-                        found = Some(Mismatch { index: i as u64, expected: buf[j].to_f64(), actual: xs[i].to_f64() });
-                        return;
-                    }
-                    done += k;
+                if let Some(j) = spec.scaled_first_difference_with(path, key, g, c, &xs[l..l + n]) {
+                    let i = l + j;
+                    let expected: T = spec.scaled_value(key, g + j as u64, c);
+                    found = Some(Mismatch { index: i as u64, expected: expected.to_f64(), actual: xs[i].to_f64() });
                 }
             });
             found
         }
-        let c = coef as f32;
-        Ok(with_data!(&t.data, xs => go(xs, spec, block, c), meta => None))
+        let (c, path) = (coef as f32, KernelPath::detect());
+        Ok(with_data!(&t.data, xs => go(path, xs, spec, block, c), meta => None))
     }
 
     // ---- safetensors ----
@@ -809,6 +862,104 @@ mod tests {
             assert_eq!(m.index, 100);
             s.free(c).unwrap();
             s.free(id).unwrap();
+        }
+    }
+
+    #[test]
+    fn alloc_fill_equals_alloc_then_fill() {
+        use crate::tensor_store::{FillItem, VerifyItem};
+        for backend in [Backend::Cpu, Backend::Meta] {
+            let mut s = Store::new(backend, 2).unwrap();
+            let blocks = [
+                Block { global_shape: vec![10, 100], start: vec![2, 10], len: vec![5, 50] },
+                Block::full(&[]),
+                Block { global_shape: vec![4, 0], start: vec![0, 0], len: vec![4, 0] },
+                Block::full(&[1003]),
+            ];
+            for dt in DType::ALL {
+                for (mode, exp) in [(GenMode::Gen, 0), (GenMode::Gen, -140), (GenMode::Ones, 0), (GenMode::Zeros, 0)] {
+                    let mut spec = GenSpec::new(11, 2, "layer.w", dt, exp, mode);
+                    spec.special = Some((212, f64::NAN));
+                    for blk in &blocks {
+                        let a = s.alloc(1, dt, &blk.len).unwrap();
+                        s.fill_grad(a, &spec, blk).unwrap();
+                        let b = s.alloc_fill(1, dt, &blk.len, &spec, blk).unwrap();
+                        assert_eq!(s.hash(a).unwrap(), s.hash(b).unwrap(), "{dt:?} {mode:?} {blk:?}");
+                        assert_eq!(s.get(a).unwrap().shape, s.get(b).unwrap().shape);
+                        assert_eq!(s.live_bytes(1).unwrap(), 2 * s.get(a).unwrap().bytes());
+                        s.free(a).unwrap();
+                        s.free(b).unwrap();
+                    }
+                }
+            }
+            // errors, in alloc's order, before anything is allocated
+            let spec = GenSpec::new(1, 0, "w", DType::F32, 0, GenMode::Gen);
+            let blk = Block::full(&[6]);
+            assert!(s.alloc_fill(2, DType::F32, &[6], &spec, &blk).unwrap_err().0.starts_with("rank: 2"));
+            assert_eq!(
+                s.alloc_fill(0, DType::F32, &[2, 4], &spec, &blk).unwrap_err().0,
+                "allocFill: block len [6] has 6 elements but shape [2, 4] has 8"
+            );
+            let bad = GenSpec { exp: 901, ..spec.clone() };
+            assert!(s.alloc_fill(0, DType::F32, &[6], &bad, &blk).unwrap_err().0.starts_with("exp: 901"));
+            assert_eq!(s.live_tensors(), 0);
+            // many: in order, all or nothing
+            let items: Vec<FillItem> = (0..5)
+                .map(|k| FillItem { shape: vec![k + 1, 3], spec: GenSpec::new(2, 0, &format!("p{k}"), DType::BF16, 0, GenMode::Gen), block: Block::full(&[k + 1, 3]) })
+                .collect();
+            let ids = s.alloc_fill_many(0, DType::BF16, &items).unwrap();
+            assert_eq!(ids.len(), 5);
+            assert_eq!(s.live_bytes(0).unwrap(), (1 + 2 + 3 + 4 + 5) * 3 * 2);
+            let mut bad = items.clone();
+            bad[3].shape = vec![1];
+            let e = s.alloc_fill_many(0, DType::BF16, &bad).unwrap_err();
+            assert_eq!(e.0, "items[3]: allocFill: block len [4, 3] has 12 elements but shape [1] has 1");
+            assert_eq!(s.live_tensors(), 5);
+            // verify many: the first mismatch in list order
+            let checks = |coef: f64| -> Vec<VerifyItem> {
+                ids.iter().zip(&items).map(|(&id, it)| VerifyItem { id, spec: it.spec.clone(), block: it.block.clone(), coef }).collect()
+            };
+            assert_eq!(s.verify_scaled_many(&checks(1.0)).unwrap(), None);
+            if backend == Backend::Cpu {
+                s.set_element(ids[4], 2, 77.0).unwrap();
+                s.set_element(ids[2], 5, 77.0).unwrap();
+                let (k, m) = s.verify_scaled_many(&checks(1.0)).unwrap().unwrap();
+                assert_eq!((k, m.index, m.actual), (2, 5, 77.0));
+                assert_eq!(Some(m), s.verify_scaled(ids[2], &items[2].spec, &items[2].block, 1.0).unwrap());
+            }
+            let mut bad = checks(1.0);
+            bad[1].block = Block::full(&[7]);
+            assert!(s.verify_scaled_many(&bad).unwrap_err().0.starts_with("items[1]: verifyScaled: block len [7]"));
+            for id in ids {
+                s.free(id).unwrap();
+            }
+            assert_eq!(s.live_bytes(0).unwrap(), 0);
+        }
+    }
+
+    #[test]
+    fn reused_buffers_never_show_old_contents() {
+        // large enough for the pool (pool.rs); an odd size, so other tests do not take the buffers
+        let mut s = Store::new(Backend::Cpu, 1).unwrap();
+        let shape = [1001, 1003];
+        let blk = Block::full(&shape);
+        for dt in DType::ALL {
+            let spec = GenSpec::new(5, 0, "big", dt, 0, GenMode::Ones);
+            for _ in 0..3 {
+                let a = s.alloc_fill(0, dt, &shape, &spec, &blk).unwrap();
+                assert_eq!(s.sum_abs_pow(a, 1.0).unwrap(), 1001.0 * 1003.0);
+                s.free(a).unwrap();
+                // alloc after a free of the same size: zeros, not the ones just freed
+                let z = s.alloc(0, dt, &shape).unwrap();
+                assert_eq!(s.max_abs(z).unwrap(), 0.0);
+                assert_eq!(s.read_pass(z).unwrap(), 0);
+                let g = GenSpec::new(5, 0, "big", dt, 0, GenMode::Gen);
+                let f = s.alloc_fill(0, dt, &shape, &g, &blk).unwrap(); // reuses nothing stale either
+                s.fill_grad(z, &g, &blk).unwrap();
+                assert_eq!(s.hash(f).unwrap(), s.hash(z).unwrap());
+                s.free(z).unwrap();
+                s.free(f).unwrap();
+            }
         }
     }
 

@@ -11,8 +11,49 @@ use crate::cuda::CudaStore;
 use crate::exact::BigUint;
 use crate::gen::{Block, GenSpec};
 use crate::optim::AdamW;
+use crate::gen::checked_numel;
 use crate::store::{Backend, Mismatch, Store};
-use crate::{DType, Result};
+use crate::{DType, Error, Result};
+
+/// One tensor of [`TensorStore::alloc_fill_many`]: its shape and what fills it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FillItem {
+    pub shape: Vec<u64>,
+    pub spec: GenSpec,
+    pub block: Block,
+}
+
+/// One check of [`TensorStore::verify_scaled_many`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct VerifyItem {
+    pub id: u32,
+    pub spec: GenSpec,
+    pub block: Block,
+    pub coef: f64,
+}
+
+/// What alloc_fill checks once the tensor itself could be allocated (every store, same messages):
+/// the generator parameters, the block, and that the block has the shape's element count.
+pub fn check_alloc_fill(shape: &[u64], spec: &GenSpec, block: &Block) -> Result<()> {
+    spec.validate()?;
+    block.validate()?;
+    let numel = checked_numel(shape);
+    if numel != Some(block.numel()) {
+        let fmt = |s: &[u64]| format!("[{}]", s.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", "));
+        return Err(Error(format!(
+            "allocFill: block len {} has {} elements but shape {} has {}",
+            fmt(&block.len),
+            block.numel(),
+            fmt(shape),
+            numel.map_or_else(|| "more than 2^64".to_string(), |n| n.to_string())
+        )));
+    }
+    Ok(())
+}
+
+fn at_item(k: usize) -> impl Fn(Error) -> Error {
+    move |e| Error(format!("items[{k}]: {}", e.0))
+}
 
 /// The backends a store can be opened on.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -78,6 +119,41 @@ pub trait TensorStore: Send {
         self.live_bytes(rank).map(|_| None)
     }
 
+    /// A tensor charged to `rank`, filled as `fill_grad(id, spec, block)` fills it: the arguments of
+    /// alloc are checked first (same errors), then `check_alloc_fill`, before anything is allocated.
+    /// Stores that can, fill the new memory directly, without zeroing it first; no element is
+    /// readable before it is filled.
+    fn alloc_fill(&mut self, rank: usize, dtype: DType, shape: &[u64], spec: &GenSpec, block: &Block) -> Result<u32> {
+        // the rank first, as alloc checks it (the cpu store's own alloc_fill checks in this order)
+        self.live_bytes(rank)?;
+        check_alloc_fill(shape, spec, block)?;
+        let id = self.alloc(rank, dtype, shape)?;
+        if let Err(e) = self.fill_grad(id, spec, block) {
+            self.free(id)?;
+            return Err(e);
+        }
+        Ok(id)
+    }
+
+    /// `alloc_fill` of every item in order, all charged to `rank` in `dtype`; their ids. On the
+    /// first error (message prefixed `items[k]: `) the tensors this call allocated are freed again.
+    fn alloc_fill_many(&mut self, rank: usize, dtype: DType, items: &[FillItem]) -> Result<Vec<u32>> {
+        self.live_bytes(rank)?; // the rank is the call's, not an item's
+        let mut ids = Vec::with_capacity(items.len());
+        for (k, it) in items.iter().enumerate() {
+            match self.alloc_fill(rank, dtype, &it.shape, &it.spec, &it.block) {
+                Ok(id) => ids.push(id),
+                Err(e) => {
+                    for id in ids {
+                        self.free(id)?;
+                    }
+                    return Err(at_item(k)(e));
+                }
+            }
+        }
+        Ok(ids)
+    }
+
     // ---- contents ----
 
     /// Element j of the shard = gen(global flat index of j in `block`).
@@ -121,6 +197,17 @@ pub trait TensorStore: Send {
     fn hash(&self, id: u32) -> Result<String>;
     /// First local element that is not bitwise round_dtype(f32(gen(i)) * f32(coef)).
     fn verify_scaled(&self, id: u32, spec: &GenSpec, block: &Block, coef: f64) -> Result<Option<Mismatch>>;
+    /// `verify_scaled` of every item in order, as a loop that stops at the first mismatch (its item
+    /// index and the mismatch) or the first error (message prefixed `items[k]: `); None when every
+    /// item passes.
+    fn verify_scaled_many(&self, items: &[VerifyItem]) -> Result<Option<(usize, Mismatch)>> {
+        for (k, it) in items.iter().enumerate() {
+            if let Some(m) = self.verify_scaled(it.id, &it.spec, &it.block, it.coef).map_err(at_item(k))? {
+                return Ok(Some((k, m)));
+            }
+        }
+        Ok(None)
+    }
 
     // ---- safetensors ----
 

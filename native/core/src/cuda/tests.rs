@@ -263,6 +263,12 @@ fn check_everything(devs: Arc<Devices>) {
                 p.cpu.fill_grad(t.0, spec, blk).unwrap();
                 p.gpu.fill_grad(t.1, spec, blk).unwrap();
                 p.same(t, &format!("{what}: fillGrad"));
+                // the fused alloc + fill gives the same tensor on both stores
+                let f = (p.cpu.alloc_fill(rank, dt, &blk.len, spec, blk).unwrap(), p.gpu.alloc_fill(rank, dt, &blk.len, spec, blk).unwrap());
+                p.same(f, &format!("{what}: allocFill"));
+                assert_eq!(p.cpu.hash(f.0).unwrap(), p.cpu.hash(t.0).unwrap(), "{what}: allocFill = alloc + fillGrad");
+                p.cpu.free(f.0).unwrap();
+                p.gpu.free(f.1).unwrap();
                 if bi == 6 && si > 3 {
                     p.cpu.free(t.0).unwrap();
                     p.gpu.free(t.1).unwrap();
@@ -313,6 +319,65 @@ fn check_everything(devs: Arc<Devices>) {
 fn cuda_store_on_the_emulation_equals_the_cpu_store() {
     let Some(d) = emu_devices(2, 256) else { return };
     check_everything(d);
+}
+
+#[test]
+fn batch_methods_equal_the_cpu_store() {
+    use crate::tensor_store::{FillItem, VerifyItem};
+    let Some(d) = emu_devices(2, 64) else { return };
+    let mut p = Pair::new(2, d);
+    for dt in DType::ALL {
+        let items: Vec<FillItem> = blocks()
+            .into_iter()
+            .zip(specs(dt))
+            .map(|(block, spec)| FillItem { shape: block.len.clone(), spec, block })
+            .collect();
+        let (a, b) = (p.cpu.alloc_fill_many(1, dt, &items).unwrap(), p.gpu.alloc_fill_many(1, dt, &items).unwrap());
+        for (k, t) in a.iter().zip(&b).enumerate() {
+            p.same((*t.0, *t.1), &format!("{dt:?} allocFillMany item {k}"));
+        }
+        let coef = 0.3;
+        for &id in &a {
+            p.cpu.scale(id, coef).unwrap();
+        }
+        for &id in &b {
+            p.gpu.scale(id, coef).unwrap();
+        }
+        let checks = |ids: &[u32]| -> Vec<VerifyItem> {
+            ids.iter().zip(&items).map(|(&id, it)| VerifyItem { id, spec: it.spec.clone(), block: it.block.clone(), coef }).collect()
+        };
+        assert_eq!(p.cpu.verify_scaled_many(&checks(&a)).unwrap(), None);
+        assert_eq!(p.gpu.verify_scaled_many(&checks(&b)).unwrap(), None);
+        // a wrong element in item 3 and item 7: item 3 is the one reported, on both stores
+        for (ids, store) in [(&a, &mut p.cpu as &mut dyn TensorStore), (&b, &mut p.gpu as &mut dyn TensorStore)] {
+            store.set_element(ids[3], 17, 99.0).unwrap();
+            store.set_element(ids[7], 1, 99.0).unwrap();
+        }
+        let (vc, vg) = (p.cpu.verify_scaled_many(&checks(&a)).unwrap(), p.gpu.verify_scaled_many(&checks(&b)).unwrap());
+        assert_eq!(format!("{vc:?}"), format!("{vg:?}"), "{dt:?} verifyScaledMany");
+        assert_eq!(vc.unwrap().0, 3);
+        // an error names its item, on both stores, after the items before it passed
+        let mut bad = checks(&a);
+        bad[2].id = 999_999;
+        assert_eq!(p.cpu.verify_scaled_many(&bad).unwrap_err().0, "items[2]: id 999999: no such tensor");
+        let mut bad = checks(&b);
+        bad[2].id = 999_999;
+        assert_eq!(p.gpu.verify_scaled_many(&bad).unwrap_err().0, "items[2]: id 999999: no such tensor");
+        for (x, y) in a.into_iter().zip(b) {
+            p.cpu.free(x).unwrap();
+            p.gpu.free(y).unwrap();
+        }
+        // a failing item frees what the call allocated, on both stores
+        let mut bad = items.clone();
+        bad[4].shape.push(2);
+        let (ec, eg) = (p.cpu.alloc_fill_many(0, dt, &bad).unwrap_err(), p.gpu.alloc_fill_many(0, dt, &bad).unwrap_err());
+        assert_eq!(ec, eg);
+        assert!(ec.0.starts_with("items[4]: allocFill: block len [4, 64] has 256 elements but shape [4, 64, 2] has 512"), "{}", ec.0);
+        for r in 0..2 {
+            assert_eq!((p.cpu.live_bytes(r).unwrap(), p.gpu.live_bytes(r).unwrap()), (0, 0));
+        }
+    }
+    assert_eq!((p.cpu.live_tensors(), p.gpu.live_tensors()), (0, 0));
 }
 
 #[test]
