@@ -40,6 +40,12 @@ export const frameworkSchema = z.strictObject({
    */
   session: z.enum(["shared", "own"]).default("shared"),
   convention: conventionSchema,
+  /**
+   * docs/frameworks.md's one-line explanation of a failure cause (harness/external/frameworks-table.ts
+   * CAUSES) for this framework, from reading its code: cause key, or a key prefix such as
+   * "raises:AssertionError", to text. Causes without one get the generic line.
+   */
+  explain: z.record(z.string().min(1), z.string().min(1)).default({}),
 });
 export type Framework = z.infer<typeof frameworkSchema>;
 

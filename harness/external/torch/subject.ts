@@ -161,7 +161,7 @@ function whereRaised(traceback: string[]): string {
 const isTimeout = (msg: string) => /timed? ?out|timeout/i.test(msg);
 
 /** Whether this rank's shard of `view` is the one copy counted (ARG_SOURCES.grads_for_norm). */
-function countedHere(view: ParamView, layout: Layout, rank: number): boolean {
+export function countedHere(view: Pick<ParamView, "canonical" | "mesh" | "meshAxes" | "placements">, layout: Layout, rank: number): boolean {
   if (!view.canonical) return false;
   const mesh = meshOf(view.mesh, layout);
   const coords = coordsOf(mesh, rank);
