@@ -102,6 +102,9 @@ def _group_ranks(args) -> str:
                 pg = c10d._resolve_process_group(a)
             elif isinstance(a, dist.ProcessGroup):
                 pg = a
+            elif isinstance(a, torch.ScriptObject):
+                # c10d ops (dist.all_reduce on a group: torchtitan's PP reduction) carry the group boxed.
+                pg = dist.ProcessGroup.unbox(a)
             else:
                 continue
             return ",".join(str(r) for r in sorted(dist.get_process_group_ranks(pg)))
@@ -554,6 +557,7 @@ def run_job(job: dict, device: torch.device, meshes: dict, targets: Targets) -> 
 
     result: dict = {"protocol": PROTOCOL_VERSION, "rank": rank, "norm": None, "error": None, "path": path["name"]}
     mon = Monitor(device)
+    post = Monitor(device)
     for _, param in cell.params:
         for t in (param, param.grad):
             if isinstance(t, DTensor):
@@ -574,9 +578,11 @@ def run_job(job: dict, device: torch.device, meshes: dict, targets: Targets) -> 
         norm = path.get("norm", "return")
         if isinstance(norm, dict):
             ret = cell.results[norm["result"]]
-        # Outside the monitor: what the caller does with the returned norm (torchtitan: full_tensor()).
+        # Outside the target's monitor (what the caller does with the returned norm: torchtitan's own
+        # full_tensor()), but counted for the harness's in-step check: it is a collective too.
         if isinstance(ret, DTensor):
-            ret = ret.full_tensor()
+            with post:
+                ret = ret.full_tensor()
         if isinstance(ret, torch.Tensor):
             result["normDtype"] = str(ret.dtype).replace("torch.", "")
             value = float(ret.reshape(-1)[0].item()) if ret.numel() == 1 else float("nan")
@@ -610,6 +616,7 @@ def run_job(job: dict, device: torch.device, meshes: dict, targets: Targets) -> 
         time.sleep(0.005 * (i + 1))
     timings["settle"] = time.perf_counter() - t0
     result["comm"] = mon.record()
+    result["groupCalls"] = group_calls(mon, post)
     result["memory"] = {
         "scratchPeakBytes": int(mon.peak),
         "leakedBytes": int(mon.live_bytes()),
@@ -626,66 +633,35 @@ def run_job(job: dict, device: torch.device, meshes: dict, targets: Targets) -> 
 
 
 class MeshCache:
-    """The meshes of the last layout, kept across its cells: DTensor caches sharding decisions per mesh, and
-    the first decision for a foreach op over a many-dimensional mesh costs seconds. Dropped (process groups
-    destroyed) when the layout changes or when a cell left some group out of step."""
+    """The meshes of every layout this session has served, kept for its whole life. DTensor caches sharding
+    decisions (and the redistribution plans built from them) by mesh *value*, not identity, and the first
+    decision for a foreach op over a many-dimensional mesh costs seconds: a mesh destroyed and built again
+    for the same layout would be served cached specs that name its destroyed process groups ("Could not
+    resolve the process group"). So meshes are never destroyed while the session lives; when a cell leaves a
+    group out of step (the harness sees it in `groupCalls`), the harness ends the session instead."""
 
-    def __init__(self, control):
-        self.control = control
-        self.key = None
-        self.meshes = None
-        self.pgs: list = []
+    def __init__(self):
+        self.meshes: dict = {}
         self.build_seconds = 0.0
 
     def get(self, layout: dict, device_type: str) -> dict:
         key = json.dumps(layout, sort_keys=True)
-        if key != self.key:
-            self.drop()
+        self.build_seconds = 0.0
+        if key not in self.meshes:
             t0 = time.perf_counter()
-            before = set(c10d._world.pg_map.keys())
-            self.meshes = build_meshes(layout, device_type)
-            self.pgs = [pg for pg in c10d._world.pg_map.keys() if pg not in before]
-            self.key = key
+            self.meshes[key] = build_meshes(layout, device_type)
             self.build_seconds = time.perf_counter() - t0
-        else:
-            self.build_seconds = 0.0
-        return self.meshes
-
-    def drop(self) -> None:
-        for pg in self.pgs:
-            if pg is self.control:
-                continue
-            try:
-                dist.destroy_process_group(pg)
-            except Exception:  # noqa: BLE001
-                pass
-        self.key, self.meshes, self.pgs = None, None, []
-        # Meshes and their groups were frozen with everything else: let a full collection free them.
-        gc.unfreeze()
-        gc.collect()
-        gc.freeze()
+        return self.meshes[key]
 
 
-def in_step(result: dict, control) -> bool:
-    """Whether every group the cell used saw the same number of collectives on each of its members, on every
-    rank. A target that raised on some ranks half-way leaves a group out of step (its next collective would
-    pair with the wrong call); one that raised on every rank before any collective, or after all of them,
-    does not, and its meshes (with their cached sharding decisions) can serve the next cell."""
-    mine = {}
-    for c in (result.get("comm") or {}).get("ops", []):
-        mine[c["group"]] = mine.get(c["group"], 0) + 1
-    flags = {"counts": mine, "adapterError": bool(result.get("adapterError"))}
-    every: list = [None] * dist.get_world_size(group=control)
-    dist.all_gather_object(every, flags, group=control)
-    if any(f["adapterError"] for f in every) or any("?" in f["counts"] for f in every):
-        return False
-    groups = {g for f in every for g in f["counts"]}
-    for g in groups:
-        members = [int(r) for r in g.split(",")]
-        counts = {every[r]["counts"].get(g, 0) for r in members if r < len(every)}
-        if len(counts) > 1:
-            return False
-    return True
+def group_calls(*monitors) -> dict:
+    """Collectives issued per group (ranks "0,2") during the job, the target's and the adapter's own: the
+    harness checks that every member of a group issued as many (protocol.ts)."""
+    out: dict = {}
+    for mon in monitors:
+        for c in mon.calls:
+            out[c["group"]] = out.get(c["group"], 0) + 1
+    return out
 
 
 class SessionGone(Exception):
@@ -747,7 +723,7 @@ def serve(session: str) -> None:
         dist.init_process_group("gloo", timeout=c10d.default_pg_timeout)
     rank = dist.get_rank()
     # The adapter's own group: never handed to a target, so a target that left the default group out of
-    # step cannot confuse the adapter's end-of-job handshake.
+    # step cannot confuse the adapter's goodbye.
     control = dist.new_group(backend="gloo")
     # A full collection walks every object torch's import made (about 0.2 s); frozen, they are skipped, and
     # the collections each job needs see only what the job made.
@@ -757,7 +733,7 @@ def serve(session: str) -> None:
         os.path.join(session, f"ready-{rank}.json"),
         {"protocol": PROTOCOL_VERSION, "rank": rank, "pid": os.getpid(), "torch": torch.__version__.split("+")[0], "backend": dist.get_backend(), "device": str(device)},
     )
-    cache = MeshCache(control)
+    cache = MeshCache()
     targets = Targets()
     n = 0
     while True:
@@ -787,17 +763,11 @@ def serve(session: str) -> None:
         del out
         result.setdefault("timings", {})["save"] = time.perf_counter() - t1
         result["timings"]["total"] = time.perf_counter() - t0
-        # Written before the handshake below, so that a hang names the ranks that never returned.
         if "result" in job:
             write_json(job["result"], result)
-        # Every rank finished the cell (a rank stuck in a collective never gets here: the harness's timeout
-        # ends the session). Keep the meshes only when every group is still in step.
-        if not in_step(result, control):
-            cache.drop()
         # What the job made and still holds (sharding caches, a receiver) lives on: freeze it too.
         gc.freeze()
         n += 1
-    cache.drop()
     dist.barrier(group=control)
     dist.destroy_process_group()
 

@@ -7,7 +7,7 @@ import { execa } from "execa";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { loadSubject } from "../../harness/clip/registry.ts";
-import { closeTorchSessions, loadTorchSubject, parseTorchSpec, PROJECT_ROOT } from "../../harness/external/torch/subject.ts";
+import { closeTorchSessions, loadTorchSubject, parseTorchSpec, PROJECT_ROOT, type TorchSubject } from "../../harness/external/torch/subject.ts";
 import type { Subject } from "../../harness/clip/api.ts";
 import { InputError } from "../../harness/errors.ts";
 import { parseLayout } from "../../harness/layout/layout.ts";
@@ -116,6 +116,18 @@ describe(`PyTorch functions as subjects, through the adapter${torch.skipNote}`, 
     expect(r.liveness).toMatch(/did not finish within 20 s.*rank\(s\) 1,2,3 never returned/s);
     const next = await run(cell(STOCK, "dp_shard2,tp2", "llama3-debug", "f32", 2, "inactive"));
     expect(failed(next)).toEqual([]);
+  }, 600_000);
+
+  it.runIf(torch.run)("a cell that leaves a group out of step ends its session; the next cell runs in a fresh one", async () => {
+    const spec = "torch:clip_targets:orphan";
+    const subject = loadTorchSubject(spec) as TorchSubject;
+    const r = await run(cell(spec, "dp_shard2,tp2", "llama3-debug", "f32", 2, "active"), subject);
+    expect(message(r, "parity.norm")).toMatch(/rank 0 gave up/);
+    expect(subject.lastRun?.sessionEnded).toMatch(/^group \[0,1,2,3\]: its ranks issued 1, 0, 0, 0 collectives$/);
+    const stock = loadTorchSubject(STOCK) as TorchSubject;
+    const next = await run(cell(STOCK, "dp_shard2,tp2", "llama3-debug", "f32", 2, "inactive"), stock);
+    expect(failed(next)).toEqual([]);
+    expect(stock.lastRun?.sessionStartSeconds).toBeGreaterThan(0);
   }, 600_000);
 
   it.runIf(torch.run)("a crash fails the cell with the adapter's last lines, and the run goes on", async () => {

@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { ADAPTER, DEFAULT_TORCH_OPTIONS, torchOptionsFromEnv } from "../../harness/external/torch/options.ts";
 import { checkJob, PROTOCOL_VERSION, readProtocolFile, resultSchema, type Job } from "../../harness/external/torch/protocol.ts";
-import { closeTorchSessions, liveSessionCount, sessionFor } from "../../harness/external/torch/session.ts";
+import { closeTorchSessions, groupsOutOfStep, liveSessionCount, sessionFor } from "../../harness/external/torch/session.ts";
 import { plainConvention } from "../../harness/external/torch/frameworks.ts";
 import { torchAvailability } from "./torch-available.ts";
 
@@ -58,6 +58,24 @@ describe("protocol", () => {
     expect(() => readProtocolFile(resultSchema, path)).toThrow(/speaks protocol 3, this harness 2: .*different versions/);
     writeFileSync(path, JSON.stringify({ protocol: PROTOCOL_VERSION, rank: 0, norm: "big", error: null, path: null }));
     expect(() => readProtocolFile(resultSchema, path)).toThrow(new RegExp(`${path.replace(/[.]/g, "\\.")} does not follow protocol 2: norm`));
+  });
+});
+
+describe("groups in step after a cell", () => {
+  const res = (rank: number, groupCalls: Record<string, number> | undefined, adapterError = false) =>
+    ({ protocol: PROTOCOL_VERSION, rank, norm: 1, error: null, path: "p", groupCalls, ...(adapterError ? { adapterError } : {}) }) as const;
+
+  it("are in step when every member of every group issued as many collectives", () => {
+    expect(groupsOutOfStep([res(0, { "0,1": 2, "0,2": 1 }), res(1, { "0,1": 2 }), res(2, { "0,2": 1 })])).toBeNull();
+    expect(groupsOutOfStep([res(0, {}), res(1, {})])).toBeNull();
+  });
+
+  it("are not when a member issued fewer, a group has no name, a rank failed in the adapter or wrote nothing", () => {
+    expect(groupsOutOfStep([res(0, { "0,1": 2 }), res(1, { "0,1": 1 })])).toBe("group [0,1]: its ranks issued 2, 1 collectives");
+    expect(groupsOutOfStep([res(0, { "0,1": 1 }), res(1, {})])).toBe("group [0,1]: its ranks issued 1, 0 collectives");
+    expect(groupsOutOfStep([res(0, { "?": 1 }), res(1, { "?": 1 })])).toMatch(/could not name/);
+    expect(groupsOutOfStep([res(0, {}), res(1, {}, true)])).toBe("rank 1 failed in the adapter");
+    expect(groupsOutOfStep([res(0, {}), undefined])).toBe("a rank wrote no result");
   });
 });
 

@@ -27,16 +27,19 @@
  * builds every physical copy as `DTensor.from_local` of its own shard (uneven shards exactly as planned) with
  * a gradient of the same placements; calls the convention's path; records collectives with a CommDebugMode
  * subclass and scratch memory (CUDA: the allocator's peak; CPU: storages created by tensor ops during the
- * call); writes out-R and result-R. Every rank then compares, over a group of its own, how many collectives
- * each of the cell's groups saw: when they differ (a target raised half-way on some ranks) the meshes are
- * dropped and their process groups destroyed, so nothing out of step leaks into the next cell.
+ * call); writes out-R and result-R, whose `groupCalls` counts every collective the rank issued per group
+ * (the target's and the adapter's own full_tensor() of a returned DTensor). Meshes live as long as the session:
+ * DTensor caches sharding decisions by mesh value, so a mesh rebuilt for the same layout would be handed
+ * specs naming destroyed groups. Instead, when the members of some group issued different numbers of
+ * collectives (a target that raised half-way on some ranks), or a rank failed in the adapter, the harness
+ * ends the session after reading the results, and the next cell starts a fresh one.
  *
  * The harness kills the session (torchrun's process group and every rank by the pid it reported) after a
  * cell times out (a hang), after torchrun exits (a crash), when the session is replaced and at exit. A rank
  * whose torchrun died exits by itself (PR_SET_PDEATHSIG, and a parent check while it waits for a job).
  *
  * Version history: 1 (implicit, never written) the prose protocol of issue 7; 2 adds the version, `kind`,
- * the call convention, `countedHere`, the result's `path` and per-group collective counts.
+ * the call convention, `countedHere`, the result's `path` and `groupCalls`.
  */
 import { readFileSync } from "node:fs";
 import { z } from "zod";
@@ -225,6 +228,8 @@ export const resultSchema = z.strictObject({
     })
     .optional(),
   memory: z.strictObject({ scratchPeakBytes: nonneg, leakedBytes: z.number().int(), method: z.string() }).optional(),
+  /** Collectives per group ("0,2") this rank issued during the job, target and adapter together. */
+  groupCalls: z.record(z.string(), nonneg).optional(),
   gradsMissing: z.array(z.string()).optional(),
   kwargs: z.array(z.string()).optional(),
   timings: z.record(z.string(), z.number()).optional(),

@@ -290,6 +290,27 @@ function installExitHook(): void {
   }
 }
 
+/**
+ * Null when every process group is still in step after a cell: each group's members issued the same number
+ * of collectives (`groupCalls`) and no rank failed in the adapter. Otherwise why not: the session must end,
+ * since its next collective on that group would pair with the wrong call.
+ */
+export function groupsOutOfStep(results: readonly (Result | undefined)[]): string | null {
+  for (const r of results) {
+    if (!r) return "a rank wrote no result";
+    if (r.adapterError) return `rank ${r.rank} failed in the adapter`;
+    if (!r.groupCalls) return `rank ${r.rank} reported no collective counts`;
+  }
+  const groups = new Set(results.flatMap((r) => Object.keys(r!.groupCalls!)));
+  for (const g of groups) {
+    if (!/^\d+(,\d+)*$/.test(g)) return `a collective ran on a group the adapter could not name ("${g}")`;
+    const members = g.split(",").map(Number);
+    const counts = members.map((m) => results[m]?.groupCalls?.[g] ?? 0);
+    if (new Set(counts).size > 1) return `group [${g}]: its ranks issued ${counts.join(", ")} collectives`;
+  }
+  return null;
+}
+
 /** The session for `key`: the current one when it fits, else a fresh one (the old one ends first). */
 export async function sessionFor(key: SessionKey, options: TorchOptions): Promise<TorchSession> {
   if (current && current.alive && sameKey(current.key, key)) return current;

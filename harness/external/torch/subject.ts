@@ -22,7 +22,7 @@ import type { DType, ExternalCell, ExternalRun, ParamView, Subject, Tensor, Tole
 import { applicability, FRAMEWORK_NAME_RE, getFramework, plainConvention, type Framework } from "./frameworks.ts";
 import { SETUP_HINT, torchOptionsFromEnv, type TorchOptions } from "./options.ts";
 import { PROTOCOL_VERSION, TARGET_RE, type ClipJob, type Convention, type JobParam, type Result } from "./protocol.ts";
-import { AdapterStartError, pythonPath, sessionFor, type TorchSession } from "./session.ts";
+import { AdapterStartError, groupsOutOfStep, pythonPath, sessionFor, type TorchSession } from "./session.ts";
 
 export { closeTorchSessions } from "./session.ts";
 export { PROJECT_ROOT } from "./options.ts";
@@ -194,6 +194,8 @@ export interface TorchCellLog {
   jobSeconds: number;
   /** Seconds spent starting a session for this cell (0 when one was reused). */
   sessionStartSeconds: number;
+  /** Why the session was ended after the cell (a group out of step), or undefined. */
+  sessionEnded?: string;
 }
 
 export interface TorchSubject extends Subject {
@@ -319,6 +321,12 @@ async function runExternal(subject: TorchSubject, x: ExternalCell): Promise<Exte
     }
   }
   session.dropJob(dir);
+  // A group left out of step (a target raised half-way on some ranks) must not reach the next cell.
+  const outOfStep = failure ? null : groupsOutOfStep(results);
+  if (outOfStep && session.alive) {
+    log.sessionEnded = outOfStep;
+    await session.close();
+  }
   return { ranks, liveness, comm: results.map(commRecord), memory, tolerance };
 }
 
