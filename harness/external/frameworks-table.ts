@@ -41,12 +41,13 @@ export function frameworkCases(): Case[] {
 /**
  * What a fresh run in CI compares with the committed data: three frameworks (torch and torchtitan share one
  * session, transformers has its own) on four gpu4 cells that show their typical verdicts: no PP reduction,
- * a pass, the MTP replica counted twice with one collective per mesh, a bfloat16 coefficient.
+ * a pass, the MTP replica counted twice with one collective per mesh, a bfloat16 coefficient. None hinges
+ * on float32 rounding a few ulps either side of the fp32 class, which another CPU's kernels could move.
  */
 export const CI_SUBSET = {
   frameworks: ["torch", "torchtitan", "transformers"],
   cases: [
-    "pp2,tp2/llama3-debug/f32/n2/active/s0",
+    "pp4/llama3-debug/bf16/n2/sparse/s0",
     "dp_shard2,tp2/llama3-debug/f32/n2/active/s0",
     "pp2,dp_shard2,ep2/deepseek-v3-debug/f32/n2/active/s0",
     "dp_shard2,tp2/llama3-debug/bf16/n1/inactive/s0",
