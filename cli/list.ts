@@ -6,6 +6,7 @@ import { CHECKS } from "../harness/checks/index.ts";
 import { RUNNER_CHECKS } from "../harness/run/runner.ts";
 import { getModel, MODEL_NAMES } from "../harness/model/models.ts";
 import { builtinMatrices } from "../matrix/index.ts";
+import { listFrameworkSubjects } from "../harness/external/torch/frameworks.ts";
 import type { CommandSpec } from "./args.ts";
 
 export const spec: CommandSpec = {
@@ -27,6 +28,8 @@ function section(what: (typeof LIST_SECTIONS)[number], out: NodeJS.WritableStrea
         const tag = CORRECT_SUBJECTS.includes(name) ? `passes (${s.tolerance ?? "fp32"})` : `caught by ${s.catchBy?.join(", ")}`;
         out.write(`${name.padEnd(20)} ${tag.padEnd(40)} ${s.description}\n`);
       }
+      // Real frameworks' clips, run through the PyTorch adapter (npm run setup:torch): docs/frameworks.md.
+      for (const f of listFrameworkSubjects()) out.write(`${f.spec.padEnd(20)} ${"framework (docs/frameworks.md)".padEnd(40)} ${f.description}\n`);
       return;
     case "models":
       for (const name of MODEL_NAMES) out.write(`${name.padEnd(18)} ${getModel(name).totalParams.toLocaleString("en-US").padStart(16)}\n`);

@@ -14,6 +14,7 @@ import * as gateCmd from "./gate.ts";
 import * as mergeCmd from "./merge.ts";
 import * as resumeCmd from "./resume.ts";
 import * as fuzzCmd from "./fuzz.ts";
+import * as exportCmd from "./export.ts";
 
 export interface Command {
   spec: CommandSpec;
@@ -31,6 +32,7 @@ export const COMMANDS: readonly Command[] = [
   mergeCmd.report,
   resumeCmd,
   fuzzCmd,
+  exportCmd,
 ];
 
 export function usage(): string {

@@ -1,31 +1,13 @@
 """clip-parity's PyTorch adapter: runs a real Python clipping function on DTensor gradients, one cell at a time.
 
-Run by the harness (harness/clip/torch-subject.ts) as
+Run by the harness as
 
     python -m torch.distributed.run --standalone --nproc-per-node W adapters/torch/adapter.py serve SESSION_DIR
 
-Every rank initialises c10d once (gloo on CPU; NCCL when there is one GPU per rank), writes
-SESSION_DIR/ready-R.json and then serves jobs: for job n it waits for SESSION_DIR/job-n/job-R.json (written
-last, atomically, by the harness, after the rank's gradients in in-R.safetensors), and for that cell
-
-  1. builds the dense mesh (pp, dp_replicate, dp_shard, cp, tp) and the sparse mesh (pp, dp_replicate, efsdp,
-     ep) over the same ranks, row-major (SPEC section 3), and each parameter as a DTensor on its stage's
-     sub-mesh (the mesh without pp) with the cell's placements and this rank's own local shard
-     (DTensor.from_local with the global shape and stride: uneven shards exactly as the harness planned);
-  2. sets each parameter's .grad from the safetensors file (a DTensor with the same placements);
-  3. calls the target `module:function` with every physical parameter of the rank, max_norm and norm_type,
-     plus error_if_nonfinite, foreach, pp_mesh and ep_enabled when its signature names them (each parameter
-     also carries clip_parity_fqn, clip_parity_name and clip_parity_canonical, as named_parameters() and a
-     tie map would tell a trainer);
-  4. writes the clipped local gradients (out-R.safetensors) and result-R.json: the returned norm (its
-     full_tensor() when it is a DTensor), the exception if it raised, the collectives it issued (a
-     CommDebugMode that also records bytes and process groups) and its scratch memory (CUDA: the caching
-     allocator's peak; CPU: storages created by tensor ops during the call, tracked by the same dispatch
-     mode: tracemalloc does not see tensor memory).
-
-A job file {"quit": true} ends the loop. Every job builds fresh meshes and destroys their process groups
-afterwards, so a target that raised on some ranks cannot leave a group out of step for the next cell; a
-rank that waits forever in a collective is the harness's timeout to catch (it kills the whole session).
+The protocol it speaks (files, fields, what happens per job) is described once, in
+harness/external/torch/protocol.ts; PROTOCOL_VERSION below mirrors it, and a job of another version is refused
+with an error that says so. How a target is called comes with every job: the convention of a framework file
+(adapters/torch/frameworks/*.json) or the plain torch:<module>:<function> one, built here by `Call`.
 """
 from __future__ import annotations
 
@@ -50,6 +32,9 @@ from torch.distributed.tensor.debug import CommDebugMode
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import st_io  # noqa: E402
+
+# Mirrors PROTOCOL_VERSION in harness/external/torch/protocol.ts (suites/torch/protocol.test.ts checks it).
+PROTOCOL_VERSION = 2
 
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 DENSE_AXES = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
@@ -117,6 +102,9 @@ def _group_ranks(args) -> str:
                 pg = c10d._resolve_process_group(a)
             elif isinstance(a, dist.ProcessGroup):
                 pg = a
+            elif isinstance(a, torch.ScriptObject):
+                # c10d ops (dist.all_reduce on a group: torchtitan's PP reduction) carry the group boxed.
+                pg = dist.ProcessGroup.unbox(a)
             else:
                 continue
             return ",".join(str(r) for r in sorted(dist.get_process_group_ranks(pg)))
@@ -229,6 +217,28 @@ except Exception:  # noqa: BLE001 - older/newer torch: fall back to the registry
 
 # ---- one cell -------------------------------------------------------------------------------------------
 
+# ---- one cell -------------------------------------------------------------------------------------------
+
+
+class JobError(Exception):
+    """A job this adapter cannot run (a protocol mismatch, a malformed job): an adapter error, not the target's."""
+
+
+def check_job(job: dict) -> None:
+    version = job.get("protocol")
+    if version != PROTOCOL_VERSION:
+        raise JobError(
+            f"the job speaks protocol {version!r}, this adapter {PROTOCOL_VERSION}: adapters/torch/adapter.py and "
+            "harness/external/torch/protocol.ts come from different versions of clip-parity"
+        )
+    if job.get("kind") not in ("clip", "quit"):
+        raise JobError(f"job kind {job.get('kind')!r} is not clip or quit")
+    if job["kind"] == "clip":
+        need = ("rank", "world", "layout", "dtype", "maxNorm", "normType", "errorIfNonfinite", "foreach", "convention", "grads", "out", "result", "params")
+        missing = [k for k in need if k not in job]
+        if missing:
+            raise JobError(f"the job lacks {', '.join(missing)} (protocol {PROTOCOL_VERSION})")
+
 
 def placement(p: dict):
     if p["kind"] == "shard":
@@ -237,7 +247,7 @@ def placement(p: dict):
         return Replicate()
     if p["kind"] == "partial":
         return Partial()
-    raise ValueError(f"unknown placement {p!r}")
+    raise JobError(f"unknown placement {p!r}")
 
 
 def contiguous_stride(shape: list[int]) -> tuple[int, ...]:
@@ -249,9 +259,9 @@ def contiguous_stride(shape: list[int]) -> tuple[int, ...]:
 
 
 def load_target(spec: str):
-    module, _, fn = spec.partition(":")
+    module, _, qual = spec.partition(":")
     obj = importlib.import_module(module)
-    for part in fn.split("."):
+    for part in qual.split("."):
         obj = getattr(obj, part)
     if not callable(obj):
         raise TypeError(f"{spec} is not callable")
@@ -296,7 +306,239 @@ def build_meshes(layout: dict, device_type: str) -> dict:
     return out
 
 
-def run_job(job: dict, device: torch.device, meshes: dict) -> tuple[dict, list]:
+def param_mesh(p: dict, job: dict, meshes: dict):
+    """(mesh, placements) of one physical copy. Experts stay on the sparse mesh unless the convention says
+    that the framework keeps them on the dense mesh at ep = 1 (torchtitan): their efsdp split then runs over
+    the dense axes dp_shard, cp and tp, which hold the same ranks in the same row-major order, so the local
+    block is the same tensor and only the mesh it is a DTensor on changes."""
+    axes = meshes["axes"]
+    by_axis = dict(zip(p["meshAxes"], p["placements"]))
+    name = p["mesh"]
+    if name == "sparse" and job["layout"]["ep"] == 1 and job["convention"].get("experts") == "dense-mesh-when-ep1":
+        name = "dense"
+        efsdp = by_axis.get("efsdp", {"kind": "replicate"})
+        by_axis = {"dp_replicate": by_axis.get("dp_replicate", {"kind": "replicate"}), "dp_shard": efsdp, "cp": efsdp, "tp": efsdp}
+    keep = axes[name]
+    missing = [a for a in keep if a not in by_axis]
+    if missing:
+        raise JobError(f"{p['fqn']}: mesh axes {p['meshAxes']} lack {missing} of the {name} mesh")
+    # The placements on the axes the mesh keeps (a placement on a size-1 axis changes nothing).
+    return meshes[name], [placement(by_axis[a]) for a in keep]
+
+
+class ParamsModel(torch.nn.Module):
+    """What a trainer passes as `model`: parameters() and named_parameters() over the rank's physical copies,
+    named by physical FQN (a module tree is not needed for that, and building one per cell costs time)."""
+
+    def __init__(self, named: list):
+        super().__init__()
+        self._clip_parity_named = named
+
+    def parameters(self, recurse: bool = True):
+        return iter([p for _, p in self._clip_parity_named])
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True):
+        return iter([(prefix + n, p) for n, p in self._clip_parity_named])
+
+
+UNSET = object()
+
+
+class Cell:
+    """One job's objects on this rank, built lazily: only what the convention asks for."""
+
+    def __init__(self, job: dict, device: torch.device, meshes: dict, grads: dict):
+        self.job = job
+        self.device = device
+        self.meshes = meshes
+        self.dtype = DTYPES[job["dtype"]]
+        self.params: list[tuple[str, torch.nn.Parameter]] = []
+        self.local: dict[str, torch.nn.Parameter] | None = None
+        self.local_grads: dict[str, torch.Tensor] = {}
+        self.results: dict = {}
+        kw_cache: dict = {}
+        for p in job["params"]:
+            mesh, pls = param_mesh(p, job, meshes)
+            shape = [int(s) for s in p["globalShape"]]
+            local_shape = [int(s) for s in p["block"]["len"]]
+            g = None
+            if p["hasGrad"]:
+                g = grads.pop(p["fqn"], None)
+                if g is None:
+                    raise JobError(f"{p['fqn']}: the gradient file has no tensor of that name")
+                if list(g.shape) != local_shape or g.dtype != self.dtype:
+                    raise JobError(f"{p['fqn']}: gradient file holds {g.dtype} {list(g.shape)}, expected {self.dtype} {local_shape}")
+                g = g.to(device)
+            key = tuple(shape)
+            kw = kw_cache.get(key)
+            if kw is None:
+                kw = kw_cache[key] = {"run_check": False, "shape": torch.Size(shape), "stride": contiguous_stride(shape)}
+            # The parameter's values are never read by a clip: uninitialised memory costs nothing to make.
+            param = torch.nn.Parameter(DTensor.from_local(torch.empty(local_shape, dtype=self.dtype, device=device), mesh, pls, **kw))
+            if g is not None:
+                param.grad = DTensor.from_local(g, mesh, pls, **kw)
+            # What model.named_parameters() and a tie map would tell a trainer: its physical name, and (for tied
+            # copies such as DeepSeek-V3's MTP embedding replica) that it is not the canonical copy.
+            param.clip_parity_fqn = p["fqn"]
+            param.clip_parity_name = p["name"]
+            param.clip_parity_canonical = bool(p["canonical"])
+            self.params.append((p["fqn"], param))
+        self.by_fqn = {p["fqn"]: p for p in job["params"]}
+
+    def local_params(self) -> list:
+        """Plain parameters whose .grad is the very local tensor of the DTensor gradient (in-place clipping
+        shows on both)."""
+        if self.local is None:
+            self.local = {}
+            for fqn, param in self.params:
+                lp = torch.nn.Parameter(torch.empty(param.to_local().shape, dtype=self.dtype, device=self.device))
+                if param.grad is not None:
+                    lp.grad = param.grad.to_local()
+                    self.local_grads[fqn] = lp.grad
+                lp.clip_parity_fqn = fqn
+                lp.clip_parity_canonical = param.clip_parity_canonical
+                self.local[fqn] = lp
+        return list(self.local.values())
+
+    def arg(self, a):
+        if isinstance(a, dict):
+            if "const" in a:
+                return a["const"]
+            if "result" in a:
+                return self.results[a["result"]]
+            raise JobError(f"unknown argument {a!r}")
+        job = self.job
+        if a == "params":
+            return [p for _, p in self.params]
+        if a == "model":
+            return ParamsModel(self.params)
+        if a == "grads":
+            return [p.grad for _, p in self.params if p.grad is not None]
+        if a == "local_params":
+            return self.local_params()
+        if a == "grads_for_norm":
+            self.local_params()
+            return [g for fqn, g in self.local_grads.items() if self.by_fqn[fqn]["countedHere"]]
+        if a == "max_norm":
+            return float(job["maxNorm"])
+        if a == "norm_type":
+            return math.inf if job["normType"] == "inf" else float(job["normType"])
+        if a == "error_if_nonfinite":
+            return bool(job["errorIfNonfinite"])
+        if a == "foreach":
+            return UNSET if job["foreach"] is None else bool(job["foreach"])
+        if a == "pp_mesh":
+            return self.meshes["pp"] if job["layout"]["pp"] > 1 else None
+        if a == "world_group":
+            return dist.group.WORLD
+        if a == "ep_enabled":
+            return job["layout"]["ep"] > 1
+        if a == "experts_present":
+            return bool(job.get("expertsPresent", any(p["mesh"] == "sparse" for p in job["params"])))
+        if a == "dist_backend":
+            return dist.get_backend()
+        raise JobError(f"unknown argument source {a!r}")
+
+    def clipped(self) -> list:
+        """(fqn, local gradient) of every copy that has one, as the target left them."""
+        out = []
+        for fqn, param in self.params:
+            g = param.grad
+            lp = self.local.get(fqn) if self.local else None
+            if lp is not None and lp.grad is not self.local_grads.get(fqn):
+                g = lp.grad  # the target replaced the local .grad instead of scaling it in place
+            if g is None:
+                continue
+            local = g.to_local() if isinstance(g, DTensor) else g
+            out.append((fqn, local.detach().to("cpu")))
+        return out
+
+    def missing(self) -> list:
+        have = {fqn for fqn, _ in self.clipped()}
+        return [fqn for fqn, p in self.by_fqn.items() if p["hasGrad"] and fqn not in have]
+
+
+class Targets:
+    """Resolved targets, receivers built from factories and setup calls done, for the life of the session."""
+
+    def __init__(self):
+        self.fns: dict = {}
+        self.instances: dict = {}
+        self.setup_done: set = set()
+
+    def fn(self, target: str):
+        f = self.fns.get(target)
+        if f is None:
+            f = self.fns[target] = load_target(target)
+        return f
+
+    def bound(self, step: dict, cell: Cell):
+        """The callable for a step and the arguments it takes before the declared ones."""
+        receiver = step.get("receiver", "none")
+        if receiver == "none":
+            return self.fn(step["target"]), []
+        if receiver == "unused":
+            return self.fn(step["target"]), [None]
+        key = json.dumps(receiver, sort_keys=True)
+        inst = self.instances.get(key)
+        if inst is None:
+            factory = self.fn(receiver["factory"])
+            inst = self.instances[key] = factory(**{k: cell.arg(v) for k, v in receiver.get("kwargs", {}).items()})
+        module, _, qual = step["target"].partition(":")
+        owner, _, method = qual.rpartition(".")
+        if owner and not isinstance(inst, self.fn(f"{module}:{owner}")):
+            raise JobError(f"{receiver['factory']} built a {type(inst).__name__}, not a {owner}")
+        return getattr(inst, method), []
+
+    def setup(self, convention: dict, cell: Cell) -> None:
+        for step in convention.get("setup", []):
+            key = json.dumps(step, sort_keys=True)
+            if key in self.setup_done:
+                continue
+            fn, pre = self.bound(step, cell)
+            fn(*pre, *[cell.arg(a) for a in step.get("args", [])], **{k: cell.arg(v) for k, v in step.get("kwargs", {}).items()})
+            self.setup_done.add(key)
+
+
+def choose_path(convention: dict, cell: Cell, targets: Targets) -> dict:
+    for path in convention["paths"]:
+        when = path["when"]
+        if when == "always":
+            return path
+        pred = targets.fn(when["predicate"])
+        if pred(p.grad for _, p in cell.params if p.grad is not None):
+            return path
+    raise JobError("no path of the convention applies (the last one should be `always`)")
+
+
+def prepare_call(step: dict, cell: Cell, targets: Targets):
+    """(fn, args, kwargs) of one step, built from the convention: arguments it declares, never guessed."""
+    fn, pre = targets.bound(step, cell)
+    args = list(pre)
+    for a in step.get("args", []):
+        v = cell.arg(a)
+        if v is UNSET:
+            raise JobError(f"{step['target']}: argument {a!r} is unset and cannot be left out of a positional list")
+        args.append(v)
+    kwargs = {}
+    for k, a in step.get("kwargs", {}).items():
+        v = cell.arg(a)
+        if v is not UNSET:
+            kwargs[k] = v
+    if step.get("ifNamed"):
+        try:
+            names = set(inspect.signature(fn).parameters)
+        except (TypeError, ValueError):
+            names = set()
+        for k, a in step["ifNamed"].items():
+            if k in names:
+                v = cell.arg(a)
+                if v is not UNSET:
+                    kwargs[k] = v
+    return fn, args, kwargs
+
+
+def run_job(job: dict, device: torch.device, meshes: dict, targets: Targets) -> tuple[dict, list]:
     """Runs one cell on this rank. Returns (result json, [(fqn, clipped local grad)])."""
     rank = dist.get_rank()
     timings = {}
@@ -305,115 +547,84 @@ def run_job(job: dict, device: torch.device, meshes: dict) -> tuple[dict, list]:
     timings["load"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    dtype = DTYPES[job["dtype"]]
-    params: list[tuple[str, torch.nn.Parameter]] = []
-    axes = meshes["axes"]
-    for p in job["params"]:
-        mesh = meshes[p["mesh"]]
-        keep = axes[p["mesh"]]
-        # The placements on the axes the mesh keeps (a placement on a size-1 axis changes nothing).
-        by_axis = dict(zip(p["meshAxes"], p["placements"]))
-        missing = [a for a in keep if a not in by_axis]
-        if missing:
-            raise RuntimeError(f"{p['fqn']}: mesh axes {p['meshAxes']} lack {missing} of the {p['mesh']} mesh")
-        pls = [placement(by_axis[a]) for a in keep]
-        shape = [int(s) for s in p["globalShape"]]
-        local_shape = [int(s) for s in p["block"]["len"]]
-        g = None
-        if p["hasGrad"]:
-            g = grads.pop(p["fqn"])
-            if list(g.shape) != local_shape or g.dtype != dtype:
-                raise RuntimeError(f"{p['fqn']}: gradient file holds {g.dtype} {list(g.shape)}, expected {dtype} {local_shape}")
-            g = g.to(device)
-        kw = {"run_check": False, "shape": torch.Size(shape), "stride": contiguous_stride(shape)}
-        param = torch.nn.Parameter(DTensor.from_local(torch.zeros(local_shape, dtype=dtype, device=device), mesh, pls, **kw))
-        if g is not None:
-            param.grad = DTensor.from_local(g, mesh, pls, **kw)
-        # What model.named_parameters() would tell a trainer: its physical name, and (for tied copies such as
-        # DeepSeek-V3's MTP embedding replica) that it is not the canonical copy of its logical parameter.
-        param.clip_parity_fqn = p["fqn"]
-        param.clip_parity_name = p["name"]
-        param.clip_parity_canonical = bool(p["canonical"])
-        params.append((p["fqn"], param))
+    cell = Cell(job, device, meshes, grads)
     del grads
+    convention = job["convention"]
+    targets.setup(convention, cell)
+    path = choose_path(convention, cell, targets)
+    calls = [prepare_call(step, cell, targets) for step in path["steps"][:1]]
     timings["params"] = time.perf_counter() - t0
 
-    fn = load_target(job["target"])
-    sig = inspect.signature(fn)
-    names = set(sig.parameters)
-    norm_type = math.inf if job["normType"] == "inf" else float(job["normType"])
-    args = [[p for _, p in params], float(job["maxNorm"])]
-    kwargs: dict = {}
-    if "norm_type" in names:
-        kwargs["norm_type"] = norm_type
-    else:
-        args.append(norm_type)
-    if "error_if_nonfinite" in names:
-        kwargs["error_if_nonfinite"] = bool(job["errorIfNonfinite"])
-    if "foreach" in names and job.get("foreach") is not None:
-        kwargs["foreach"] = bool(job["foreach"])
-    if "pp_mesh" in names:
-        kwargs["pp_mesh"] = meshes["pp"] if job["layout"]["pp"] > 1 else None
-    if "ep_enabled" in names:
-        # True when the cell has expert parameters (on any rank): the harness always puts them on their own
-        # (sparse) mesh (SPEC section 4), which is what torchtitan's ep_enabled means.
-        kwargs["ep_enabled"] = bool(job["epEnabled"])
-
-    result: dict = {"rank": rank, "norm": None, "error": None}
+    result: dict = {"protocol": PROTOCOL_VERSION, "rank": rank, "norm": None, "error": None, "path": path["name"]}
     mon = Monitor(device)
-    for _, param in params:
+    post = Monitor(device)
+    for _, param in cell.params:
         for t in (param, param.grad):
             if isinstance(t, DTensor):
                 mon.known.add(_ptr(t.to_local()))
-    gc.collect()
+    used_kwargs: set = set()
     t0 = time.perf_counter()
     try:
+        ret = None
         with mon:
-            ret = fn(*args, **kwargs)
+            for i, step in enumerate(path["steps"]):
+                # A later step may use an earlier one's result, so it is prepared when its turn comes.
+                fn, args, kwargs = calls[0] if i == 0 else prepare_call(step, cell, targets)
+                used_kwargs.update(kwargs)
+                ret = fn(*args, **kwargs)
+                if step.get("saveAs"):
+                    cell.results[step["saveAs"]] = ret
         timings["call"] = time.perf_counter() - t0
-        # Outside the monitor: what the caller does with the returned norm (torchtitan: full_tensor()).
+        norm = path.get("norm", "return")
+        if isinstance(norm, dict):
+            ret = cell.results[norm["result"]]
+        # Outside the target's monitor (what the caller does with the returned norm: torchtitan's own
+        # full_tensor()), but counted for the harness's in-step check: it is a collective too.
         if isinstance(ret, DTensor):
-            ret = ret.full_tensor()
+            with post:
+                ret = ret.full_tensor()
         if isinstance(ret, torch.Tensor):
             result["normDtype"] = str(ret.dtype).replace("torch.", "")
-            value = float(ret.item())
+            value = float(ret.reshape(-1)[0].item()) if ret.numel() == 1 else float("nan")
+            if ret.numel() != 1:
+                raise TypeError(f"the clip returned a tensor of {ret.numel()} elements, not a norm")
+        elif ret is None:
+            raise TypeError("the clip returned None, not a norm")
         else:
             value = float(ret)
         result["norm"] = num(value)
         del ret
     except Exception as e:  # noqa: BLE001 - the target's exception is the result
-        timings["call"] = time.perf_counter() - t0
+        timings.setdefault("call", time.perf_counter() - t0)
         result["error"] = {
             "type": type(e).__name__,
-            "message": str(e).strip().split("\n")[0][:2000],
+            "message": (str(e).strip().split("\n")[0] or repr(e))[:2000],
             "traceback": traceback.format_exc().strip().split("\n")[-12:],
         }
-    # Tensors die with their last reference; an exception's frames, or a collective's output still held by
-    # a background thread for a moment, can delay that: settle before calling what is left a leak.
-    for _ in range(20):
+    cell.results.clear()
+    calls.clear()
+    # Tensors die with their last reference; an exception's frames or a collective's output still held by a
+    # background thread for a moment can delay that: settle before calling what is left a leak. The collection
+    # is cheap because everything that lived before the job is frozen (serve).
+    t0 = time.perf_counter()
+    for i in range(20):
+        if mon.live_bytes() == 0:
+            break
         gc.collect()
         if mon.live_bytes() == 0:
             break
-        time.sleep(0.01)
+        time.sleep(0.005 * (i + 1))
+    timings["settle"] = time.perf_counter() - t0
     result["comm"] = mon.record()
+    result["groupCalls"] = group_calls(mon, post)
     result["memory"] = {
         "scratchPeakBytes": int(mon.peak),
         "leakedBytes": int(mon.live_bytes()),
         "method": "torch.cuda.max_memory_allocated" if device.type == "cuda" else "dispatch-mode storage tracking",
     }
-    result["kwargs"] = sorted(kwargs)
-
-    out = []
-    missing = []
-    for fqn, param in params:
-        g = param.grad
-        if g is None:
-            if any(p["fqn"] == fqn and p["hasGrad"] for p in job["params"]):
-                missing.append(fqn)
-            continue
-        local = g.to_local() if isinstance(g, DTensor) else g
-        out.append((fqn, local.detach().to("cpu")))
-    result["gradsMissing"] = missing
+    result["kwargs"] = sorted(used_kwargs)
+    out = cell.clipped()
+    result["gradsMissing"] = cell.missing()
     result["timings"] = timings
     return result, out
 
@@ -422,40 +633,35 @@ def run_job(job: dict, device: torch.device, meshes: dict) -> tuple[dict, list]:
 
 
 class MeshCache:
-    """The meshes of the last layout, kept across its cells: DTensor caches sharding decisions per mesh, and
-    the first decision for a foreach op over a many-dimensional mesh costs seconds. Dropped (process groups
-    destroyed) when the layout changes or when any rank raised in a cell."""
+    """The meshes of every layout this session has served, kept for its whole life. DTensor caches sharding
+    decisions (and the redistribution plans built from them) by mesh *value*, not identity, and the first
+    decision for a foreach op over a many-dimensional mesh costs seconds: a mesh destroyed and built again
+    for the same layout would be served cached specs that name its destroyed process groups ("Could not
+    resolve the process group"). So meshes are never destroyed while the session lives; when a cell leaves a
+    group out of step (the harness sees it in `groupCalls`), the harness ends the session instead."""
 
-    def __init__(self, control):
-        self.control = control
-        self.key = None
-        self.meshes = None
-        self.pgs: list = []
+    def __init__(self):
+        self.meshes: dict = {}
         self.build_seconds = 0.0
 
     def get(self, layout: dict, device_type: str) -> dict:
         key = json.dumps(layout, sort_keys=True)
-        if key != self.key:
-            self.drop()
+        self.build_seconds = 0.0
+        if key not in self.meshes:
             t0 = time.perf_counter()
-            before = set(c10d._world.pg_map.keys())
-            self.meshes = build_meshes(layout, device_type)
-            self.pgs = [pg for pg in c10d._world.pg_map.keys() if pg not in before]
-            self.key = key
+            self.meshes[key] = build_meshes(layout, device_type)
             self.build_seconds = time.perf_counter() - t0
-        else:
-            self.build_seconds = 0.0
-        return self.meshes
+        return self.meshes[key]
 
-    def drop(self) -> None:
-        for pg in self.pgs:
-            if pg is self.control:
-                continue
-            try:
-                dist.destroy_process_group(pg)
-            except Exception:  # noqa: BLE001
-                pass
-        self.key, self.meshes, self.pgs = None, None, []
+
+def group_calls(*monitors) -> dict:
+    """Collectives issued per group (ranks "0,2") during the job, the target's and the adapter's own: the
+    harness checks that every member of a group issued as many (protocol.ts)."""
+    out: dict = {}
+    for mon in monitors:
+        for c in mon.calls:
+            out[c["group"]] = out.get(c["group"], 0) + 1
+    return out
 
 
 class SessionGone(Exception):
@@ -467,11 +673,11 @@ def wait_for(path: str, session: str, parent: int) -> None:
     polls = 0
     while not os.path.exists(path):
         time.sleep(delay)
-        delay = min(delay * 1.5, 0.02)
+        delay = min(delay * 1.5, 0.01)
         polls += 1
         # torchrun starts each rank in its own session, so killing torchrun's process group leaves the ranks:
         # a rank notices that its parent or the session directory is gone, and exits.
-        if polls % 25 == 0 and (os.getppid() != parent or not os.path.isdir(session)):
+        if polls % 50 == 0 and (os.getppid() != parent or not os.path.isdir(session)):
             raise SessionGone(session)
 
 
@@ -487,6 +693,17 @@ def _die_with_parent(parent: int) -> None:
             os._exit(0)
     except Exception:  # noqa: BLE001 - not Linux: the polling in wait_for still notices
         pass
+
+
+def adapter_error(rank: int, e: Exception) -> dict:
+    return {
+        "protocol": PROTOCOL_VERSION,
+        "rank": rank,
+        "norm": None,
+        "path": None,
+        "error": {"type": type(e).__name__, "message": f"adapter: {e}", "traceback": traceback.format_exc().strip().split("\n")[-12:]},
+        "adapterError": True,
+    }
 
 
 def serve(session: str) -> None:
@@ -506,13 +723,18 @@ def serve(session: str) -> None:
         dist.init_process_group("gloo", timeout=c10d.default_pg_timeout)
     rank = dist.get_rank()
     # The adapter's own group: never handed to a target, so a target that left the default group out of
-    # step cannot confuse the adapter's end-of-job handshake.
+    # step cannot confuse the adapter's goodbye.
     control = dist.new_group(backend="gloo")
+    # A full collection walks every object torch's import made (about 0.2 s); frozen, they are skipped, and
+    # the collections each job needs see only what the job made.
+    gc.collect()
+    gc.freeze()
     write_json(
         os.path.join(session, f"ready-{rank}.json"),
-        {"rank": rank, "pid": os.getpid(), "torch": torch.__version__, "backend": dist.get_backend(), "device": str(device)},
+        {"protocol": PROTOCOL_VERSION, "rank": rank, "pid": os.getpid(), "torch": torch.__version__.split("+")[0], "backend": dist.get_backend(), "device": str(device)},
     )
-    cache = MeshCache(control)
+    cache = MeshCache()
+    targets = Targets()
     n = 0
     while True:
         job_dir = os.path.join(session, f"job-{n}")
@@ -523,34 +745,29 @@ def serve(session: str) -> None:
             os._exit(0)
         with open(path) as f:
             job = json.load(f)
-        if job.get("quit"):
-            break
         t0 = time.perf_counter()
+        out: list = []
         try:
+            check_job(job)
+            if job["kind"] == "quit":
+                break
             meshes = cache.get(job["layout"], device.type)
-            result, out = run_job(job, device, meshes)
-            result.setdefault("timings", {})["meshes"] = cache.build_seconds
+            result, out = run_job(job, device, meshes, targets)
+            result["timings"]["meshes"] = cache.build_seconds
         except Exception as e:  # noqa: BLE001 - an adapter-side failure (bad job, mesh build...)
-            result = {
-                "rank": rank,
-                "norm": None,
-                "error": {"type": type(e).__name__, "message": f"adapter: {e}", "traceback": traceback.format_exc().strip().split("\n")[-12:]},
-                "adapterError": True,
-            }
+            result = adapter_error(rank, e)
             out = []
         t1 = time.perf_counter()
-        st_io.save(job["out"], out)
+        if "out" in job:
+            st_io.save(job["out"], out)
+        del out
         result.setdefault("timings", {})["save"] = time.perf_counter() - t1
         result["timings"]["total"] = time.perf_counter() - t0
-        write_json(job["result"], result)
-        # Every rank finished the cell (a rank stuck in a collective never gets here: the harness's timeout
-        # ends the session). If any rank raised, the meshes' process groups may be out of step: drop them.
-        flag = torch.tensor([1 if result.get("error") else 0])
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=control)
-        if flag.item():
-            cache.drop()
+        if "result" in job:
+            write_json(job["result"], result)
+        # What the job made and still holds (sharding caches, a receiver) lives on: freeze it too.
+        gc.freeze()
         n += 1
-    cache.drop()
     dist.barrier(group=control)
     dist.destroy_process_group()
 

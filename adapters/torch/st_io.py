@@ -23,17 +23,23 @@ NAMES = {v: k for k, v in DTYPES.items()}
 
 
 def load(path: str) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
-    """Every tensor of the file (each owning its own memory) and the metadata map."""
+    """Every tensor of the file and the metadata map. The data section is read once into one buffer and the
+    tensors are views of it (one copy from the page cache, none per tensor: this runs for every cell)."""
+    size = os.path.getsize(path)
     with open(path, "rb") as f:
-        raw = f.read()
-    if len(raw) < 8:
-        raise ValueError(f"safetensors {path}: {len(raw)} bytes is too short for a header")
-    (n,) = struct.unpack("<Q", raw[:8])
-    if 8 + n > len(raw):
-        raise ValueError(f"safetensors {path}: header length {n} runs past the end of the file")
-    header = json.loads(raw[8 : 8 + n].decode("utf-8"))
+        head = f.read(8)
+        if len(head) < 8:
+            raise ValueError(f"safetensors {path}: {size} bytes is too short for a header")
+        (n,) = struct.unpack("<Q", head)
+        if 8 + n > size:
+            raise ValueError(f"safetensors {path}: header length {n} runs past the end of the file")
+        header = json.loads(f.read(n).decode("utf-8"))
+        data = torch.empty(size - 8 - n, dtype=torch.uint8)
+        if data.numel():
+            got = f.readinto(memoryview(data.numpy()))
+            if got != data.numel():
+                raise ValueError(f"safetensors {path}: read {got} of {data.numel()} data bytes")
     meta = header.pop("__metadata__", {}) or {}
-    data = bytearray(raw[8 + n :])
     out: dict[str, torch.Tensor] = {}
     for name, info in header.items():
         dtype = DTYPES.get(info["dtype"])
@@ -45,12 +51,14 @@ def load(path: str) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
         for s in shape:
             count *= s
         item = torch.empty((), dtype=dtype).element_size()
-        if end - begin != count * item:
-            raise ValueError(f"safetensors {path}: tensor {name!r}: {end - begin} bytes for shape {shape} of {info['dtype']}")
+        if end - begin != count * item or not 0 <= begin <= end <= data.numel():
+            raise ValueError(f"safetensors {path}: tensor {name!r}: bytes [{begin}, {end}) do not hold shape {shape} of {info['dtype']}")
         if count == 0:
             out[name] = torch.empty(shape, dtype=dtype)
-        else:
-            out[name] = torch.frombuffer(data, dtype=dtype, count=count, offset=begin).reshape(shape).clone()
+        elif begin % item == 0:
+            out[name] = data[begin:end].view(dtype).reshape(shape)
+        else:  # unaligned for its dtype (not written by clip-parity): a copy of its own
+            out[name] = data[begin:end].clone().view(dtype).reshape(shape)
     return out, meta
 
 

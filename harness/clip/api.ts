@@ -6,7 +6,7 @@
  * shards, the backend's ops and collectives that rendezvous across ranks like c10d.
  */
 import type { AxisName, Group, MeshName } from "../layout/mesh.ts";
-import type { Layout } from "../layout/layout.ts";
+import type { ValidLayout } from "../layout/layout.ts";
 import type { Block, Placement } from "../model/plan.ts";
 import type { ParamKind } from "../model/manifest.ts";
 import type { Backend } from "../backend/backend.ts";
@@ -97,7 +97,7 @@ export interface ClipArgs {
 export interface RankContext {
   readonly rank: number;
   readonly world: number;
-  readonly layout: Layout;
+  readonly layout: ValidLayout;
   /** This rank's coordinate on every axis of both meshes. */
   readonly coords: Readonly<Record<AxisName, number>>;
   /** The group of ranks that differ from this one only on `axes` (efsdp/ep refer to the sparse mesh). */
@@ -146,7 +146,7 @@ export interface ExternalCell {
     readonly regime: string;
     readonly seed: number;
   };
-  readonly layout: Layout;
+  readonly layout: ValidLayout;
   readonly world: number;
   /** Index = rank: every physical copy the rank holds, gradients filled (null when absent). */
   readonly params: readonly (readonly ParamView[])[];

@@ -141,7 +141,7 @@ function describe(v: unknown): string {
 /**
  * A built-in subject by name, or a user subject from a module path (relative to the working
  * directory; `.ts` works because the harness runs under tsx/vitest), or `torch:<module>:<function>`: a
- * Python function run by the PyTorch adapter (harness/clip/torch-subject.ts).
+ * Python function run by the PyTorch adapter (harness/external/torch/subject.ts).
  */
 export async function loadSubject(spec: string): Promise<Subject> {
   if (typeof spec !== "string" || spec.length === 0) {
@@ -149,7 +149,7 @@ export async function loadSubject(spec: string): Promise<Subject> {
   }
   if (spec.startsWith("torch:")) {
     // A real Python function run by the PyTorch adapter (adapters/torch): loaded only when asked for.
-    const { loadTorchSubject } = await import("./torch-subject.ts");
+    const { loadTorchSubject } = await import("../external/torch/subject.ts");
     return loadTorchSubject(spec);
   }
   if (!isSubjectPath(spec)) {

@@ -18,7 +18,8 @@ import { Backend, type GenSpec } from "../backend/backend.ts";
 import { clipCoefficient, type DType } from "../clip/api.ts";
 import { computeReference } from "../clip/reference.ts";
 import { f32Below, regimeSpec, type Regime } from "../clip/regimes.ts";
-import { PROJECT_ROOT, probeTorch, torchPython } from "../clip/torch-subject.ts";
+import { PROJECT_ROOT, torchOptionsFromEnv } from "./torch/options.ts";
+import { probeTorch } from "./torch/subject.ts";
 import { SINGLE } from "../layout/layout.ts";
 import { getModel } from "../model/models.ts";
 import { planWorld } from "../model/plan.ts";
@@ -96,7 +97,8 @@ function relErr(a: number, b: number): number {
 
 /** Runs the agreement for `cells` (one Python process). Throws InputError when torch is missing. */
 export function runAgreement(cells: readonly AgreementCell[] = AGREEMENT_CELLS): Agreement {
-  probeTorch(undefined, "the agreement with PyTorch");
+  const python = torchOptionsFromEnv().python;
+  probeTorch(python, {}, "the agreement with PyTorch");
   const started = performance.now();
   const dir = mkdtempSync(join(existsSync("/dev/shm") ? "/dev/shm" : tmpdir(), "clip-parity-agree-"));
   try {
@@ -156,7 +158,7 @@ export function runAgreement(cells: readonly AgreementCell[] = AGREEMENT_CELLS):
     const jobPath = join(dir, "job.json");
     const resultPath = join(dir, "result.json");
     writeFileSync(jobPath, JSON.stringify({ cells: prepared.map((p) => p.job), result: resultPath }));
-    const r = spawnSync(torchPython(), [join(PROJECT_ROOT, "adapters", "torch", "agree.py"), jobPath], {
+    const r = spawnSync(python, [join(PROJECT_ROOT, "adapters", "torch", "agree.py"), jobPath], {
       encoding: "utf8",
       env: { ...process.env, OMP_NUM_THREADS: process.env.OMP_NUM_THREADS ?? "2", PYTHONDONTWRITEBYTECODE: "1" },
       timeout: 30 * 60_000,

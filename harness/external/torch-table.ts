@@ -83,7 +83,9 @@ export function diagnose(c: JsonCell): string {
     notes.push(
       fails.has("liveness")
         ? "the stage holding the non-finite gradient raises before the PP all_reduce; the other stages wait in it"
-        : "the non-finite norm is seen on one stage only: the other stages do not raise",
+        : /not for the non-finite norm/.test(msg(c, "errors.nonfinite"))
+          ? "errors.nonfinite: a rank raised another error than the non-finite one"
+          : "the non-finite norm is seen on one stage only: the other stages do not raise",
     );
   }
   if (fails.has("parity.tensors") && !raised.length && c.dtype !== "f32") notes.push(`clip_coef computed in ${c.dtype === "bf16" ? "bfloat16" : "float16"}, not float32`);

@@ -3,7 +3,7 @@
  */
 import type { Exact, RankContext, ReduceOp, Tensor } from "../clip/api.ts";
 import type { Backend } from "../backend/backend.ts";
-import type { Layout, ValidLayout } from "../layout/layout.ts";
+import type { ValidLayout } from "../layout/layout.ts";
 import { coordsOf, denseMesh, groupRanks, makeGroup, sparseMesh, SPARSE_ONLY_AXES, type AxisName, type Group, type Mesh, type MeshName } from "../layout/mesh.ts";
 import type { World } from "./world.ts";
 
@@ -58,7 +58,7 @@ export function reductionGroup(meshes: Meshes, rank: number, mesh: MeshRef, axes
   return makeGroup(groupRanks(m, rank, named));
 }
 
-export function rankContext(rank: number, layout: Layout, meshes: Meshes, world: World, backend: Backend): RankContext {
+export function rankContext(rank: number, layout: ValidLayout, meshes: Meshes, world: World, backend: Backend): RankContext {
   const coords = {} as Record<AxisName, number>;
   for (const m of [meshes.dense, meshes.sparse]) {
     coordsOf(m, rank).forEach((c, i) => (coords[m.axes[i]] = c));

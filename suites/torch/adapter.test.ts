@@ -7,7 +7,8 @@ import { execa } from "execa";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { loadSubject } from "../../harness/clip/registry.ts";
-import { closeTorchSessions, parseTorchSpec, PROJECT_ROOT } from "../../harness/clip/torch-subject.ts";
+import { closeTorchSessions, loadTorchSubject, parseTorchSpec, PROJECT_ROOT, type TorchSubject } from "../../harness/external/torch/subject.ts";
+import type { Subject } from "../../harness/clip/api.ts";
 import { InputError } from "../../harness/errors.ts";
 import { parseLayout } from "../../harness/layout/layout.ts";
 import { runCell } from "../../harness/run/cell.ts";
@@ -24,8 +25,8 @@ function cell(subject: string, layout: string, model: string, dtype: Cell["dtype
   return { subject, layout: parseLayout(layout), model, dtype, normType, regime, seed: 0 };
 }
 
-async function run(c: Cell): Promise<CellResult> {
-  return runCell(c, { subject: await loadSubject(c.subject) });
+async function run(c: Cell, subject?: Subject): Promise<CellResult> {
+  return runCell(c, { subject: subject ?? (await loadSubject(c.subject)) });
 }
 
 const status = (r: CellResult, id: string) => r.checks.find((c) => c.id === id)!.status;
@@ -42,7 +43,8 @@ describe("torch:<module>:<function> subjects without torch", () => {
       expect(() => parseTorchSpec(bad), bad).toThrow(InputError);
       expect(() => parseTorchSpec(bad), bad).toThrow(/torch:<module>:<function>/);
     }
-    expect(parseTorchSpec(STOCK)).toEqual({ module: "torch.nn.utils", fn: "clip_grad_norm_", target: "torch.nn.utils:clip_grad_norm_" });
+    expect(parseTorchSpec(STOCK)).toEqual({ kind: "function", spec: STOCK, module: "torch.nn.utils", fn: "clip_grad_norm_", target: "torch.nn.utils:clip_grad_norm_" });
+    expect(parseTorchSpec("torch:torchtitan")).toEqual({ kind: "framework", spec: "torch:torchtitan", framework: "torchtitan" });
   });
 
   it("tells the user to run npm run setup:torch when torch is missing (exit 2)", async () => {
@@ -110,16 +112,24 @@ describe(`PyTorch functions as subjects, through the adapter${torch.skipNote}`, 
   }, 300_000);
 
   it.runIf(torch.run)("a hang is a liveness failure after the timeout, and the next cell runs in a fresh session", async () => {
-    process.env.CLIP_PARITY_TORCH_TIMEOUT_S = "20";
-    try {
-      const r = await run(cell("torch:clip_targets:hang", "dp_shard2,tp2", "llama3-debug", "f32", 2, "active"));
-      expect(failed(r)).toContain("liveness");
-      expect(r.liveness).toMatch(/did not finish within 20 s.*rank\(s\) 1,2,3 never returned/s);
-    } finally {
-      delete process.env.CLIP_PARITY_TORCH_TIMEOUT_S;
-    }
+    const hang = "torch:clip_targets:hang";
+    const r = await run(cell(hang, "dp_shard2,tp2", "llama3-debug", "f32", 2, "active"), loadTorchSubject(hang, { cellTimeoutS: 20 }));
+    expect(failed(r)).toContain("liveness");
+    expect(r.liveness).toMatch(/did not finish within 20 s.*rank\(s\) 1,2,3 never returned/s);
     const next = await run(cell(STOCK, "dp_shard2,tp2", "llama3-debug", "f32", 2, "inactive"));
     expect(failed(next)).toEqual([]);
+  }, 600_000);
+
+  it.runIf(torch.run)("a cell that leaves a group out of step ends its session; the next cell runs in a fresh one", async () => {
+    const spec = "torch:clip_targets:orphan";
+    const subject = loadTorchSubject(spec) as TorchSubject;
+    const r = await run(cell(spec, "dp_shard2,tp2", "llama3-debug", "f32", 2, "active"), subject);
+    expect(message(r, "parity.norm")).toMatch(/rank 0 gave up/);
+    expect(subject.lastRun?.sessionEnded).toMatch(/^group \[0,1,2,3\]: its ranks issued 1, 0, 0, 0 collectives$/);
+    const stock = loadTorchSubject(STOCK) as TorchSubject;
+    const next = await run(cell(STOCK, "dp_shard2,tp2", "llama3-debug", "f32", 2, "inactive"), stock);
+    expect(failed(next)).toEqual([]);
+    expect(stock.lastRun?.sessionStartSeconds).toBeGreaterThan(0);
   }, 600_000);
 
   it.runIf(torch.run)("a crash fails the cell with the adapter's last lines, and the run goes on", async () => {

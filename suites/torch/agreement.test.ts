@@ -9,7 +9,8 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { agreementGolden, runAgreement, type Agreement } from "../../harness/external/torch-agreement.ts";
-import { PROJECT_ROOT } from "../../harness/clip/torch-subject.ts";
+import { PROJECT_ROOT } from "../../harness/external/torch/options.ts";
+import { isCI } from "../../harness/util/env.ts";
 import { torchAvailability } from "./torch-available.ts";
 
 const torch = torchAvailability();
@@ -73,7 +74,7 @@ describe(`agreement of the reference with torch.nn.utils.clip_grad_norm_${torch.
     const a = agreement();
     const now = agreementGolden(a);
     if (process.env.CLIP_PARITY_UPDATE_GOLDEN === "1") {
-      if (process.env.CI === "true") throw new Error("goldens are updated only on request, never in CI");
+      if (isCI()) throw new Error("goldens are updated only on request, never in CI");
       writeFileSync(GOLDEN, JSON.stringify(now, null, 2) + "\n");
       return;
     }

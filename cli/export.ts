@@ -1,0 +1,85 @@
+/**
+ * `clip-parity export`: writes a standalone PyTorch script that reproduces one cell of a torch: subject
+ * (harness/external/torch/export.ts), for filing upstream. Exit status: 0 written, 2 bad input; 1 is not
+ * used, since a failing cell is what one exports.
+ */
+import { InputError } from "../harness/errors.ts";
+import { parseLayout } from "../harness/layout/layout.ts";
+import { getModel } from "../harness/model/models.ts";
+import { REGIMES, type Regime } from "../harness/clip/regimes.ts";
+import { DTYPES, type Cell } from "../harness/spec/cell.ts";
+import { exportCell, parseCellId } from "../harness/external/torch/export.ts";
+import { parseBoolean, parseChoice, parseCommand, parseInteger, parseNormType, parsePositiveReal, str, type CommandSpec } from "./args.ts";
+
+export const spec: CommandSpec = {
+  name: "export",
+  summary:
+    "Writes DIR/repro-<cell>.py, a standalone script that reproduces one cell of a torch: subject with torch and the " +
+    "target alone: torchrun --standalone --nproc-per-node W DIR/repro-<cell>.py prints expected against got.",
+  flags: {
+    cell: { type: "string", value: "ID", description: "the cell, as a result file or `run` prints it (or give the cell flags below)" },
+    subject: { type: "string", value: "torch:...", description: "the torch subject (with --cell: replaces the cell's)" },
+    out: { type: "string", value: "DIR", description: "folder to write the script to" },
+    "no-run": { type: "boolean", description: "do not run the cell through clip-parity first (its failures go in the script's header)" },
+    layout: { type: "string", value: "SPEC", description: "layout, e.g. dp_shard2,tp2" },
+    model: { type: "string", value: "NAME", description: "clip-parity list models" },
+    dtype: { type: "string", value: DTYPES.join("|"), description: "gradient dtype" },
+    norm: { type: "string", value: "2|1|inf|P", description: "the clip's norm type" },
+    regime: { type: "string", value: "NAME", description: "gradient regime" },
+    seed: { type: "string", value: "N", description: "generator seed", default: "0" },
+    "max-norm": { type: "string", value: "X", description: "the clip's max_norm" },
+    "error-if-nonfinite": { type: "string", value: "true|false", description: "the clip's error_if_nonfinite" },
+  },
+  notes: "exit status: 0 the script was written, 2 bad input",
+};
+
+const CELL_FLAGS = ["layout", "model", "dtype", "norm", "regime", "seed", "max-norm", "error-if-nonfinite"] as const;
+
+function cellFromFlags(s: (flag: string) => string | undefined): Cell {
+  const need = (flag: string) => {
+    const x = s(flag);
+    if (x === undefined) throw new InputError(`export: --${flag} is required (or give --cell ID)`);
+    return x;
+  };
+  const subject = need("subject");
+  const model = need("model");
+  getModel(model);
+  const cell: Cell = {
+    subject,
+    layout: parseLayout(need("layout")),
+    model,
+    dtype: parseChoice(need("dtype"), "--dtype", DTYPES),
+    normType: parseNormType(need("norm")),
+    regime: parseChoice(need("regime"), "--regime", REGIMES) as Regime,
+    seed: s("seed") === undefined ? 0 : parseInteger(s("seed")!, "--seed"),
+  };
+  if (s("max-norm") !== undefined) cell.maxNorm = parsePositiveReal(s("max-norm")!, "--max-norm");
+  if (s("error-if-nonfinite") !== undefined) cell.errorIfNonfinite = parseBoolean(s("error-if-nonfinite")!, "--error-if-nonfinite");
+  return cell;
+}
+
+export async function run(argv: string[]): Promise<number> {
+  const v = parseCommand(spec, argv);
+  const s = (k: string) => str(v, k);
+  const out = s("out");
+  if (out === undefined) throw new InputError("export: --out DIR is required");
+  let cell: Cell;
+  const id = s("cell");
+  if (id !== undefined) {
+    const extra = CELL_FLAGS.filter((f) => s(f) !== undefined);
+    if (extra.length) throw new InputError(`export: --cell fixes the cell; --${extra.join(", --")} cannot be given with it`);
+    cell = parseCellId(id);
+    if (s("subject") !== undefined) cell.subject = s("subject")!;
+  } else {
+    cell = cellFromFlags(s);
+  }
+  const { path, seen, data } = await exportCell({ cell, outDir: out, run: v["no-run"] !== true });
+  const failed = seen?.checks.filter((c) => c.status === "fail").map((c) => c.id) ?? [];
+  const world = data.script.match(/--nproc-per-node (\d+)/)?.[1];
+  process.stdout.write(
+    `wrote ${path}\n` +
+      (seen ? (failed.length ? `  clip-parity: ${failed.join(", ")} failed on this cell\n` : "  clip-parity: every check passed on this cell (the script will say so too)\n") : "") +
+      `  run: torchrun --standalone --nproc-per-node ${world} ${path}\n`,
+  );
+  return 0;
+}

@@ -1,0 +1,439 @@
+/**
+ * docs/frameworks.md: every declared framework (adapters/torch/frameworks/) over the gpu4 matrix and the cpu
+ * matrix's distinct shapes, on the cpu backend, from a real run (`npm run frameworks`). The run's per-cell
+ * records go to docs/frameworks.json; the Markdown is rendered from them and nothing else, so a test can
+ * check that the committed page is exactly the rendering of the committed data, and that a fresh run of a
+ * small subset gives the same records.
+ *
+ * Each failing cell is also given causes: one line each, read from its check messages (no reduction over
+ * PP, the MTP replica counted twice, a clip coefficient in bfloat16, ...). They are what the page calls
+ * "explained": the classification is in `causesOf`, the evidence in the cell's messages.
+ */
+import { builtinMatrices, CPU_LAYOUTS, GPU_LAYOUTS, type Case } from "../../matrix/index.ts";
+import { formatLayout, parseLayout, worldSize } from "../layout/layout.ts";
+import { runCell } from "../run/cell.ts";
+import { cellId, type Cell } from "../spec/cell.ts";
+import type { CellResult } from "../results/types.ts";
+import { loadFrameworks, type Framework } from "./torch/frameworks.ts";
+import type { TorchOptions } from "./torch/options.ts";
+import { closeTorchSessions, isTorchSubject, loadTorchSubject, type TorchSubject } from "./torch/subject.ts";
+
+/** The cpu matrix's cases whose shape (layout) gpu4 lacks: both debug models, f32, norm 2, active. */
+export function distinctShapeCases(): Case[] {
+  const gpu4 = new Set(GPU_LAYOUTS.gpu4.map((l) => formatLayout(parseLayout(l))));
+  const cpu = builtinMatrices().cpu.cases;
+  const out: Case[] = [];
+  for (const spec of CPU_LAYOUTS) {
+    const layout = formatLayout(parseLayout(spec));
+    if (gpu4.has(layout)) continue;
+    for (const model of ["llama3-debug", "deepseek-v3-debug"]) {
+      const c = cpu.find((x) => formatLayout(x.layout) === layout && x.model === model && x.dtype === "f32" && x.normType === 2 && x.regime === "active");
+      if (!c) throw new Error(`internal: the cpu matrix has no f32/n2/active case for ${layout} ${model}`);
+      out.push(c);
+    }
+  }
+  return out;
+}
+
+/** Every case of the page: gpu4, then the distinct shapes. */
+export function frameworkCases(): Case[] {
+  return [...builtinMatrices().gpu4.cases, ...distinctShapeCases()];
+}
+
+/**
+ * What a fresh run in CI compares with the committed data: three frameworks (torch and torchtitan share one
+ * session, transformers has its own) on four gpu4 cells that show their typical verdicts: no PP reduction,
+ * a pass, the MTP replica counted twice with one collective per mesh, a bfloat16 coefficient. None hinges
+ * on float32 rounding a few ulps either side of the fp32 class, which another CPU's kernels could move.
+ */
+export const CI_SUBSET = {
+  frameworks: ["torch", "torchtitan", "transformers"],
+  cases: [
+    "pp4/llama3-debug/bf16/n2/sparse/s0",
+    "dp_shard2,tp2/llama3-debug/f32/n2/active/s0",
+    "pp2,dp_shard2,ep2/deepseek-v3-debug/f32/n2/active/s0",
+    "dp_shard2,tp2/llama3-debug/bf16/n1/inactive/s0",
+  ],
+} as const;
+
+/** The case part of a cell id (without the subject). */
+export const caseKey = (c: Case) => cellId({ subject: "", ...c }).slice(1);
+
+export type CellStatus = "pass" | "fail" | "n/a";
+
+export interface FrameworkCellRecord {
+  case: string;
+  status: CellStatus;
+  failed: string[];
+  /** First line of each failing check's message (the reproduce line dropped). */
+  messages: Record<string, string>;
+  /** One-line causes (causesOf), by key. */
+  causes: string[];
+  /** The convention paths the ranks took, distinct, in rank order. */
+  paths: string[];
+  notApplicable?: string;
+}
+
+export interface FrameworkRecord {
+  name: string;
+  package: string;
+  /** null when the framework does not import: then `error` says why and no cell ran. */
+  version: string | null;
+  description: string;
+  trainer: string;
+  error?: string;
+  cells: FrameworkCellRecord[];
+}
+
+export interface FrameworksData {
+  torch: string;
+  backend: string;
+  cellTimeoutS: number;
+  threads: string;
+  cases: { gpu4: number; distinctShapes: number };
+  frameworks: FrameworkRecord[];
+}
+
+// ---- causes ----------------------------------------------------------------------------------------------
+
+/** Cause key -> its one line. Keys ending in ":" take a detail. */
+export const CAUSES: Record<string, string> = {
+  "two-meshes": "raises when a rank's gradients live on two meshes (dense and expert): one stack/foreach spans both (`All operands in aten.stack.default must have the same mesh`)",
+  "cuda-only": "its clip hard-codes CUDA (`device='cuda'`, `torch.cuda.FloatTensor`): it cannot run on CPU ranks",
+  "dtensor-collective": "hands a DTensor to a c10d collective (`c10d.allreduce_` has no sharding strategy): it does not take DTensor gradients",
+  "no-pp-reduction": "no reduction over the pipeline: each PP stage returns (and clips by) the norm of its own parameters",
+  "ranks-differ": "ranks of one stage return different norms",
+  "mtp-twice": "the MTP replica of tok_embeddings is counted twice: the norm is too large on every rank",
+  "replicated-counted": "replicated shards counted once per replica: the norm is too large",
+  "norm-too-small": "the norm is too small on every rank: some gradients are not counted",
+  "f32-rounding": "float32 reduction error a few ulps beyond the fp32 class (torch's CPU vector_norm accumulates in float32)",
+  "low-precision-rounding": "norm reduced in the gradients' low-precision dtype, beyond the bf16 class",
+  "coef-in-dtype": "clip_coef computed in the gradients' dtype (bfloat16/float16), not float32, so scaled values differ from round(g * c)",
+  "unscaled-boundary": "at the boundary clip_coef rounds to 1 in the gradients' dtype and nothing is scaled",
+  unscaled: "a gradient keeps its unclipped values while clip_coef < 1",
+  "replicas-differ": "tied copies are not scaled alike",
+  "hang-nonfinite": "a stage raises on its non-finite norm before the PP all_reduce; the other stages wait in it (hang)",
+  hang: "hang: some ranks never return",
+  "dtype-mismatch-crash": "a stage without expert gradients reduces a float32 zero while the others reduce bfloat16: gloo aborts (`Received data size doesn't match`)",
+  crash: "the ranks crash",
+  "nonfinite-one-stage": "a non-finite norm is seen on one stage only: the other stages return a finite norm instead of raising",
+  "nonfinite-silent": "error_if_nonfinite is set and the norm is non-finite, but ranks return instead of raising",
+  "nonfinite-other-error": "raises on a non-finite norm, but another error than the non-finite one",
+  "comm-budget": "more collectives than distinct reduction groups + 1 (one per mesh, or per parameter group)",
+  "memory-peak": "scratch memory over budget",
+  "memory-leak": "leaves tensors allocated after the clip",
+  "raises:": "raises",
+  "hang-raise:": "some ranks raise, the others wait in a collective (hang)",
+  "other:": "",
+};
+
+const head = (m: string) => m.split("\n")[0]!.replace(/\s+reproduce:.*$/, "").trim();
+
+function errorType(e: string): string {
+  return /^(\w+):/.exec(e)?.[1] ?? "an error";
+}
+
+/** The causes of one failing cell, read from its checks and ranks. */
+export function causesOf(r: CellResult): string[] {
+  const fails = new Set(r.checks.filter((c) => c.status === "fail").map((c) => c.id));
+  if (!fails.size) return [];
+  const msg = (id: string) => r.checks.find((c) => c.id === id)?.message ?? "";
+  const out: string[] = [];
+  const add = (k: string) => {
+    if (!out.includes(k)) out.push(k);
+  };
+  const errors = r.ranks.map((x) => x.error).filter((e): e is string => Boolean(e));
+  const live = r.liveness ?? "";
+  if (fails.has("liveness")) {
+    // What the ranks that did return said: a rank that raised where the others went on into a collective.
+    const raised = r.ranks.map((x) => x.error).filter((e): e is string => Boolean(e) && !/^the PyTorch adapter /.test(e!));
+    if (/did not finish|timed out|never returned/.test(live)) {
+      if (fails.has("errors.nonfinite")) add("hang-nonfinite");
+      else if (raised.length) add(`hang-raise:${raised[0]!.slice(0, 160)}`);
+      else add("hang");
+    }
+    else if (/Received data size doesn't match|size mismatch/i.test(live)) add("dtype-mismatch-crash");
+    else add("crash");
+  }
+  if (errors.length && !fails.has("liveness")) {
+    const e = errors[0]!;
+    if (/same mesh|different meshes/.test(e)) add("two-meshes");
+    else if (/NVIDIA driver|cuda\.FloatTensor|CUDA|cuda/.test(e)) add("cuda-only");
+    else if (/does not have a sharding strategy registered/.test(e) && /c10d/.test(e)) add("dtensor-collective");
+    else if (!/non-?finite/i.test(e) || fails.has("parity.norm")) add(`raises:${errorType(e)}: ${e.replace(/^\w+: /, "").slice(0, 140)}`);
+  }
+  const norms = r.ranks.filter((x) => typeof x.norm === "number").map((x) => x.norm!);
+  const distinct = new Set(norms.map((n) => (Number.isNaN(n) ? "nan" : String(n))));
+  if (fails.has("parity.ranks") || (r.cell.layout.pp > 1 && distinct.size > 1 && !errors.length)) add(r.cell.layout.pp > 1 ? "no-pp-reduction" : "ranks-differ");
+  else if (fails.has("parity.norm") && !errors.length && !fails.has("liveness")) {
+    const rel = Number(/relative error ([\d.e+-]+)/.exec(msg("parity.norm"))?.[1]);
+    const norm = norms[0] ?? NaN;
+    if (rel < 1e-3) add(r.cell.dtype === "f32" ? "f32-rounding" : "low-precision-rounding");
+    else if (norm > r.referenceNorm && r.cell.model.startsWith("deepseek") && r.cell.layout.pp > 1) add("mtp-twice");
+    else if (norm > r.referenceNorm) add("replicated-counted");
+    else if (norm < r.referenceNorm) add("norm-too-small");
+    else add(`other:${head(msg("parity.norm"))}`);
+  }
+  if (fails.has("errors.nonfinite") && !fails.has("liveness")) {
+    const m = msg("errors.nonfinite");
+    if (/not for the non-finite norm/.test(m)) add("nonfinite-other-error");
+    else if (r.cell.layout.pp > 1 && errors.length) add("nonfinite-one-stage");
+    else add("nonfinite-silent");
+  }
+  if (fails.has("parity.tensors") && !errors.length) add(r.cell.dtype === "f32" ? `other:${head(msg("parity.tensors"))}` : "coef-in-dtype");
+  if (fails.has("scaling.nonempty")) add(r.cell.regime === "boundary" && r.cell.dtype !== "f32" ? "unscaled-boundary" : "unscaled");
+  if (fails.has("scaling.replicas")) add("replicas-differ");
+  if (fails.has("comm.budget")) add("comm-budget");
+  if (fails.has("memory.peak")) add("memory-peak");
+  if (fails.has("memory.leak")) add("memory-leak");
+  return out;
+}
+
+/** A cause key as its line: the framework's own explanation when its file has one, else the generic line. */
+export function causeText(key: string, explain: Record<string, string> = {}): string {
+  // A key with a detail ("raises:IndexError: ...") is matched by any prefix that holds the colon.
+  const own = explain[key] ?? Object.entries(explain).find(([k]) => k.includes(":") && key.startsWith(k))?.[1];
+  if (own) return own;
+  const i = key.indexOf(":");
+  if (i < 0) return CAUSES[key] ?? key;
+  const kind = key.slice(0, i + 1);
+  const detail = key.slice(i + 1);
+  return kind === "raises:" ? `raises ${detail}` : kind === "hang-raise:" ? `some ranks raise ${detail}; the others wait in a collective (hang)` : detail;
+}
+
+// ---- running -------------------------------------------------------------------------------------------
+
+export function recordOf(r: CellResult, log: TorchSubject["lastRun"]): FrameworkCellRecord {
+  const failed = r.checks.filter((c) => c.status === "fail");
+  const na = log?.notApplicable ?? null;
+  return {
+    case: cellId(r.cell).slice(r.cell.subject.length + 1),
+    status: na ? "n/a" : failed.length ? "fail" : "pass",
+    failed: na ? [] : failed.map((c) => c.id),
+    messages: na ? {} : Object.fromEntries(failed.map((c) => [c.id, head(c.message).slice(0, 400)])),
+    causes: na ? [] : causesOf(r),
+    paths: [...new Set((log?.paths ?? []).filter((p): p is string => p !== null))],
+    ...(na ? { notApplicable: na } : {}),
+  };
+}
+
+export interface RunHooks {
+  onCell?(framework: string, record: FrameworkCellRecord, seconds: number, log: TorchSubject["lastRun"]): void;
+}
+
+export interface Timing {
+  cells: number;
+  /** Seconds inside runCell, session starts excluded. */
+  cellSeconds: number;
+  sessionStarts: number;
+  sessionSeconds: number;
+}
+
+/**
+ * Runs every (framework, case). Cells go world size by world size, so that frameworks sharing a session
+ * (`session: shared`) reuse one torchrun per world size; a framework that does not import is recorded
+ * with its error and runs nothing.
+ */
+export async function runFrameworks(
+  names: readonly string[],
+  cases: readonly Case[],
+  options: Partial<TorchOptions>,
+  hooks: RunHooks = {},
+): Promise<{ data: Omit<FrameworksData, "cases">; timing: Timing }> {
+  const all = loadFrameworks();
+  const records = new Map<string, FrameworkRecord>();
+  const subjects = new Map<string, TorchSubject>();
+  let torch = "";
+  for (const name of names) {
+    const fw = all.get(name);
+    if (!fw) throw new Error(`no framework "${name}" (known: ${[...all.keys()].join(", ")})`);
+    const rec: FrameworkRecord = { name, package: fw.package, version: null, description: fw.description, trainer: fw.trainer, cells: [] };
+    try {
+      const s = loadTorchSubject(`torch:${name}`, options);
+      if (!isTorchSubject(s)) throw new Error("internal: not a torch subject");
+      subjects.set(name, s);
+      rec.version = s.info.packageVersion ?? null;
+      torch = s.info.torch;
+    } catch (err) {
+      rec.error = (err as Error).message.replace(/^subject "[^"]+": /, "");
+    }
+    records.set(name, rec);
+  }
+  const timing: Timing = { cells: 0, cellSeconds: 0, sessionStarts: 0, sessionSeconds: 0 };
+  const byWorld = [...new Set(cases.map((c) => worldSize(c.layout)))].sort((a, b) => a - b);
+  // Shared-session frameworks first within a world size: they reuse one session between them.
+  const order = [...subjects.values()].sort((a, b) => Number(a.framework!.session === "own") - Number(b.framework!.session === "own"));
+  const results = new Map<string, Map<string, FrameworkCellRecord>>();
+  try {
+    for (const world of byWorld) {
+      for (const s of order) {
+        for (const c of cases.filter((x) => worldSize(x.layout) === world)) {
+          const cell: Cell = { subject: s.name, ...c };
+          const t0 = performance.now();
+          const r = await runCell(cell, { subject: s });
+          const seconds = (performance.now() - t0) / 1000;
+          const log = s.lastRun;
+          const rec = recordOf(r, log);
+          if (log && !log.notApplicable) {
+            timing.cells++;
+            timing.cellSeconds += seconds - log.sessionStartSeconds;
+            if (log.sessionStartSeconds > 0) {
+              timing.sessionStarts++;
+              timing.sessionSeconds += log.sessionStartSeconds;
+            }
+          }
+          const per = results.get(s.framework!.name) ?? new Map();
+          per.set(rec.case, rec);
+          results.set(s.framework!.name, per);
+          hooks.onCell?.(s.framework!.name, rec, seconds, log);
+        }
+      }
+    }
+  } finally {
+    await closeTorchSessions();
+  }
+  for (const [name, rec] of records) {
+    const per = results.get(name);
+    if (per) rec.cells = cases.map((c) => per.get(caseKey(c))!).filter(Boolean);
+  }
+  return {
+    data: { torch, backend: "cpu (gloo)", cellTimeoutS: options.cellTimeoutS ?? 180, threads: process.env.OMP_NUM_THREADS ?? "1", frameworks: [...records.values()] },
+    timing,
+  };
+}
+
+// ---- rendering ------------------------------------------------------------------------------------------
+
+/** docs/frameworks.json as committed: one cell per line, so that a regenerated page diffs cell by cell. */
+export function formatFrameworksData(d: FrameworksData): string {
+  const { frameworks, ...rest } = d;
+  const fw = frameworks.map((f) => {
+    const { cells, ...meta } = f;
+    const head = JSON.stringify(meta, null, 2).replace(/\n}$/, "").replace(/\n/g, "\n    ");
+    return `    ${head},\n      "cells": [\n${cells.map((c) => `        ${JSON.stringify(c)}`).join(",\n")}\n      ]\n    }`;
+  });
+  const top = JSON.stringify(rest, null, 2).replace(/\n}$/, "");
+  return `${top},\n  "frameworks": [\n${fw.join(",\n")}\n  ]\n}\n`;
+}
+
+/** Every framework file's `explain`, by framework name. */
+export function explanations(): Record<string, Record<string, string>> {
+  return Object.fromEntries([...loadFrameworks().values()].map((f) => [f.name, f.explain]));
+}
+
+const esc = (s: string) => s.replace(/\|/g, "\\|").replace(/\n/g, " ");
+
+function count<T>(xs: readonly T[], key: (x: T) => string[]): [string, number][] {
+  const m = new Map<string, number>();
+  for (const x of xs) for (const k of key(x)) m.set(k, (m.get(k) ?? 0) + 1);
+  return [...m.entries()];
+}
+
+/** Check ids in report order (harness/checks/index.ts), for stable tables. */
+const CHECK_ORDER = ["parity.norm", "parity.tensors", "parity.ranks", "scaling.nonempty", "scaling.replicas", "liveness", "errors.nonfinite", "memory.peak", "memory.leak", "comm.budget"];
+const byCheck = (a: [string, number], b: [string, number]) => CHECK_ORDER.indexOf(a[0]) - CHECK_ORDER.indexOf(b[0]);
+
+function tally(cells: readonly FrameworkCellRecord[]) {
+  const ran = cells.filter((c) => c.status !== "n/a");
+  return {
+    ran: ran.length,
+    passed: ran.filter((c) => c.status === "pass").length,
+    failed: ran.filter((c) => c.status === "fail").length,
+    na: cells.length - ran.length,
+    checks: count(ran, (c) => c.failed).sort(byCheck),
+  };
+}
+
+/**
+ * The page: summary, then per framework its causes, failed checks with one message each, and every cell.
+ * `explain`: per framework, its file's explanations of causes (loadFrameworks by default).
+ */
+export function renderFrameworks(d: FrameworksData, explain: Record<string, Record<string, string>> = explanations()): string {
+  const o: string[] = [];
+  o.push("# Real frameworks under clip-parity");
+  o.push("");
+  o.push("<!-- Generated by `npm run frameworks` (harness/external/frameworks-table.ts) from docs/frameworks.json. Do not edit:");
+  o.push("     suites/torch/frameworks.test.ts checks that this page is the rendering of that data, and that a fresh run of a subset agrees. -->");
+  o.push("");
+  o.push(
+    `Each framework's clip, called the way its trainer calls it (adapters/torch/frameworks/*.json; \`clip-parity list subjects\`), ` +
+      `on ${d.cases.gpu4} gpu4 cells and ${d.cases.distinctShapes} cells of the cpu matrix's distinct shapes (each cpu layout that gpu4 lacks, ` +
+      `both debug models, float32, norm 2, active), on the cpu backend: torch ${d.torch}, ${d.backend}, OMP_NUM_THREADS=${d.threads}, ` +
+      `a cell that takes more than ${d.cellTimeoutS} s is a hang. Versions are pinned in adapters/torch/requirements*.txt.`,
+  );
+  o.push("");
+  o.push(
+    "A cell is *n/a* for a framework when it asks for what the framework's clip cannot be asked: a norm type other than 2 where no " +
+      "function on the path takes `norm_type`, or an error on a non-finite norm where none takes `error_if_nonfinite`.",
+  );
+  o.push("");
+  o.push("| framework | version | cells | passed | failed | n/a | failed by check |");
+  o.push("|---|---|---|---|---|---|---|");
+  for (const f of d.frameworks) {
+    if (f.version === null) {
+      o.push(`| ${f.name} | does not import | 0 | - | - | - | ${esc(f.error ?? "")} |`);
+      continue;
+    }
+    const t = tally(f.cells);
+    o.push(`| ${f.name} | ${f.package} ${f.version} | ${t.ran} | ${t.passed} | ${t.failed} | ${t.na} | ${t.checks.map(([k, n]) => `${k} ${n}`).join(", ") || "-"} |`);
+  }
+  for (const f of d.frameworks) {
+    o.push("");
+    o.push(`## ${f.name}${f.version ? ` (${f.package} ${f.version})` : ""}`);
+    o.push("");
+    o.push(`${f.description}.`);
+    o.push("");
+    o.push(`Called as: ${f.trainer}.`);
+    if (f.version === null) {
+      o.push("");
+      o.push(`Not run: it does not import here: ${f.error}`);
+      continue;
+    }
+    const t = tally(f.cells);
+    const paths = count(f.cells.filter((c) => c.status !== "n/a"), (c) => (c.paths.length ? [c.paths.join(" + ")] : []));
+    if (paths.length > 1) {
+      o.push("");
+      o.push("Paths taken (per cell, the distinct paths of its ranks):");
+      o.push("");
+      o.push("| path | cells | passed | failed |");
+      o.push("|---|---|---|---|");
+      for (const [p, n] of paths) {
+        const cs = f.cells.filter((c) => c.status !== "n/a" && c.paths.join(" + ") === p);
+        o.push(`| ${p} | ${n} | ${cs.filter((c) => c.status === "pass").length} | ${cs.filter((c) => c.status === "fail").length} |`);
+      }
+    }
+    o.push("");
+    o.push(`${t.ran} cells: ${t.passed} passed, ${t.failed} failed${t.na ? `; ${t.na} not applicable` : ""}.`);
+    const causes = count(f.cells, (c) => c.causes).sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
+    if (causes.length) {
+      o.push("");
+      o.push("Why cells fail (a cell may show several):");
+      o.push("");
+      o.push("| cells | cause | first cell |");
+      o.push("|---|---|---|");
+      for (const [k, n] of causes) o.push(`| ${n} | ${esc(causeText(k, explain[f.name]))} | \`${f.cells.find((c) => c.causes.includes(k))!.case}\` |`);
+    }
+    if (t.checks.length) {
+      o.push("");
+      o.push("| failed check | cells | one message (first failing cell) |");
+      o.push("|---|---|---|");
+      for (const [k, n] of t.checks) {
+        const first = f.cells.find((c) => c.failed.includes(k))!;
+        o.push(`| ${k} | ${n} | \`${first.case}\`: ${esc(first.messages[k] ?? "")} |`);
+      }
+    }
+    const na = count(f.cells.filter((c) => c.status === "n/a"), (c) => [c.notApplicable ?? ""]);
+    for (const [why, n] of na) o.push("", `Not applicable (${n} cells): ${why}.`);
+    o.push("");
+    o.push("<details><summary>every cell</summary>");
+    o.push("");
+    o.push("| cell | result | failed checks | causes |");
+    o.push("|---|---|---|---|");
+    for (const c of f.cells) o.push(`| ${c.case} | ${c.status} | ${c.failed.join(", ") || "-"} | ${esc(c.causes.join(", ")) || "-"} |`);
+    o.push("");
+    o.push("</details>");
+  }
+  return o.join("\n") + "\n";
+}
+
+export type { Framework };

@@ -1,0 +1,166 @@
+/**
+ * Calling conventions of real training frameworks, declared per framework in adapters/torch/frameworks/
+ * NAME.json and validated here; the adapter receives the validated convention in every job
+ * (protocol.ts) and builds the call from it, never from guesses about the target's signature.
+ *
+ * A convention says what the target is called with (parameters, a model object, gradients, local
+ * tensors), which keyword arguments, and how each layout-dependent one is derived the way the
+ * framework's trainer derives it (ARG_SOURCES in protocol.ts); a framework with several code paths
+ * (transformers' Trainer) lists them with the predicate of its own that picks one.
+ *
+ * The rule for the cell's own clip parameters: max_norm, norm_type and error_if_nonfinite are passed
+ * whenever the framework's function takes them, so every cell exercises the same function. A framework
+ * whose functions take no norm_type clips by the 2-norm only, and one that takes no error_if_nonfinite
+ * cannot be asked to raise: cells that ask for either are not applicable to it (`applicability`).
+ */
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { z } from "zod";
+import { InputError } from "../../errors.ts";
+import { ADAPTER_DIR } from "./options.ts";
+import { conventionSchema, formatIssues, type Arg, type Convention } from "./protocol.ts";
+
+export const FRAMEWORKS_DIR = join(ADAPTER_DIR, "frameworks");
+export const FRAMEWORK_NAME_RE = /^[a-z][a-z0-9-]*$/;
+
+export const frameworkSchema = z.strictObject({
+  $comment: z.string().optional(),
+  name: z.string().regex(FRAMEWORK_NAME_RE),
+  /** One line, for `clip-parity list subjects`. */
+  description: z.string().min(1),
+  /** The pip distribution whose version the tables report. */
+  package: z.string().min(1),
+  /** Modules that must import for the framework to be usable (probed before anything runs). */
+  imports: z.array(z.string().regex(/^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*$/)).min(1),
+  /** Where the framework's trainer clips, quoted from its source. */
+  trainer: z.string().min(1),
+  /**
+   * "own": the framework keeps process-wide state (an Accelerator, deepspeed's comm backend), so its
+   * cells run in a torchrun session of their own; "shared": any session of the right world size.
+   */
+  session: z.enum(["shared", "own"]).default("shared"),
+  convention: conventionSchema,
+  /**
+   * docs/frameworks.md's one-line explanation of a failure cause (harness/external/frameworks-table.ts
+   * CAUSES) for this framework, from reading its code: cause key, or a key prefix such as
+   * "raises:AssertionError", to text. Causes without one get the generic line.
+   */
+  explain: z.record(z.string().min(1), z.string().min(1)).default({}),
+});
+export type Framework = z.infer<typeof frameworkSchema>;
+
+/** The convention of a plain `torch:<module>:<function>`: the signature of torch.nn.utils.clip_grad_norm_. */
+export function plainConvention(target: string): Convention {
+  return conventionSchema.parse({
+    paths: [
+      {
+        name: "call",
+        when: "always",
+        steps: [
+          {
+            target,
+            args: ["params", "max_norm", "norm_type"],
+            ifNamed: {
+              error_if_nonfinite: "error_if_nonfinite",
+              foreach: "foreach",
+              pp_mesh: "pp_mesh",
+              // The harness always puts experts on a mesh of their own (also at ep = 1), so a target that
+              // takes ep_enabled is told whether there are experts; torch:torchtitan derives it as
+              // torchtitan's trainer does and moves the experts to the dense mesh at ep = 1.
+              ep_enabled: "experts_present",
+            },
+            why: "torch:<module>:<function>: fn(parameters, max_norm, norm_type), plus error_if_nonfinite, foreach, pp_mesh and ep_enabled when the signature names them",
+          },
+        ],
+      },
+    ],
+  });
+}
+
+let cache: Map<string, Framework> | undefined;
+
+/** Parses one framework file; InputError naming the file and the field otherwise. */
+export function parseFrameworkFile(path: string, text: string): Framework {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (err) {
+    throw new InputError(`framework file ${path}: ${(err as Error).message}`);
+  }
+  const parsed = frameworkSchema.safeParse(raw);
+  if (!parsed.success) throw new InputError(`framework file ${path} is not valid: ${formatIssues(parsed.error)}`);
+  const fw = parsed.data;
+  const file = path.split("/").pop()!;
+  if (file !== `${fw.name}.json`) throw new InputError(`framework file ${path}: its name is "${fw.name}", so the file must be ${fw.name}.json`);
+  checkResults(path, fw.convention);
+  return fw;
+}
+
+/** Every {"result": x} must name a value saved by an earlier step of the same path. */
+function checkResults(path: string, c: Convention): void {
+  for (const p of c.paths) {
+    const saved = new Set<string>();
+    const refs = (a: Arg, where: string) => {
+      if (typeof a === "object" && a !== null && "result" in a && !saved.has(a.result)) {
+        throw new InputError(`framework file ${path}: path "${p.name}", ${where}: {"result": "${a.result}"} is not saved by an earlier step (saveAs)`);
+      }
+    };
+    p.steps.forEach((s, i) => {
+      s.args.forEach((a, j) => refs(a, `step ${i} args[${j}]`));
+      for (const [k, a] of Object.entries({ ...s.kwargs, ...s.ifNamed })) refs(a, `step ${i} ${k}`);
+      if (s.saveAs) saved.add(s.saveAs);
+    });
+    if (p.norm !== "return" && !saved.has(p.norm.result)) throw new InputError(`framework file ${path}: path "${p.name}": norm {"result": "${p.norm.result}"} is never saved`);
+  }
+}
+
+/** Every framework of adapters/torch/frameworks/, by name. */
+export function loadFrameworks(dir = FRAMEWORKS_DIR): Map<string, Framework> {
+  if (dir === FRAMEWORKS_DIR && cache) return cache;
+  const out = new Map<string, Framework>();
+  if (existsSync(dir)) {
+    for (const f of readdirSync(dir).filter((x) => x.endsWith(".json")).sort()) {
+      const path = join(dir, f);
+      const fw = parseFrameworkFile(path, readFileSync(path, "utf8"));
+      out.set(fw.name, fw);
+    }
+  }
+  if (dir === FRAMEWORKS_DIR) cache = out;
+  return out;
+}
+
+export function getFramework(name: string): Framework {
+  const fw = loadFrameworks().get(name);
+  if (!fw) {
+    throw new InputError(
+      `subject "torch:${name}": no framework "${name}" in adapters/torch/frameworks/ (known: ${[...loadFrameworks().keys()].join(", ")}); ` +
+        "a Python function is torch:<module>:<function>",
+    );
+  }
+  return fw;
+}
+
+/** For `clip-parity list subjects`: one line per declared framework. */
+export function listFrameworkSubjects(): { spec: string; framework: string; description: string }[] {
+  return [...loadFrameworks().values()].map((fw) => ({ spec: `torch:${fw.name}`, framework: fw.name, description: fw.description }));
+}
+
+function usesArg(c: Convention, source: string): boolean {
+  return c.paths.some((p) => p.steps.some((s) => [...s.args, ...Object.values(s.kwargs), ...Object.values(s.ifNamed)].some((a) => a === source)));
+}
+
+/**
+ * Null when the convention can run the cell; otherwise why not, in one line. Only the cell's own clip
+ * parameters decide: a framework without a norm_type parameter clips by the 2-norm, one without
+ * error_if_nonfinite never raises on request.
+ */
+export function applicability(c: Convention, cell: { normType: number; regime: string; errorIfNonfinite: boolean }): string | null {
+  if (c.normTypes !== "any") {
+    const ok = c.normTypes.some((n) => (n === "inf" ? cell.normType === Infinity : n === cell.normType));
+    if (!ok) return `its clip takes no norm_type: it computes the ${c.normTypes.join("/")}-norm only, and the cell asks for ${cell.normType === Infinity ? "inf" : cell.normType}`;
+  }
+  if (cell.errorIfNonfinite && cell.regime.startsWith("nonfinite") && !usesArg(c, "error_if_nonfinite")) {
+    return "its clip takes no error_if_nonfinite, and the cell asks for an error on a non-finite norm";
+  }
+  return null;
+}

@@ -1,0 +1,388 @@
+/**
+ * `torch:` subjects: a real Python clipping function run by the PyTorch adapter under torchrun, one process
+ * per rank, on the cell's gradients as DTensors, judged by the same checks as a built-in subject.
+ *
+ *   torch:<module>:<function>   any importable function, called as clip_grad_norm_ is (frameworks.ts:
+ *                               plainConvention), e.g. torch:torch.nn.utils:clip_grad_norm_
+ *   torch:<framework>           a framework declared in adapters/torch/frameworks/<framework>.json, called
+ *                               the way its trainer calls it, e.g. torch:torchtitan, torch:transformers
+ *
+ * This module parses specs, probes the interpreter (torch and the target must import before anything
+ * runs: exit 2 otherwise), sets the tolerance policy and turns one cell into one job per rank; session.ts
+ * runs the jobs, protocol.ts describes them.
+ */
+import { spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { InputError } from "../../errors.ts";
+import { axisIndex, coordsOf, meshOf, type AxisName } from "../../layout/mesh.ts";
+import type { ValidLayout } from "../../layout/layout.ts";
+import type { CommRecord, CollectiveKind } from "../../world/world.ts";
+import type { DType, ExternalCell, ExternalRun, ParamView, Subject, Tensor, ToleranceClass } from "../../clip/api.ts";
+import { applicability, FRAMEWORK_NAME_RE, getFramework, plainConvention, type Framework } from "./frameworks.ts";
+import { SETUP_HINT, torchOptionsFromEnv, type TorchOptions } from "./options.ts";
+import { PROTOCOL_VERSION, TARGET_RE, type ClipJob, type Convention, type JobParam, type Result } from "./protocol.ts";
+import { AdapterStartError, groupsOutOfStep, pythonPath, sessionFor, type TorchSession } from "./session.ts";
+
+export { closeTorchSessions } from "./session.ts";
+export { PROJECT_ROOT } from "./options.ts";
+
+export type TorchSpec =
+  | { kind: "function"; spec: string; module: string; fn: string; target: string }
+  | { kind: "framework"; spec: string; framework: string };
+
+const FUNCTION_SPEC = /^torch:([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*):([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)$/;
+
+/** `torch:<module>:<function>` or `torch:<framework>` -> its parts; InputError on anything else. */
+export function parseTorchSpec(spec: string): TorchSpec {
+  const m = FUNCTION_SPEC.exec(spec);
+  if (m) return { kind: "function", spec, module: m[1]!, fn: m[2]!, target: `${m[1]}:${m[2]}` };
+  const name = spec.startsWith("torch:") ? spec.slice("torch:".length) : "";
+  if (FRAMEWORK_NAME_RE.test(name) && !name.includes(":")) return { kind: "framework", spec, framework: name };
+  throw new InputError(
+    `subject "${spec}": a PyTorch subject is torch:<module>:<function>, e.g. torch:torch.nn.utils:clip_grad_norm_ ` +
+      "(module: a dotted Python module path; function: a name in it), or torch:<framework>, e.g. torch:torchtitan " +
+      "(a file in adapters/torch/frameworks/)",
+  );
+}
+
+export interface TorchInfo {
+  python: string;
+  torch: string;
+  gloo: boolean;
+  cuda: boolean;
+  gpus: number;
+  /** The framework's package version, when probed for one. */
+  packageVersion?: string;
+}
+
+const PROBE = `
+import json, sys, importlib
+req = json.loads(sys.argv[1])
+try:
+    import torch, torch.distributed as dist
+    import torch.distributed.tensor.debug
+except Exception as e:
+    print(json.dumps({"stage": "torch", "error": f"{type(e).__name__}: {e}"})); sys.exit(0)
+out = {"torch": torch.__version__.split("+")[0], "gloo": dist.is_gloo_available(), "cuda": torch.cuda.is_available(), "gpus": torch.cuda.device_count()}
+try:
+    for m in req.get("imports", []):
+        importlib.import_module(m)
+    for t in req.get("targets", []):
+        mod, _, qual = t.partition(":")
+        obj = importlib.import_module(mod)
+        for part in qual.split("."):
+            obj = getattr(obj, part)
+        if not callable(obj):
+            raise TypeError(f"{t} is not callable")
+    if req.get("package"):
+        import importlib.metadata as md
+        out["packageVersion"] = md.version(req["package"])
+except Exception as e:
+    out.update({"stage": "target", "error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"})
+print(json.dumps(out))
+`;
+
+const probes = new Map<string, TorchInfo>();
+
+/**
+ * Whether torch (and the targets, when given) import in `python`; InputError saying how to fix it when
+ * not. `what` names the asker in the message.
+ */
+export function probeTorch(
+  python: string,
+  req: { imports?: string[]; targets?: string[]; package?: string; hint?: string } = {},
+  what = "the PyTorch adapter",
+): TorchInfo {
+  const key = `${python}|${JSON.stringify(req)}`;
+  const hit = probes.get(key);
+  if (hit) return hit;
+  if (!existsSync(python)) {
+    throw new InputError(`${what} needs PyTorch, which is not installed for clip-parity (no ${python}): ${SETUP_HINT}, or set CLIP_PARITY_TORCH_PYTHON to a Python that has torch`);
+  }
+  const r = spawnSync(python, ["-c", PROBE, JSON.stringify(req)], {
+    encoding: "utf8",
+    timeout: 180_000,
+    env: { ...process.env, PYTHONPATH: pythonPath(), PYTHONDONTWRITEBYTECODE: "1", PYTHONWARNINGS: "ignore" },
+  });
+  const last = (r.stdout ?? "").trim().split("\n").pop() ?? "";
+  let info: (TorchInfo & { stage?: string; error?: string }) | undefined;
+  try {
+    info = { python, ...JSON.parse(last) };
+  } catch {
+    throw new InputError(`${what}: ${python} could not be run (${r.error?.message ?? (r.stderr ?? "").trim().split("\n").slice(-3).join(" | ")}): ${SETUP_HINT}`);
+  }
+  if (info!.stage === "torch") throw new InputError(`${what}: torch does not import in ${python} (${info!.error}): ${SETUP_HINT}`);
+  if (info!.stage === "target") {
+    const names = [...(req.imports ?? []), ...(req.targets ?? [])].join(", ");
+    throw new InputError(`${what}: ${names} cannot be imported with torch ${info!.torch}: ${info!.error}${req.hint ? ` (${req.hint})` : ""}`);
+  }
+  delete info!.stage;
+  probes.set(key, info!);
+  return info!;
+}
+
+/** The class a torch subject claims for a cell: torch reduces in the gradients' dtype. */
+export function torchTolerance(dtype: DType, setting: TorchOptions["tolerance"]): ToleranceClass {
+  if (setting !== "auto") return setting;
+  return dtype === "f32" ? "fp32" : "bf16";
+}
+
+// ---- one cell -------------------------------------------------------------------------------------------
+
+const KINDS: readonly CollectiveKind[] = ["all_reduce", "all_gather", "broadcast", "barrier"];
+
+function commRecord(r: Result | undefined): CommRecord {
+  const k = () => ({ calls: 0, bytes: 0 });
+  const rec: CommRecord = { calls: 0, bytes: 0, byKind: { all_reduce: k(), all_gather: k(), broadcast: k(), barrier: k() }, byGroup: {} };
+  if (!r?.comm) return rec;
+  rec.calls = r.comm.calls;
+  rec.bytes = r.comm.bytes;
+  for (const kind of KINDS) if (r.comm.byKind[kind]) rec.byKind[kind] = { ...r.comm.byKind[kind]! };
+  rec.byGroup = { ...r.comm.byGroup };
+  return rec;
+}
+
+function parseNorm(v: Result["norm"]): number | undefined {
+  if (v === null) return undefined;
+  if (typeof v === "number") return v;
+  return v === "NaN" ? NaN : v === "Infinity" ? Infinity : -Infinity;
+}
+
+/** " (at clip_grad.py:72 _get_total_norm < _dispatch.py:323 ...)": the innermost frames, short. */
+function whereRaised(traceback: string[]): string {
+  const frames = traceback
+    .map((l) => /File "([^"]+)", line (\d+), in (\S+)/.exec(l))
+    .filter((m): m is RegExpExecArray => m !== null)
+    .map((m) => `${m[1]!.split("/").pop()}:${m[2]} ${m[3]}`);
+  return frames.length ? ` (at ${frames.slice(-3).reverse().join(" < ")})` : "";
+}
+
+const isTimeout = (msg: string) => /timed? ?out|timeout/i.test(msg);
+
+/** Whether this rank's shard of `view` is the one copy counted (ARG_SOURCES.grads_for_norm). */
+export function countedHere(view: Pick<ParamView, "canonical" | "mesh" | "meshAxes" | "placements">, layout: ValidLayout, rank: number): boolean {
+  if (!view.canonical) return false;
+  const mesh = meshOf(view.mesh, layout);
+  const coords = coordsOf(mesh, rank);
+  return view.placements.every((p, i) => p.kind !== "replicate" || coords[axisIndex(mesh, view.meshAxes[i] as AxisName)] === 0);
+}
+
+function jobParam(view: ParamView, layout: ValidLayout, rank: number): JobParam {
+  return {
+    fqn: view.fqn,
+    name: view.name,
+    canonical: view.canonical,
+    tieGroup: view.tieGroup,
+    mesh: view.mesh,
+    meshAxes: [...view.meshAxes],
+    placements: view.placements.map((p) => ({ ...p })),
+    globalShape: [...view.globalShape],
+    block: { start: [...view.block.start], len: [...view.block.len] },
+    hasGrad: view.grad !== null,
+    countedHere: countedHere(view, layout, rank),
+  };
+}
+
+/** What the last external cell of a torch subject did, beyond what the checks see. */
+export interface TorchCellLog {
+  /** Index = rank: the convention path each rank took (null: none, e.g. the adapter failed). */
+  paths: (string | null)[];
+  /** Not run: why the convention cannot express the cell. */
+  notApplicable: string | null;
+  /** Seconds from writing the jobs to reading every result (the adapter's share of the cell). */
+  jobSeconds: number;
+  /** Seconds spent starting a session for this cell (0 when one was reused). */
+  sessionStartSeconds: number;
+  /** Why the session was ended after the cell (a group out of step), or undefined. */
+  sessionEnded?: string;
+}
+
+export interface TorchSubject extends Subject {
+  readonly spec: TorchSpec;
+  readonly framework: Framework | null;
+  readonly convention: Convention;
+  readonly info: TorchInfo;
+  readonly options: TorchOptions;
+  /** Set after every external cell. */
+  lastRun: TorchCellLog | null;
+}
+
+async function runExternal(subject: TorchSubject, x: ExternalCell): Promise<ExternalRun> {
+  const { world, backend, layout } = x;
+  const o = subject.options;
+  const tolerance = torchTolerance(x.cell.dtype, o.tolerance);
+  const log: TorchCellLog = { paths: Array.from({ length: world }, () => null), notApplicable: null, jobSeconds: 0, sessionStartSeconds: 0 };
+  subject.lastRun = log;
+  const fail = (message: string, liveness: string | null): ExternalRun => ({
+    ranks: Array.from({ length: world }, (_, rank) => ({ rank, error: new Error(message) })),
+    liveness,
+    comm: Array.from({ length: world }, () => commRecord(undefined)),
+    tolerance,
+  });
+  if (backend.isMeta) return fail("the meta backend holds no gradient values: torch subjects run on the cpu backend", null);
+  const regime = x.cell.regime;
+  const na = applicability(subject.convention, { normType: x.normType, regime, errorIfNonfinite: x.errorIfNonfinite });
+  if (na) {
+    log.notApplicable = na;
+    return fail(`NotApplicable: ${subject.name}: ${na}`, null);
+  }
+
+  const key = {
+    world,
+    python: o.python,
+    device: o.device,
+    isolation: subject.framework?.session === "own" ? subject.name : "shared",
+  };
+  let session: TorchSession;
+  const t0 = performance.now();
+  try {
+    const fresh = (await sessionFor(key, o)) as TorchSession;
+    session = fresh;
+  } catch (err) {
+    if (err instanceof AdapterStartError) return fail(err.message, err.message);
+    throw err;
+  }
+  const startedNow = session.startedAt >= t0;
+  log.sessionStartSeconds = startedNow ? session.startSeconds : 0;
+
+  const cellInfo = JSON.stringify({ ...x.cell, world, layout });
+  const dir = session.newJobDir();
+  const timeoutMs = x.timeoutMs ?? o.cellTimeoutS * 1000;
+  const outcome = await session.runJob(
+    dir,
+    (rank): ClipJob => {
+      const entries = x.params[rank]!.filter((p) => p.grad !== null).map((p) => ({ name: p.fqn, tensor: p.grad as Tensor }));
+      const grads = join(dir, `in-${rank}.safetensors`);
+      backend.saveSafetensors(grads, entries, { rank: String(rank), cell: cellInfo });
+      return {
+        protocol: PROTOCOL_VERSION,
+        kind: "clip",
+        subject: subject.name,
+        rank,
+        world,
+        layout: { ...layout },
+        dtype: x.cell.dtype,
+        maxNorm: x.maxNorm,
+        normType: x.normType === Infinity ? "inf" : x.normType,
+        errorIfNonfinite: x.errorIfNonfinite,
+        foreach: o.foreach,
+        convention: subject.convention,
+        grads,
+        out: join(dir, `out-${rank}.safetensors`),
+        result: join(dir, `result-${rank}.json`),
+        params: x.params[rank]!.map((v) => jobParam(v, layout, rank)),
+      };
+    },
+    timeoutMs,
+  );
+  log.jobSeconds = outcome.seconds;
+  const { results, failure } = outcome;
+
+  const ranks: ExternalRun["ranks"] = [];
+  const memory: NonNullable<ExternalRun["memory"]> = [];
+  let liveness = failure;
+  for (let rank = 0; rank < world; rank++) {
+    const r = results[rank];
+    memory.push({ scratchPeakBytes: r?.memory?.scratchPeakBytes ?? 0, leakedBytes: r?.memory?.leakedBytes ?? 0 });
+    log.paths[rank] = r?.path ?? null;
+    if (!r) {
+      ranks.push({ rank, error: new Error(failure ?? "no result") });
+      continue;
+    }
+    if (r.error) {
+      const msg = `${r.error.type}: ${r.error.message}${whereRaised(r.error.traceback)}`;
+      if (r.adapterError) liveness ??= `rank ${rank}: the PyTorch adapter failed: ${msg}\n${session.tail(12)}`;
+      else if (isTimeout(r.error.message)) liveness ??= `rank ${rank} timed out in a collective (a hang): ${msg}`;
+      ranks.push({ rank, error: new Error(msg) });
+    } else {
+      ranks.push({ rank, value: parseNorm(r.norm) });
+    }
+    // The clipped gradients go back into the cell's tensors, whatever the norm was.
+    const out = join(dir, `out-${rank}.safetensors`);
+    if (!existsSync(out)) continue;
+    try {
+      const byFqn = new Map(x.params[rank]!.map((p) => [p.fqn, p]));
+      const ops = backend.opsFor(rank);
+      for (const { name, tensor } of backend.loadSafetensors(out, rank)) {
+        try {
+          const view = byFqn.get(name);
+          if (!view?.grad) throw new Error(`the adapter returned a gradient for ${name}, which has none here`);
+          if (tensor.dtype !== view.grad.dtype || tensor.numel !== view.grad.numel) {
+            throw new Error(`${name}: the adapter returned ${tensor.dtype} [${tensor.shape.join(", ")}], expected ${view.grad.dtype} [${view.grad.shape.join(", ")}]`);
+          }
+          ops.copy_(view.grad, tensor);
+        } finally {
+          backend.free(tensor);
+        }
+      }
+    } catch (err) {
+      liveness ??= `rank ${rank}: the clipped gradients could not be read back: ${(err as Error).message}`;
+    }
+  }
+  session.dropJob(dir);
+  // A group left out of step (a target raised half-way on some ranks) must not reach the next cell.
+  const outOfStep = failure ? null : groupsOutOfStep(results);
+  if (outOfStep && session.alive) {
+    log.sessionEnded = outOfStep;
+    await session.close();
+  }
+  return { ranks, liveness, comm: results.map(commRecord), memory, tolerance };
+}
+
+/** Every target a convention calls (probed before anything runs). */
+function conventionTargets(c: Convention): string[] {
+  const out = new Set<string>();
+  for (const s of [...c.setup, ...c.paths.flatMap((p) => p.steps)]) {
+    out.add(s.target);
+    if (typeof s.receiver === "object") out.add(s.receiver.factory);
+  }
+  for (const p of c.paths) if (p.when !== "always") out.add(p.when.predicate);
+  return [...out].filter((t) => TARGET_RE.test(t));
+}
+
+/**
+ * The subject for a `torch:` spec; InputError (exit 2) when the spec is malformed, the framework unknown,
+ * or torch or the target does not import. Options: the defaults, the CLIP_PARITY_TORCH_* overrides, then
+ * `overrides`.
+ */
+export function loadTorchSubject(spec: string, overrides: Partial<TorchOptions> = {}): Subject {
+  const parsed = parseTorchSpec(spec);
+  const options = { ...torchOptionsFromEnv(), ...overrides };
+  const framework = parsed.kind === "framework" ? getFramework(parsed.framework) : null;
+  const convention = framework ? framework.convention : plainConvention(parsed.kind === "function" ? parsed.target : "");
+  const hint = framework
+    ? `\`npm run setup:torch\` installs the pinned frameworks (adapters/torch/requirements.txt)`
+    : parsed.kind === "function" && parsed.module.startsWith("torchtitan")
+      ? "`npm run setup:torch` installs torchtitan"
+      : undefined;
+  const info = probeTorch(
+    options.python,
+    { imports: framework?.imports ?? [], targets: conventionTargets(convention), package: framework?.package, hint },
+    `subject "${spec}"`,
+  );
+  const what = framework
+    ? `${framework.description} (${framework.package} ${info.packageVersion ?? "?"}, torch ${info.torch})`
+    : `${parsed.kind === "function" ? `${parsed.module}.${parsed.fn}` : spec} from PyTorch ${info.torch}, run by adapters/torch under torchrun (one process per rank)`;
+  const subject: TorchSubject = {
+    name: spec,
+    description: what,
+    tolerance: options.tolerance === "auto" ? "fp32" : options.tolerance,
+    spec: parsed,
+    framework,
+    convention,
+    info,
+    options,
+    lastRun: null,
+    async clip() {
+      throw new Error(`${spec} runs in Python through the PyTorch adapter (Subject.external); it has no in-process clip`);
+    },
+    external: (cell) => runExternal(subject, cell),
+  };
+  return subject;
+}
+
+/** Type guard: a subject loaded by loadTorchSubject. */
+export function isTorchSubject(s: Subject): s is TorchSubject {
+  return typeof (s as Partial<TorchSubject>).convention === "object" && "lastRun" in s;
+}

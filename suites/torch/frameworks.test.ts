@@ -1,0 +1,229 @@
+/**
+ * Framework conventions (issue 16): the files validate, `clip-parity list subjects` can show them, bad files
+ * and unknown names are refused with clear errors; docs/frameworks.md is exactly the rendering of the
+ * committed data and a fresh run of a subset agrees with it; an exported script reproduces a torchtitan
+ * failure under torchrun with torch alone (and says so when a cell passes).
+ */
+import { execa } from "execa";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { main as cli } from "../../cli/main.ts";
+import { caseKey, CI_SUBSET, frameworkCases, renderFrameworks, runFrameworks, type FrameworksData } from "../../harness/external/frameworks-table.ts";
+import { exportCell, parseCellId, renderCall } from "../../harness/external/torch/export.ts";
+import { applicability, getFramework, listFrameworkSubjects, loadFrameworks, parseFrameworkFile, plainConvention } from "../../harness/external/torch/frameworks.ts";
+import { PROJECT_ROOT, torchOptionsFromEnv } from "../../harness/external/torch/options.ts";
+import { closeTorchSessions, parseTorchSpec } from "../../harness/external/torch/subject.ts";
+import { InputError } from "../../harness/errors.ts";
+import { cellId } from "../../harness/spec/cell.ts";
+import { torchAvailability } from "./torch-available.ts";
+
+const torch = torchAvailability();
+const DOC = join(PROJECT_ROOT, "docs", "frameworks.md");
+const DATA = join(PROJECT_ROOT, "docs", "frameworks.json");
+const committed = (): FrameworksData => JSON.parse(readFileSync(DATA, "utf8")) as FrameworksData;
+
+afterAll(async () => {
+  await closeTorchSessions();
+});
+
+describe("framework files", () => {
+  it("declare torch, torchtitan, transformers, accelerate, megatron-core and deepspeed, each a torch:<framework> subject", () => {
+    const subjects = listFrameworkSubjects();
+    expect(subjects.map((s) => s.framework).sort()).toEqual(["accelerate", "deepspeed", "megatron-core", "torch", "torchtitan", "transformers"]);
+    for (const s of subjects) {
+      expect(parseTorchSpec(s.spec)).toEqual({ kind: "framework", spec: s.spec, framework: s.framework });
+      expect(s.description.length).toBeGreaterThan(20);
+    }
+  });
+
+  it("torchtitan derives ep_enabled and pp_mesh as its trainer does, and keeps experts on the dense mesh at ep = 1", () => {
+    const c = getFramework("torchtitan").convention;
+    expect(c.experts).toBe("dense-mesh-when-ep1");
+    expect(c.paths[0]!.steps[0]!.kwargs).toMatchObject({ ep_enabled: "ep_enabled", pp_mesh: "pp_mesh", foreach: { const: true } });
+  });
+
+  it("refuse a bad file with the file and the field", () => {
+    const ok = JSON.parse(readFileSync(join(PROJECT_ROOT, "adapters", "torch", "frameworks", "torch.json"), "utf8"));
+    const bad = (mut: (x: any) => void, name = "torch.json") => {
+      const x = structuredClone(ok);
+      mut(x);
+      return () => parseFrameworkFile(`/x/${name}`, JSON.stringify(x));
+    };
+    expect(bad((x) => (x.convention.paths[0].steps[0].args[0] = "parameters"))).toThrow(/framework file \/x\/torch\.json is not valid: convention\.paths\.0\.steps\.0\.args\.0/);
+    expect(bad((x) => (x.convention.paths[0].steps[0].target = "clip_grad_norm_"))).toThrow(/target: expected module:qualname/);
+    expect(bad((x) => (x.convention.paths[0].steps[0].args = [{ result: "total" }]))).toThrow(/\{"result": "total"\} is not saved by an earlier step/);
+    expect(bad(() => undefined, "other.json")).toThrow(/its name is "torch", so the file must be torch\.json/);
+    expect(() => parseFrameworkFile("/x/torch.json", "{")).toThrow(InputError);
+    expect(() => getFramework("nope")).toThrow(/no framework "nope" in adapters\/torch\/frameworks\/ \(known: accelerate, .*transformers\)/);
+  });
+
+  it("say which cells a framework cannot be asked for", () => {
+    const tf = getFramework("transformers").convention;
+    expect(applicability(tf, { normType: 1, regime: "active", errorIfNonfinite: false })).toMatch(/takes no norm_type: it computes the 2-norm only/);
+    expect(applicability(tf, { normType: 2, regime: "nonfinite-inf", errorIfNonfinite: true })).toMatch(/takes no error_if_nonfinite/);
+    expect(applicability(tf, { normType: 2, regime: "nonfinite-inf", errorIfNonfinite: false })).toBeNull();
+    expect(applicability(getFramework("torch").convention, { normType: Infinity, regime: "nonfinite-nan", errorIfNonfinite: true })).toBeNull();
+  });
+
+  it("render as plain Python calls, the way the trainer makes them", () => {
+    const cell = { maxNorm: 1, normType: 2, errorIfNonfinite: false };
+    const tf = renderCall(getFramework("transformers").convention, { foreach: null, expertsPresent: true, cell });
+    expect(tf).toMatch(/if has_mixed_dtensor\(q\.grad for q in P if q\.grad is not None\):/);
+    expect(tf).toContain("ret = Trainer._mixed_mesh_grad_norm(None, ParamsModel(named), MAX_NORM)");
+    expect(tf).toContain("ret = receiver_1().clip_grad_norm_(P, MAX_NORM)");
+    const titan = renderCall(getFramework("torchtitan").convention, { foreach: null, expertsPresent: true, cell });
+    expect(titan).toContain('foreach=True, pp_mesh=meshes["pp"] if CELL["layout"]["pp"] > 1 else None, ep_enabled=CELL["layout"]["ep"] > 1)');
+    const mg = renderCall(getFramework("megatron-core").convention, { foreach: null, expertsPresent: true, cell });
+    const code = mg.split("\n").filter((l) => !/^\s*#/.test(l)).join("\n"); // the steps, in order, without their why
+    expect(code).toMatch(/total_norm = get_grad_norm_fp32\(\[q\.grad for q in LP if q\.grad is not None and q\.clip_parity_counted\], norm_type=NORM_TYPE, grad_stats_parallel_group=dist\.group\.WORLD\)\n\s+ret = clip_grad_by_total_norm_fp32\(LP, MAX_NORM, total_norm\)\n\s+return total_norm/);
+    const plain = renderCall(plainConvention("torch.nn.utils:clip_grad_norm_"), { foreach: true, expertsPresent: false, cell });
+    expect(plain).toMatch(/if "foreach" in sig:\n\s+kw\["foreach"\] = True/);
+    expect(plain).toMatch(/if "ep_enabled" in sig:\n\s+kw\["ep_enabled"\] = False/);
+  });
+});
+
+describe("cell ids", () => {
+  it("parse back into the cell they name, module-path subjects and suffixes included", () => {
+    for (const id of [
+      "torch:torchtitan/pp2,dp_shard2,ep2/deepseek-v3-debug/f32/n2/active/s0",
+      "torch:torch.nn.utils:clip_grad_norm_/tp4/llama3-debug/bf16/ninf/nonfinite-nan/s7/noerr",
+      "./my/subjects/clip.ts/single/llama3-debug/f16/n1.5/boundary/s3/max0.5/err/step2",
+    ]) {
+      expect(cellId(parseCellId(id))).toBe(id);
+    }
+    expect(parseCellId("torch:torch/tp2/llama3-debug/f32/n2/active/s0").layout).toMatchObject({ tp: 2, pp: 1 });
+  });
+
+  it("refuse what is not a cell id, naming the part", () => {
+    expect(() => parseCellId("torch:torch/tp2/llama3-debug")).toThrow(/is not a cell id/);
+    expect(() => parseCellId("torch:torch/tp2/llama9/f32/n2/active/s0")).toThrow(/model "llama9" is not one of/);
+    expect(() => parseCellId("torch:torch/tp2/llama3-debug/f32/n2/warm/s0")).toThrow(/regime "warm"/);
+    expect(() => parseCellId("torch:torch/tp2/llama3-debug/f32/n2/active/s0/fast")).toThrow(/"fast" is not maxX, err, noerr or stepK/);
+  });
+
+  it("clip-parity export refuses bad input with exit 2 before anything runs", async () => {
+    const err: string[] = [];
+    const write = process.stderr.write.bind(process.stderr);
+    process.stderr.write = ((s: string) => (err.push(String(s)), true)) as typeof process.stderr.write;
+    try {
+      expect(await cli(["export", "--cell", "torch:torch/tp2/llama3-debug/f32/n2/active/s0"])).toBe(2);
+      expect(await cli(["export", "--cell", "nonsense", "--out", "/tmp/x"])).toBe(2);
+      expect(await cli(["export", "--cell", "titan/tp2/llama3-debug/f32/n2/active/s0", "--out", "/tmp/x"])).toBe(2);
+      expect(await cli(["export", "--cell", "torch:torch/tp2/llama3-debug/f32/n2/active/s0", "--layout", "tp4", "--out", "/tmp/x"])).toBe(2);
+      expect(await cli(["export", "--subject", "torch:torch", "--layout", "tp2", "--model", "llama3-debug", "--dtype", "f64", "--norm", "2", "--regime", "active", "--out", "/tmp/x"])).toBe(2);
+    } finally {
+      process.stderr.write = write;
+    }
+    const text = err.join("");
+    expect(text).toMatch(/--out DIR is required/);
+    expect(text).toMatch(/--cell "nonsense" is not a cell id/);
+    expect(text).toMatch(/subject "titan" is not a torch: subject/);
+    expect(text).toMatch(/--cell fixes the cell; --layout cannot be given with it/);
+    expect(text).toMatch(/--dtype: "f64" is not one of f32, bf16, f16/);
+  });
+});
+
+describe("docs/frameworks.md", () => {
+  it("is exactly the rendering of docs/frameworks.json (generated, never hand-edited)", () => {
+    expect(readFileSync(DOC, "utf8")).toBe(renderFrameworks(committed()));
+  });
+
+  it("covers every declared framework over every case at the pinned versions, transformers by both Trainer paths", () => {
+    const data = committed();
+    const pins = Object.fromEntries(
+      readFileSync(join(PROJECT_ROOT, "adapters", "torch", "requirements.txt"), "utf8")
+        .concat(readFileSync(join(PROJECT_ROOT, "adapters", "torch", "requirements-nodeps.txt"), "utf8"))
+        .split("\n")
+        .map((l) => /^([\w.-]+)==([\w.]+)/.exec(l.trim()))
+        .filter((m): m is RegExpExecArray => m !== null)
+        .map((m) => [m[1]!, m[2]!]),
+    );
+    expect(data.frameworks.map((f) => f.name).sort()).toEqual([...loadFrameworks().keys()].sort());
+    const cases = frameworkCases().map(caseKey);
+    for (const f of data.frameworks) {
+      expect(f.version, f.name).toBe(pins[f.package]);
+      expect(f.cells.map((c) => c.case), f.name).toEqual(cases);
+    }
+    const tf = data.frameworks.find((f) => f.name === "transformers")!;
+    const paths = new Set(tf.cells.flatMap((c) => c.paths));
+    expect([...paths].sort()).toEqual(["accelerate", "mixed-mesh"]);
+    expect(data.torch).toBe(pins.torch);
+  });
+
+  it.runIf(torch.run)(
+    "agrees with a fresh run of a subset: same verdicts, failed checks, causes and paths",
+    async () => {
+      const data = committed();
+      expect(torch.info?.torch, "regenerate docs/frameworks.md (npm run frameworks) after a torch change").toBe(data.torch);
+      const cases = frameworkCases().filter((c) => (CI_SUBSET.cases as readonly string[]).includes(caseKey(c)));
+      expect(cases).toHaveLength(CI_SUBSET.cases.length);
+      const fresh = await runFrameworks(CI_SUBSET.frameworks, cases, { ...torchOptionsFromEnv(), cellTimeoutS: data.cellTimeoutS });
+      for (const f of fresh.data.frameworks) {
+        const old = data.frameworks.find((x) => x.name === f.name)!;
+        expect(f.version, `${f.name}: installed version differs from docs/frameworks.json; npm run setup:torch, or npm run frameworks`).toBe(old.version);
+        for (const c of f.cells) {
+          const was = old.cells.find((x) => x.case === c.case)!;
+          const pick = (x: typeof c) => ({ status: x.status, failed: x.failed, causes: x.causes, paths: x.paths });
+          expect(pick(c), `${f.name} ${c.case}`).toEqual(pick(was));
+        }
+      }
+    },
+    600_000,
+  );
+});
+
+describe(`an exported script${torch.skipNote}`, () => {
+  const dirs: string[] = [];
+  afterAll(() => {
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  });
+
+  async function exportAndRun(id: string) {
+    const dir = mkdtempSync(join(tmpdir(), "clip-parity-export-"));
+    dirs.push(dir);
+    // --no-run: what clip-parity saw is the committed record; the script alone must see it again.
+    const { path, data } = await exportCell({ cell: parseCellId(id), outDir: dir, run: false });
+    expect(data.script).not.toMatch(/^\s*(import|from)\s+(st_io|gen|adapter|agree|harness)\b/m);
+    expect(data.script).not.toContain("sys.path");
+    const python = torchOptionsFromEnv().python;
+    const r = await execa(python, ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node=4", path], {
+      reject: false,
+      cwd: dir, // nothing of this project on the path
+      env: { OMP_NUM_THREADS: "1", PYTHONPATH: "", PYTHONWARNINGS: "ignore", REPRO_DEVICE: "cpu" },
+      extendEnv: true,
+      timeout: 300_000,
+    });
+    return r;
+  }
+
+  it.runIf(torch.run)(
+    "reproduces torchtitan's MTP replica counted twice and its extra collective under torchrun, with torch alone",
+    async () => {
+      const id = "torch:torchtitan/pp2,dp_shard2,ep2/deepseek-v3-debug/f32/n2/active/s0";
+      const rec = committed().frameworks.find((f) => f.name === "torchtitan")!.cells.find((c) => `torch:torchtitan/${c.case}` === id)!;
+      expect(rec.failed).toEqual(["parity.norm", "comm.budget"]);
+      const r = await exportAndRun(id);
+      expect(r.exitCode, r.stderr.slice(-2000)).toBe(1);
+      expect(r.stdout).toContain("REPRODUCED");
+      const fails = [...r.stdout.matchAll(/^FAIL (\S+):/gm)].map((m) => m[1]);
+      expect(fails).toEqual(rec.failed);
+      // The very norm clip-parity's adapter saw: "total norm 3614.6123046875 != reference 3590.387451171875".
+      const norm = /total norm (\S+) != reference (\S+)/.exec(rec.messages["parity.norm"]!)!;
+      expect(r.stdout).toContain(`returned ${norm[1]}, reference ${norm[2]}`);
+    },
+    600_000,
+  );
+
+  it.runIf(torch.run)(
+    "says so when the cell passes (exit 0), so a reproduction is not a foregone conclusion",
+    async () => {
+      const r = await exportAndRun("torch:torch/dp_shard2,tp2/llama3-debug/f32/n2/active/s0");
+      expect(r.exitCode, r.stdout + r.stderr.slice(-2000)).toBe(0);
+      expect(r.stdout).toContain("no check failed here");
+      expect(r.stdout).not.toMatch(/^FAIL/m);
+    },
+    600_000,
+  );
+});
