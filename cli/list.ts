@@ -11,7 +11,9 @@ import type { CommandSpec } from "./args.ts";
 
 export const spec: CommandSpec = {
   name: "list",
-  summary: "Lists what is built in: list [matrices|subjects|models|checks|regimes] (all of them without an argument).",
+  summary:
+    "Lists what is built in: list [matrices|subjects|models|checks|regimes] (all of them without an argument). " +
+    "`list matrices --coverage` adds what each matrix covers (matrix/coverage.ts): the requirements and the cases meeting each.",
   flags: {},
 };
 
@@ -45,8 +47,22 @@ function section(what: (typeof LIST_SECTIONS)[number], out: NodeJS.WritableStrea
   }
 }
 
+/** The coverage tables of the built-in matrices, then what the regression cells add. */
+async function coverageSection(out: NodeJS.WritableStream): Promise<void> {
+  const { formatCoverage, matrixCoverage, regressionsCoverage } = await import("../matrix/coverage.ts");
+  for (const m of Object.values(builtinMatrices())) out.write(formatCoverage(matrixCoverage(m)));
+  out.write(regressionsCoverage());
+}
+
 export async function run(argv: string[]): Promise<number> {
   const out = process.stdout;
+  if (argv.includes("--coverage")) {
+    const rest = argv.filter((a) => a !== "--coverage");
+    if (rest.length !== 1 || rest[0] !== "matrices") throw new InputError(`list: --coverage goes with \`list matrices\`; got list ${argv.join(" ")}`);
+    section("matrices", out);
+    await coverageSection(out);
+    return 0;
+  }
   if (argv.length > 1) throw new InputError(`list: takes at most one of ${LIST_SECTIONS.join(", ")}; got ${argv.join(" ")}`);
   const what = argv[0];
   if (what === undefined) {

@@ -9,13 +9,15 @@ import { REGIMES, type Regime } from "../harness/clip/regimes.ts";
 import { InputError } from "../harness/errors.ts";
 import { formatLayout, parseLayout, validateLayout, type Layout } from "../harness/layout/layout.ts";
 import { MODEL_NAMES } from "../harness/model/models.ts";
-import { cellId, type Case, type Matrix } from "../harness/spec/cell.ts";
+import { cellId, DTYPES, formatNorm, type Case, type Matrix } from "../harness/spec/cell.ts";
 import { DEFAULT_LIMITS } from "../harness/run/policy.ts";
 
 export type { Case, Matrix } from "../harness/spec/cell.ts";
 
 const DEBUG_MODELS = ["llama3-debug", "deepseek-v3-debug"] as const;
 const NORMS = [2, 1, Infinity] as const;
+/** Every norm type the clip corners cover: the three torch special-cases and two general p. */
+export const CORNER_NORMS = [2, 1, Infinity, 1.5, 3] as const;
 
 /**
  * Layouts of world sizes 1 to 8 for the cpu matrix: every axis alone, the gpu4 shapes, HSDP, EP
@@ -70,6 +72,41 @@ function sweep(layouts: string[], seed: number, norms: readonly number[] = NORMS
   return cases;
 }
 
+/**
+ * max_norm for a clip with a small norm (the `inactive` regime's gradients, e = -20) and clip_coef < 1,
+ * per norm type: about half the smaller debug model's norm (the other's is larger), so the coefficient
+ * lies well inside (0, 1) and torch's `+ 1e-6` still moves the float32 norm.
+ */
+export const SMALL_NORM_MAX: Record<string, number> = { "2": 2 ** -11, "1": 1, inf: 2 ** -21, "1.5": 2 ** -7, "3": 2 ** -15 };
+/** max_norm for a clip with a large norm (e = 0): 1 clips every p but inf, whose norm is just under 1. */
+export const LARGE_NORM_MAX: Record<string, number> = { "2": 1, "1": 1, inf: 0.5, "1.5": 1, "3": 1 };
+
+/**
+ * The clip corners (issue 14): for every dtype and every p in CORNER_NORMS, a clip with clip_coef < 1
+ * on a large norm (`active`) and on a small norm (`inactive` with a max_norm below its norm), plus an
+ * `inactive` clip (clip_coef = 1) for every p. Bugs that only show where the coefficient or the norm's
+ * rounding is visible (a missing + 1e-6, a float64 norm, a general-p root) are caught here. The layouts
+ * rotate, so each corner meets a different parallel layout; the model is the smaller debug model.
+ */
+function clipCorners(layouts: readonly string[], seed: number): Case[] {
+  const cases: Case[] = [];
+  let k = 0;
+  // llama3-debug: a sixth of deepseek-v3-debug's elements, and general-p power sums are the costly ones
+  const at = () => ({ layout: parseLayout(layouts[k++ % layouts.length]!), model: "llama3-debug" });
+  for (const dtype of DTYPES) {
+    for (const normType of CORNER_NORMS) {
+      const n = formatNorm(normType);
+      cases.push({ ...at(), dtype, normType, regime: "active", seed, maxNorm: LARGE_NORM_MAX[n]! });
+      cases.push({ ...at(), dtype, normType, regime: "inactive", seed, maxNorm: SMALL_NORM_MAX[n]! });
+    }
+  }
+  for (const normType of CORNER_NORMS) cases.push({ ...at(), dtype: "f32", normType, regime: "inactive", seed });
+  return cases;
+}
+
+/** The layouts the clip corners rotate over: every mesh axis, uneven shards, expert-less and tied stages. */
+const CORNER_LAYOUTS = ["pp2,tp2", "dp_shard2,ep2", "tp3", "pp4", "dp_replicate2,dp_shard2", "cp2,tp2,ep2", "dp_shard3,tp2,ep2", "pp2,dp_shard2,ep2", "dp_shard5"];
+
 /** Cases that exercise error_if_nonfinite=False too (NaN/Inf propagate through the scaling). */
 function nonfiniteNoError(layouts: string[], seed: number): Case[] {
   return layouts.flatMap((spec) =>
@@ -85,13 +122,22 @@ function nonfiniteNoError(layouts: string[], seed: number): Case[] {
   );
 }
 
+/** The cases in order, each cell id once (a corner may coincide with a sweep case). */
+export function uniqueCases(cases: readonly Case[]): Case[] {
+  const seen = new Set<string>();
+  return cases.filter((c) => {
+    const id = cellId({ subject: "", ...c });
+    return !seen.has(id) && Boolean(seen.add(id));
+  });
+}
+
 function builtin(): Record<string, Matrix> {
   return {
     cpu: {
       name: "cpu",
-      description: "world sizes 1 to 8, both debug models, f32 and bf16, norms 2, 1 and inf, every regime",
+      description: "world sizes 1 to 8, both debug models, f32 and bf16, norms 2, 1 and inf, every regime; clip corners in every dtype for p 2, 1, inf, 1.5, 3",
       backend: "cpu",
-      cases: [...sweep(CPU_LAYOUTS, 0), ...nonfiniteNoError(["single", "pp2,tp2", "dp_shard3"], 0)],
+      cases: uniqueCases([...sweep(CPU_LAYOUTS, 0), ...nonfiniteNoError(["single", "pp2,tp2", "dp_shard3"], 0), ...clipCorners(CORNER_LAYOUTS, 0)]),
     },
     gpu1: { name: "gpu1", description: "one rank", backend: "cuda", cases: sweep(GPU_LAYOUTS.gpu1, 0) },
     gpu4: {
@@ -105,14 +151,15 @@ function builtin(): Record<string, Matrix> {
       name: "nightly",
       description: "everything: the cpu layouts and world-16 layouts, every regime, f16 too, three seeds",
       backend: "cpu",
-      cases: [
+      cases: uniqueCases([
         ...[0, 1, 2].flatMap((seed) => sweep(CPU_LAYOUTS, seed)),
+        ...[0, 1, 2].flatMap((seed) => clipCorners(CPU_LAYOUTS, seed)),
         ...sweep(["pp2,dp_shard2,tp2,ep4", "dp_replicate2,dp_shard2,tp4", "pp4,dp_shard4,ep4", "pp2,cp2,tp4,ep2", "tp16", "dp_shard16,ep16"], 0),
         ...CPU_LAYOUTS.flatMap((spec) =>
           REGIMES.map((regime) => ({ layout: parseLayout(spec), model: "llama3-debug", dtype: "f16" as DType, normType: 2, regime, seed: 0 })),
         ),
         ...nonfiniteNoError(CPU_LAYOUTS, 0),
-      ],
+      ]),
     },
   };
 }

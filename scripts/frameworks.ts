@@ -7,7 +7,8 @@
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { caseKey, formatFrameworksData, frameworkCases, renderFrameworks, runFrameworks, type FrameworksData } from "../harness/external/frameworks-table.ts";
+import { caseKey, formatFrameworksData, renderFrameworks, runFrameworks, type FrameworksData } from "../harness/external/frameworks-table.ts";
+import { frameworkCases } from "../matrix/frameworks.ts";
 import { loadFrameworks } from "../harness/external/torch/frameworks.ts";
 import { PROJECT_ROOT } from "../harness/external/torch/options.ts";
 import { builtinMatrices } from "../matrix/index.ts";

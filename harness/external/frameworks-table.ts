@@ -9,36 +9,13 @@
  * PP, the MTP replica counted twice, a clip coefficient in bfloat16, ...). They are what the page calls
  * "explained": the classification is in `causesOf`, the evidence in the cell's messages.
  */
-import { builtinMatrices, CPU_LAYOUTS, GPU_LAYOUTS, type Case } from "../../matrix/index.ts";
-import { formatLayout, parseLayout, worldSize } from "../layout/layout.ts";
+import { worldSize } from "../layout/layout.ts";
 import { runCell } from "../run/cell.ts";
-import { cellId, type Cell } from "../spec/cell.ts";
+import { cellId, type Case, type Cell } from "../spec/cell.ts";
 import type { CellResult } from "../results/types.ts";
 import { loadFrameworks, type Framework } from "./torch/frameworks.ts";
 import type { TorchOptions } from "./torch/options.ts";
 import { closeTorchSessions, isTorchSubject, loadTorchSubject, type TorchSubject } from "./torch/subject.ts";
-
-/** The cpu matrix's cases whose shape (layout) gpu4 lacks: both debug models, f32, norm 2, active. */
-export function distinctShapeCases(): Case[] {
-  const gpu4 = new Set(GPU_LAYOUTS.gpu4.map((l) => formatLayout(parseLayout(l))));
-  const cpu = builtinMatrices().cpu.cases;
-  const out: Case[] = [];
-  for (const spec of CPU_LAYOUTS) {
-    const layout = formatLayout(parseLayout(spec));
-    if (gpu4.has(layout)) continue;
-    for (const model of ["llama3-debug", "deepseek-v3-debug"]) {
-      const c = cpu.find((x) => formatLayout(x.layout) === layout && x.model === model && x.dtype === "f32" && x.normType === 2 && x.regime === "active");
-      if (!c) throw new Error(`internal: the cpu matrix has no f32/n2/active case for ${layout} ${model}`);
-      out.push(c);
-    }
-  }
-  return out;
-}
-
-/** Every case of the page: gpu4, then the distinct shapes. */
-export function frameworkCases(): Case[] {
-  return [...builtinMatrices().gpu4.cases, ...distinctShapeCases()];
-}
 
 /**
  * What a fresh run in CI compares with the committed data: three frameworks (torch and torchtitan share one

@@ -52,7 +52,12 @@ export interface RunMatrixOptions {
   hashTensors?: boolean;
   /** Write each cell's tensors here (one cell: this folder; several: a folder per cell index). */
   dumpDir?: string;
-  /** Worker threads (default: the cores); memory budget of the cells in flight (default: half the RAM). */
+  /**
+   * Worker threads (default: the cores); memory budget of the cells in flight (default: half the RAM).
+   * 0 runs every cell inline, in order, in the calling thread: the same results without isolation
+   * (a subject that blocks or exits takes the caller with it). Mutation testing needs it: Stryker's
+   * instrumented modules live in the calling thread, which a worker (it loads the sources) never sees.
+   */
   workers?: number;
   memoryBudgetBytes?: number;
   /** V8 heap of a worker in MiB (default 2048). */
@@ -146,8 +151,10 @@ export async function executeRun(run: PreparedRun, options: RunMatrixOptions = {
     if (options.stopWhen?.(result)) stopped = true;
   };
   // Subjects that run outside this process (torchrun) share one adapter session: in order, here.
-  const inline = jobs.filter((j) => isExternalSpec(j.cell.subject));
-  const pooled = jobs.filter((j) => !isExternalSpec(j.cell.subject));
+  // With workers: 0 every cell runs here.
+  const inProcess = options.workers === 0;
+  const inline = jobs.filter((j) => inProcess || isExternalSpec(j.cell.subject));
+  const pooled = jobs.filter((j) => !inProcess && !isExternalSpec(j.cell.subject));
   const pool = new WorkerPool(pooled.length, {
     workers: options.workers,
     timeoutMs: options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
@@ -160,7 +167,10 @@ export async function executeRun(run: PreparedRun, options: RunMatrixOptions = {
       for (const job of inline) {
         if (stopped) break;
         hooks.onCellStart?.(job.cell, job.index, total);
-        ended(job.index, await runCell(job.cell, { ...job.options, subject: await run.subjects.get(job.cell.subject) }));
+        const result = await runCell(job.cell, { ...job.options, subject: await run.subjects.get(job.cell.subject) });
+        // as a worker reports it: the subject ran to its end here (nothing to isolate it from)
+        if (inProcess && !isExternalSpec(job.cell.subject)) result.checks.push({ id: "isolation", status: "pass", message: "" });
+        ended(job.index, result);
       }
     })(),
   ]);

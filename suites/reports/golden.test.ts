@@ -9,6 +9,9 @@ import { describe, expect, it } from "vitest";
 import { GOLDEN_GENERATOR, goldenFileSchema, goldenSession, readGolden } from "../../harness/run/golden.ts";
 import { isCI } from "../../harness/util/env.ts";
 import { cli, tempDir, tinyMatrixFile } from "./fixtures.ts";
+import { builtinMatrices, cellsOf } from "../../matrix/index.ts";
+import { CORRECT_SUBJECTS } from "../../harness/clip/registry.ts";
+import { cellId } from "../../harness/spec/cell.ts";
 
 function setup() {
   const dir = tempDir("clip-parity-golden-");
@@ -141,6 +144,41 @@ describe("goldens", () => {
     });
     expect(r.stdout).toMatch(/golden: \d+ cells match .*gpu1\.json/);
     expect(r.stdout).not.toContain("no entry");
+    expect(r.code).toBe(0);
+  });
+
+  /**
+   * golden/cpu.json: the main job (`clip-parity run --matrix cpu` under CI=true) checks it by default.
+   * After an intended change to the cpu matrix or the subjects, regenerate it outside CI with
+   * `node bin/clip-parity.js run --matrix cpu --golden update --quiet` and review the diff.
+   */
+  const CPU_GOLDEN = new URL("../../golden/cpu.json", import.meta.url).pathname;
+  const REGENERATE = "node bin/clip-parity.js run --matrix cpu --golden update --quiet";
+
+  it("the committed golden/cpu.json holds exactly the cpu matrix's cells", () => {
+    const file = readGolden(CPU_GOLDEN);
+    expect(file.header).toMatchObject({ matrix: "cpu", generator: GOLDEN_GENERATOR, backend: "cpu" });
+    const ids = cellsOf(builtinMatrices().cpu, CORRECT_SUBJECTS).map(cellId).sort();
+    const have = Object.keys(file.cells).sort();
+    const missing = ids.filter((id) => !(id in file.cells));
+    const extra = have.filter((id) => !ids.includes(id));
+    expect({ missing: missing.slice(0, 5), extra: extra.slice(0, 5) }, `golden/cpu.json is out of date with the cpu matrix: ${REGENERATE}`).toEqual({ missing: [], extra: [] });
+    expect(file.header.cells).toBe(ids.length);
+  });
+
+  it("under CI=true the main job checks golden/cpu.json by default", () => {
+    const session = goldenSession({ mode: undefined, matrix: "cpu", backend: "cpu", partial: false, dir: join(CPU_GOLDEN, ".."), env: { CI: "true" } });
+    expect(session?.mode).toBe("check");
+    expect(goldenSession({ mode: undefined, matrix: "cpu", backend: "cpu", partial: false, dir: join(CPU_GOLDEN, ".."), env: {} })).toBeNull();
+  });
+
+  it("golden/cpu.json still matches (a slice of the cpu matrix: a clip corner layout, every correct subject)", async () => {
+    const r = await cli(["run", "--matrix", "cpu", "--filter", "/pp2,tp2/llama3-debug/", "--golden", "check", "--quiet"], {
+      CI: undefined,
+      CLIP_PARITY_GOLDEN_DIR: join(CPU_GOLDEN, ".."),
+    });
+    expect(r.stdout).toMatch(/golden: \d+ cells match .*cpu\.json/);
+    expect(r.stdout).not.toMatch(/no entry|drift/);
     expect(r.code).toBe(0);
   });
 });

@@ -85,7 +85,7 @@ describe(".github/workflows/nightly.yml", () => {
   it("parses, runs on a schedule, and its jobs are wired together", () => {
     expect(workflow.name).toBe("nightly");
     expect(workflow.on).toHaveProperty("schedule");
-    expect(Object.keys(workflow.jobs)).toEqual(["matrix", "gate", "unit", "unit-report"]);
+    expect(Object.keys(workflow.jobs)).toEqual(["matrix", "gate", "mutation", "unit", "unit-report"]);
     for (const [name, job] of Object.entries(workflow.jobs)) {
       expect(job["runs-on"], `${name} runs-on`).toBeTruthy();
       expect(job.steps.length, `${name} steps`).toBeGreaterThan(0);
@@ -156,6 +156,9 @@ describe(".github/workflows/nightly.yml", () => {
     expect(baseline.summary).toEqual(summarizeJson(baseline.cells));
     const expected = MATRIX_NAMES.filter((m) => m.startsWith("gpu")).flatMap((m) => cellsOf(builtinMatrices()[m], CORRECT_SUBJECTS).map(cellId));
     const have = new Set(baseline.cells.map((c) => c.id));
+    const seen = new Set<string>();
+    const duplicates = baseline.cells.map((c) => c.id).filter((id) => seen.has(id) || !seen.add(id));
+    expect(duplicates.slice(0, 5), `${BASELINE} holds ${duplicates.length} duplicate cells: a cell is gated once`).toEqual([]);
     const missing = [...new Set(expected)].filter((id) => !have.has(id));
     const extra = [...have].filter((id) => !expected.includes(id));
     expect(

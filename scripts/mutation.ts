@@ -1,0 +1,101 @@
+/**
+ * `npm run mutation [-- --no-run --seconds S] [--set-before REPORT --before-seconds S --before-suite TEXT] [--render-only]`
+ *
+ * Runs StrykerJS (stryker.config.json: the correct subjects mutated, suites/mutation against each mutant),
+ * then writes docs/mutation.json (the summary, harness/mutation/report.ts) and docs/strength.md (rendered
+ * from it). Exit 1 when a mutant survives without an explanation in harness/mutation/report.ts: kill it
+ * with a cell or a check, or explain why it is equivalent under the subject's tolerance class.
+ * --no-run summarises the last report (reports-out/mutation/mutation.json) instead of running Stryker;
+ * --set-before records a report as the "before" measurement the page compares with; --render-only writes
+ * docs/strength.md again from the committed docs/mutation.json (after a change to the cpu matrix's size or
+ * to the explanations), nothing run.
+ */
+import { spawnSync } from "node:child_process";
+import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { formatMutationData, renderStrength, summarizeStryker, unexplained, type MutationData } from "../harness/mutation/report.ts";
+import { CORRECT_SUBJECTS } from "../harness/clip/registry.ts";
+import { builtinMatrices } from "../matrix/index.ts";
+import { loadRegressions } from "../matrix/regressions.ts";
+
+const ROOT = new URL("../", import.meta.url).pathname;
+const REPORT = join(ROOT, "reports-out/mutation/mutation.json");
+const DATA = join(ROOT, "docs/mutation.json");
+const PAGE = join(ROOT, "docs/strength.md");
+
+function writeAtomic(path: string, text: string): void {
+  const tmp = `${path}.tmp-${process.pid}`;
+  writeFileSync(tmp, text);
+  renameSync(tmp, path);
+}
+
+export function cpuSize(): { cases: number; cells: number } {
+  const cases = builtinMatrices().cpu.cases.length;
+  return { cases, cells: cases * CORRECT_SUBJECTS.length };
+}
+
+export function suiteText(): string {
+  const { cells } = cpuSize();
+  return `the cpu matrix (${cells} cells) and the ${loadRegressions().length} regression cells on each correct subject`;
+}
+
+function main(): number {
+  let v;
+  try {
+    v = parseArgs({
+      args: process.argv.slice(2),
+      options: {
+        "no-run": { type: "boolean" },
+        seconds: { type: "string" },
+        "set-before": { type: "string" },
+        "before-seconds": { type: "string" },
+        "before-suite": { type: "string" },
+        "render-only": { type: "boolean" },
+      },
+      strict: true,
+    }).values;
+  } catch (err) {
+    process.stderr.write(`mutation: ${(err as Error).message}\n`);
+    return 2;
+  }
+  if (v["render-only"]) {
+    writeAtomic(PAGE, renderStrength(JSON.parse(readFileSync(DATA, "utf8")) as MutationData, cpuSize()));
+    process.stdout.write(`wrote ${PAGE} from ${DATA}\n`);
+    return 0;
+  }
+  let seconds = Number(v.seconds ?? 0);
+  if (!v["no-run"]) {
+    const started = performance.now();
+    const bin = join(ROOT, "node_modules/@stryker-mutator/core/bin/stryker.js");
+    const r = spawnSync(process.execPath, [bin, "run", "stryker.config.json"], { cwd: ROOT, stdio: "inherit" });
+    if (r.status !== 0) {
+      process.stderr.write(`mutation: stryker exited with ${r.status ?? r.signal}\n`);
+      return r.status ?? 1;
+    }
+    seconds = (performance.now() - started) / 1000;
+  }
+  if (!existsSync(REPORT)) {
+    process.stderr.write(`mutation: no report at ${REPORT}: run without --no-run first\n`);
+    return 2;
+  }
+  const previous: MutationData | null = existsSync(DATA) ? (JSON.parse(readFileSync(DATA, "utf8")) as MutationData) : null;
+  let before = previous?.before ?? null;
+  if (v["set-before"]) {
+    const run = summarizeStryker(JSON.parse(readFileSync(v["set-before"], "utf8")), Number(v["before-seconds"] ?? 0));
+    before = { ...run, suite: v["before-suite"] ?? "before" };
+  }
+  const data: MutationData = { suite: suiteText(), after: summarizeStryker(JSON.parse(readFileSync(REPORT, "utf8")), seconds), before };
+  writeAtomic(DATA, formatMutationData(data));
+  const missing = unexplained(data);
+  if (missing.length) {
+    process.stderr.write(`mutation: ${missing.length} surviving mutant(s) without an explanation; docs/strength.md not written\n`);
+    for (const u of missing) process.stderr.write(`  ${u.file}:${u.line}:${u.column} ${u.mutator}: ${u.original} -> ${u.replacement}\n`);
+    return 1;
+  }
+  writeAtomic(PAGE, renderStrength(data, cpuSize()));
+  process.stdout.write(`mutation score ${data.after.score}%: wrote ${DATA} and ${PAGE}\n`);
+  return 0;
+}
+
+if (process.argv[1] && import.meta.url === new URL(`file://${process.argv[1]}`).href) process.exitCode = main();

@@ -1,0 +1,31 @@
+/**
+ * The cells the mutation suite runs against each mutant of the correct subjects: every cell of the
+ * `cpu` matrix (each correct subject on each case). They run in-process through the library runner
+ * (`workers: 0`): in a worker thread the subjects would be loaded from their original sources, and
+ * Stryker's instrumented modules (the mutants) would never run.
+ */
+import { builtinMatrices } from "../../matrix/index.ts";
+import { CORRECT_SUBJECTS } from "../../harness/clip/registry.ts";
+import { runMatrix } from "../../harness/run/runner.ts";
+import { cellId, type Case, type Cell } from "../../harness/spec/cell.ts";
+import type { CellResult } from "../../harness/results/types.ts";
+
+export function mutationCells(): Cell[] {
+  const cpu = builtinMatrices().cpu!;
+  return CORRECT_SUBJECTS.flatMap((subject) => cpu.cases.map((c) => ({ subject, ...c })));
+}
+
+/** One cell, in-process, through the same runner as `clip-parity run` (no golden). */
+export async function runInProcess(cell: Cell): Promise<CellResult> {
+  const { subject, ...c } = cell;
+  const out = await runMatrix(
+    { name: "mutation", description: cellId(cell), backend: "cpu", cases: [c as Case] },
+    { subjects: [subject], workers: 0, golden: "off", timeoutMs: 20_000 },
+  );
+  return out.results[0]!;
+}
+
+/** The failing checks of a result, as "id: message" lines. */
+export function failures(r: CellResult): string[] {
+  return r.checks.filter((c) => c.status === "fail").map((c) => `${c.id}: ${c.message}`);
+}

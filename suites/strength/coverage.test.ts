@@ -1,0 +1,85 @@
+/**
+ * Issue 14: matrix design by coverage. `clip-parity list matrices --coverage` prints, per built-in
+ * matrix, the requirements of matrix/coverage.ts and how many cases meet each; cpu (the main job) and
+ * nightly must meet every one but the empty-shard reduction groups, which no debug model has at these
+ * world sizes and the regression cells (matrix/regressions.json) cover instead. No built-in matrix
+ * holds a cell twice.
+ */
+import { describe, expect, it } from "vitest";
+import { cellId } from "../../harness/spec/cell.ts";
+import { builtinMatrices, uniqueCases } from "../../matrix/index.ts";
+import { caseFacts, checkCanFail } from "../../matrix/coverage.ts";
+import { CHECK_IDS } from "../../harness/checks/index.ts";
+import { cli } from "../reports/fixtures.ts";
+
+/** What the debug models cannot give at world <= 16: covered by the regression cells. */
+const GAPS = ["reduction group with a rank holding only empty shards: dense mesh", "reduction group with a rank holding only empty shards: sparse mesh"];
+
+/** "coverage of NAME: ..." blocks of the output: requirement -> cases. */
+function tables(stdout: string): Map<string, Map<string, number>> {
+  const out = new Map<string, Map<string, number>>();
+  let current: Map<string, number> | undefined;
+  for (const line of stdout.split("\n")) {
+    const head = /^coverage of (\S+): (\d+) of (\d+) requirements met$/.exec(line);
+    if (head) out.set(head[1]!, (current = new Map()));
+    else if (/^regression cells/.test(line)) out.set("regressions", (current = new Map()));
+    else {
+      const row = /^ {2}(ok {5}|MISSING) +(\d+) {2}(.+)$/.exec(line);
+      if (row && current) current.set(row[3]!, Number(row[2]));
+    }
+  }
+  return out;
+}
+
+describe("list matrices --coverage", () => {
+  it("cpu and nightly meet every requirement but the empty-shard groups; the regression cells meet those", { timeout: 600_000 }, async () => {
+    const r = await cli(["list", "matrices", "--coverage"]);
+    expect(r.code).toBe(0);
+    const t = tables(r.stdout);
+    expect([...t.keys()]).toEqual([...Object.keys(builtinMatrices()), "regressions"]);
+    for (const name of ["cpu", "nightly"]) {
+      const missing = [...t.get(name)!].filter(([, n]) => n === 0).map(([id]) => id);
+      expect(missing, `${name}: requirements no case meets`).toEqual(GAPS);
+      // every (check, tolerance class) pair of the matrix's subjects (exact and fp32 for the correct ones)
+      for (const check of CHECK_IDS) for (const cls of ["exact", "fp32"]) expect(t.get(name)!.get(`${check} x ${cls}: can fail`)).toBeGreaterThan(0);
+    }
+    for (const gap of GAPS) expect(t.get("regressions")!.get(gap)).toBeGreaterThan(0);
+    expect(r.stdout).toMatch(/^coverage of cpu: 55 of 57 requirements met$/m);
+  });
+
+  it("--coverage goes with `list matrices` only", async () => {
+    const r = await cli(["list", "subjects", "--coverage"]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/--coverage goes with `list matrices`; got list subjects --coverage/);
+  });
+
+  it("judges where a check can fail from the case: a clip corner, an inactive cell, a non-finite one", () => {
+    const cpu = builtinMatrices().cpu.cases;
+    const corner = caseFacts(cpu.find((c) => c.regime === "inactive" && c.normType === 3 && c.maxNorm !== undefined)!);
+    expect(corner.clipCoef).toBeLessThan(1);
+    expect(corner.exp).toBeLessThan(0);
+    expect(checkCanFail("scaling.nonempty", corner)).toBe(true);
+    const inactive = caseFacts(cpu.find((c) => c.regime === "inactive" && c.normType === 2 && c.maxNorm === undefined)!);
+    expect(inactive.clipCoef).toBe(1);
+    expect(checkCanFail("scaling.nonempty", inactive)).toBe(false);
+    const nan = caseFacts(cpu.find((c) => c.regime === "nonfinite-nan" && c.errorIfNonfinite === undefined)!);
+    expect(checkCanFail("errors.nonfinite", nan)).toBe(true);
+    expect(checkCanFail("parity.tensors", nan)).toBe(false);
+  });
+});
+
+describe("built-in matrices hold each cell once", () => {
+  for (const [name, m] of Object.entries(builtinMatrices())) {
+    it(name, () => {
+      const ids = m.cases.map((c) => cellId({ subject: "", ...c }));
+      const seen = new Set<string>();
+      const duplicates = ids.filter((id) => seen.has(id) || !seen.add(id));
+      expect(duplicates).toEqual([]);
+    });
+  }
+
+  it("uniqueCases drops a repeated case and keeps the order", () => {
+    const [a, b] = builtinMatrices().cpu.cases;
+    expect(uniqueCases([a!, b!, { ...a! }, b!])).toEqual([a, b]);
+  });
+});

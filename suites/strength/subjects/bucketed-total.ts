@@ -1,0 +1,24 @@
+/**
+ * The power sum (or max) that `bucketed` reduces, for the test-local known-bad subjects that differ
+ * from it only after the reduction (or in which shards open a bucket): one all_reduce per reduction
+ * group, then one over pp, exactly as harness/clip/subjects/bucketed.ts does.
+ */
+import type { ClipArgs, ParamView, RankContext } from "../../../harness/clip/api.ts";
+import type { Group } from "../../../harness/layout/mesh.ts";
+import { combine, counts, localPartial, reduceOp, reductionGroupOf } from "../../../harness/clip/common.ts";
+
+export async function bucketedTotal(rank: RankContext, args: ClipArgs, leaveOut: (p: ParamView) => boolean = () => false): Promise<number> {
+  const { params, normType } = args;
+  const op = reduceOp(normType);
+  const buckets = new Map<string, { group: Group; acc: number }>();
+  for (const p of params) {
+    if (!counts(p) || leaveOut(p)) continue;
+    const group = reductionGroupOf(rank, p);
+    const b = buckets.get(group.key) ?? { group, acc: 0 };
+    b.acc = combine(b.acc, localPartial(rank.ops, p.grad, normType), normType);
+    buckets.set(group.key, b);
+  }
+  let total = 0;
+  for (const b of buckets.values()) total = combine(total, await rank.allReduce(b.group, b.acc, op), normType);
+  return rank.allReduce(rank.group("pp"), total, op);
+}
