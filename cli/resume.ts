@@ -6,7 +6,7 @@ import { InputError } from "../harness/errors.ts";
 import { parseLayout, formatLayout } from "../harness/layout/layout.ts";
 import { getModel } from "../harness/model/models.ts";
 import { loadSubject } from "../harness/clip/registry.ts";
-import { REGIMES, type Regime } from "../harness/clip/regimes.ts";
+import { ALL_REGIMES, type Regime } from "../harness/clip/regimes.ts";
 import { DTYPES, formatNorm } from "../harness/spec/cell.ts";
 import { ADAMW } from "../harness/resume/adamw.ts";
 import { readIndex } from "../harness/resume/checkpoint.ts";
@@ -76,7 +76,7 @@ export async function run(argv: string[]): Promise<number> {
     model,
     dtype: parseChoice(need("dtype"), "--dtype", DTYPES),
     normType: parseNormType(s("norm") ?? "2"),
-    regime: parseChoice(s("regime") ?? "active", "--regime", REGIMES) as Regime,
+    regime: parseChoice(s("regime") ?? "active", "--regime", ALL_REGIMES) as Regime,
     seed: s("seed") === undefined ? 0 : parseInteger(s("seed")!, "--seed"),
     steps,
     saveAt,

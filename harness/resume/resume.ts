@@ -16,7 +16,7 @@ import type { DType, Subject } from "../clip/api.ts";
 import { Backend } from "../backend/backend.ts";
 import { formatLayout, sameLayout, validateLayout, worldSize, type Layout } from "../layout/layout.ts";
 import { getModel } from "../model/models.ts";
-import { REGIMES, type Regime } from "../clip/regimes.ts";
+import { ALL_REGIMES, type Regime } from "../clip/regimes.ts";
 import { InputError } from "../errors.ts";
 import { fail, pass, skip, type CheckResult } from "../checks/types.ts";
 import { DTYPES, formatNorm } from "../spec/cell.ts";
@@ -111,7 +111,7 @@ export function validateResumeCell(c: ResumeCell): void {
   getModel(c.model);
   if (!DTYPES.includes(c.dtype)) throw new InputError(`dtype: "${c.dtype}" is not one of ${DTYPES.join(", ")}`);
   if (!(c.normType > 0)) throw new InputError(`norm: ${c.normType} must be a positive number or inf`);
-  if (!(REGIMES as readonly string[]).includes(c.regime)) throw new InputError(`regime: "${c.regime}" is not one of ${REGIMES.join(", ")}`);
+  if (!(ALL_REGIMES as readonly string[]).includes(c.regime)) throw new InputError(`regime: "${c.regime}" is not one of ${ALL_REGIMES.join(", ")}`);
   if (!Number.isSafeInteger(c.seed) || c.seed < 0) throw new InputError(`seed: ${c.seed} must be a non-negative integer`);
   if (!Number.isSafeInteger(c.steps) || c.steps < 1 || c.steps > 1000) throw new InputError(`steps: ${c.steps} must be an integer from 1 to 1000`);
   if (!Number.isSafeInteger(c.saveAt) || c.saveAt < 0 || c.saveAt > c.steps) {
