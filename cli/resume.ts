@@ -11,6 +11,7 @@ import { DTYPES, formatNorm } from "../harness/spec/cell.ts";
 import { ADAMW } from "../harness/resume/adamw.ts";
 import { readIndex } from "../harness/resume/checkpoint.ts";
 import { LOADER_NAMES } from "../harness/resume/loaders.ts";
+import { INIT_MODES, type InitMode } from "../harness/resume/train.ts";
 import { DEFAULT_STEPS, runResume, type ResumeCell, type ResumeResult } from "../harness/resume/resume.ts";
 import { assertWritableFile, writeJsonAtomic } from "../harness/util/fs.ts";
 import { parseChoice, parseCommand, parseInteger, parseNormType, str, type CommandSpec } from "./args.ts";
@@ -34,6 +35,7 @@ export const spec: CommandSpec = {
     seed: { type: "string", value: "N", description: "generator seed", default: "0" },
     dir: { type: "string", value: "DIR", description: "keep the checkpoint in DIR (format: docs/checkpoint.md); default a temporary folder" },
     "from-existing": { type: "boolean", description: "resume from the checkpoint already in --dir; one that does not match the cell is refused (exit 2)" },
+    init: { type: "string", value: INIT_MODES.join("|"), description: "initial values of the uninterrupted run (train: docs/train.md)", default: "same" },
     loader: { type: "string", value: LOADER_NAMES.join("|"), description: "a known-bad loader that resume.equal must catch", default: "correct" },
     json: { type: "string", value: "FILE", description: "write the result as JSON" },
     matrix: { type: "string", value: "NAME", description: "run the resume section of a matrix (cpu): correct cells must pass, known-bad loaders fail" },
@@ -81,6 +83,7 @@ export async function run(argv: string[]): Promise<number> {
     steps,
     saveAt,
     ...(loader !== "correct" ? { loader } : {}),
+    ...(s("init") !== undefined ? { init: parseChoice(s("init")!, "--init", INIT_MODES) as InitMode } : {}),
   };
   const subject = await loadSubject(cell.subject);
   const r = await runResume(cell, { subject, dir, fromExisting });
