@@ -159,6 +159,15 @@ describe("finalize: subjects on single cells", () => {
     expect(await failed("finalize-forgotten", "pp2")).toContain("parity.norm");
   });
 
+  it("titan-mtp passes outside finalize too (a split replica then holds a zero partial)", { timeout: 120_000 }, async () => {
+    for (const regime of ["active", "sparse", "ones", "nonfinite-nan", "boundary", "empty"] as const) {
+      for (const layout of ["pp2,dp_shard2,ep2", "single"]) {
+        const r = await runCell({ ...cell("titan-mtp", layout), regime, dtype: "bf16" }, { subject: BUILTIN_SUBJECTS["titan-mtp"]! });
+        expect(r.checks.filter((c) => c.status === "fail").map((c) => `${regime} ${layout} ${c.id}: ${c.message}`)).toEqual([]);
+      }
+    }
+  });
+
   it("init-unsynced passes every clip check: only training can catch it", async () => {
     expect(await failed("init-unsynced", "pp2,dp_shard2,ep2")).toEqual([]);
   });
