@@ -1,6 +1,6 @@
 /** `clip-parity cell`: one cell from flags (or a fuzz case file), through the same runner as `run`. */
 import { InputError } from "../harness/errors.ts";
-import { REGIMES, type Regime } from "../harness/clip/regimes.ts";
+import { ALL_REGIMES, type Regime } from "../harness/clip/regimes.ts";
 import { getModel } from "../harness/model/models.ts";
 import { parseLayout } from "../harness/layout/layout.ts";
 import { runMatrix } from "../harness/run/runner.ts";
@@ -59,7 +59,7 @@ export async function run(argv: string[]): Promise<number> {
     model,
     dtype: parseChoice(required(v, "dtype"), "--dtype", DTYPES),
     normType: parseNormType(required(v, "norm")),
-    regime: parseChoice(required(v, "regime"), "--regime", REGIMES) as Regime,
+    regime: parseChoice(required(v, "regime"), "--regime", ALL_REGIMES) as Regime,
     seed: str(v, "seed") === undefined ? 0 : parseInteger(str(v, "seed")!, "--seed"),
     ...(maxNormText !== undefined ? { maxNorm: parsePositiveReal(maxNormText, "--max-norm") } : {}),
     ...(errText !== undefined ? { errorIfNonfinite: parseBoolean(errText, "--error-if-nonfinite") } : {}),

@@ -1,7 +1,7 @@
 /** `clip-parity list [matrices|subjects|models|checks|regimes]`. */
 import { InputError } from "../harness/errors.ts";
-import { BUILTIN_SUBJECTS, CORRECT_SUBJECTS, KNOWN_BAD_SUBJECTS } from "../harness/clip/registry.ts";
-import { REGIMES } from "../harness/clip/regimes.ts";
+import { BUILTIN_SUBJECTS, CORRECT_SUBJECTS, KNOWN_BAD_SUBJECTS, OPTIMIZER_KNOWN_BAD_SUBJECTS, OPTIMIZER_SUBJECTS } from "../harness/clip/registry.ts";
+import { ALL_REGIMES } from "../harness/clip/regimes.ts";
 import { CHECKS } from "../harness/checks/index.ts";
 import { RUNNER_CHECKS } from "../harness/run/runner.ts";
 import { getModel, MODEL_NAMES } from "../harness/model/models.ts";
@@ -25,9 +25,9 @@ function section(what: (typeof LIST_SECTIONS)[number], out: NodeJS.WritableStrea
       for (const [name, m] of Object.entries(builtinMatrices())) out.write(`${name.padEnd(10)} ${String(m.cases.length).padStart(5)} cases  ${m.backend}  ${m.description}\n`);
       return;
     case "subjects":
-      for (const name of [...CORRECT_SUBJECTS, ...KNOWN_BAD_SUBJECTS]) {
+      for (const name of [...CORRECT_SUBJECTS, ...KNOWN_BAD_SUBJECTS, ...OPTIMIZER_SUBJECTS, ...OPTIMIZER_KNOWN_BAD_SUBJECTS]) {
         const s = BUILTIN_SUBJECTS[name]!;
-        const tag = CORRECT_SUBJECTS.includes(name) ? `passes (${s.tolerance ?? "fp32"})` : `caught by ${s.catchBy?.join(", ")}`;
+        const tag = CORRECT_SUBJECTS.includes(name) || OPTIMIZER_SUBJECTS.includes(name) ? `passes (${s.tolerance ?? "fp32"})` : `caught by ${s.catchBy?.join(", ")}`;
         out.write(`${name.padEnd(20)} ${tag.padEnd(40)} ${s.description}\n`);
       }
       // Real frameworks' clips, run through the PyTorch adapter (npm run setup:torch): docs/frameworks.md.
@@ -42,7 +42,7 @@ function section(what: (typeof LIST_SECTIONS)[number], out: NodeJS.WritableStrea
       out.write(`${"resume.equal".padEnd(18)} a resumed run ends bitwise equal to the uninterrupted one (clip-parity resume)\n`);
       return;
     case "regimes":
-      for (const r of REGIMES) out.write(`${r}\n`);
+      for (const r of ALL_REGIMES) out.write(`${r}\n`);
       return;
   }
 }

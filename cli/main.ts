@@ -15,6 +15,7 @@ import * as mergeCmd from "./merge.ts";
 import * as resumeCmd from "./resume.ts";
 import * as fuzzCmd from "./fuzz.ts";
 import * as exportCmd from "./export.ts";
+import * as trainCmd from "./train.ts";
 
 export interface Command {
   spec: CommandSpec;
@@ -31,6 +32,7 @@ export const COMMANDS: readonly Command[] = [
   mergeCmd.merge,
   mergeCmd.report,
   resumeCmd,
+  trainCmd,
   fuzzCmd,
   exportCmd,
 ];

@@ -6,11 +6,12 @@ import { InputError } from "../harness/errors.ts";
 import { parseLayout, formatLayout } from "../harness/layout/layout.ts";
 import { getModel } from "../harness/model/models.ts";
 import { loadSubject } from "../harness/clip/registry.ts";
-import { REGIMES, type Regime } from "../harness/clip/regimes.ts";
+import { ALL_REGIMES, type Regime } from "../harness/clip/regimes.ts";
 import { DTYPES, formatNorm } from "../harness/spec/cell.ts";
 import { ADAMW } from "../harness/resume/adamw.ts";
 import { readIndex } from "../harness/resume/checkpoint.ts";
 import { LOADER_NAMES } from "../harness/resume/loaders.ts";
+import { INIT_MODES, type InitMode } from "../harness/resume/train.ts";
 import { DEFAULT_STEPS, runResume, type ResumeCell, type ResumeResult } from "../harness/resume/resume.ts";
 import { assertWritableFile, writeJsonAtomic } from "../harness/util/fs.ts";
 import { parseChoice, parseCommand, parseInteger, parseNormType, str, type CommandSpec } from "./args.ts";
@@ -34,6 +35,7 @@ export const spec: CommandSpec = {
     seed: { type: "string", value: "N", description: "generator seed", default: "0" },
     dir: { type: "string", value: "DIR", description: "keep the checkpoint in DIR (format: docs/checkpoint.md); default a temporary folder" },
     "from-existing": { type: "boolean", description: "resume from the checkpoint already in --dir; one that does not match the cell is refused (exit 2)" },
+    init: { type: "string", value: INIT_MODES.join("|"), description: "initial values of the uninterrupted run (train: docs/train.md)", default: "same" },
     loader: { type: "string", value: LOADER_NAMES.join("|"), description: "a known-bad loader that resume.equal must catch", default: "correct" },
     json: { type: "string", value: "FILE", description: "write the result as JSON" },
     matrix: { type: "string", value: "NAME", description: "run the resume section of a matrix (cpu): correct cells must pass, known-bad loaders fail" },
@@ -76,11 +78,12 @@ export async function run(argv: string[]): Promise<number> {
     model,
     dtype: parseChoice(need("dtype"), "--dtype", DTYPES),
     normType: parseNormType(s("norm") ?? "2"),
-    regime: parseChoice(s("regime") ?? "active", "--regime", REGIMES) as Regime,
+    regime: parseChoice(s("regime") ?? "active", "--regime", ALL_REGIMES) as Regime,
     seed: s("seed") === undefined ? 0 : parseInteger(s("seed")!, "--seed"),
     steps,
     saveAt,
     ...(loader !== "correct" ? { loader } : {}),
+    ...(s("init") !== undefined ? { init: parseChoice(s("init")!, "--init", INIT_MODES) as InitMode } : {}),
   };
   const subject = await loadSubject(cell.subject);
   const r = await runResume(cell, { subject, dir, fromExisting });

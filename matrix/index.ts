@@ -5,7 +5,7 @@
 import { readFileSync, statSync } from "node:fs";
 import { z } from "zod";
 import type { DType } from "../harness/clip/api.ts";
-import { REGIMES, type Regime } from "../harness/clip/regimes.ts";
+import { ALL_REGIMES, REGIMES, type Regime } from "../harness/clip/regimes.ts";
 import { InputError } from "../harness/errors.ts";
 import { formatLayout, parseLayout, validateLayout, type Layout } from "../harness/layout/layout.ts";
 import { MODEL_NAMES } from "../harness/model/models.ts";
@@ -192,7 +192,7 @@ const caseSchema = z.strictObject({
   model: z.enum(MODEL_NAMES as [string, ...string[]]),
   dtype: z.enum(["f32", "bf16", "f16"]),
   norm: normSchema,
-  regime: z.enum(REGIMES),
+  regime: z.enum(ALL_REGIMES),
   seed: z.number().int().nonnegative().default(0),
   maxNorm: z.number().positive().optional(),
   errorIfNonfinite: z.boolean().optional(),
@@ -203,7 +203,7 @@ const sweepSchema = z.strictObject({
   models: z.array(z.enum(MODEL_NAMES as [string, ...string[]])).min(1),
   dtypes: z.array(z.enum(["f32", "bf16", "f16"])).min(1).default(["f32"]),
   norms: z.array(normSchema).min(1).default([2]),
-  regimes: z.array(z.enum(REGIMES)).min(1).default(["active"]),
+  regimes: z.array(z.enum(ALL_REGIMES)).min(1).default(["active"]),
   seeds: z.array(z.number().int().nonnegative()).min(1).default([0]),
 });
 

@@ -65,6 +65,17 @@ function cpu(): ResumeCase[] {
     rc("exact", "tp3", "dp_shard5", LLAMA, 6, 3, "uneven shards to other uneven shards"),
     rc("exact", "single", "pp2,dp_replicate2,tp2", LLAMA, 6, 2, "one rank to eight, replicated"),
     rc("exact", "pp2,dp_shard2,ep2", "single", DSV3, 3, 1, "four ranks to one: the tied replica and its canonical copy become one tensor; inf-norm", { normType: Infinity }),
+    // finalize regime with the MTP replica (issue 15): each stage's tied copy holds its own partial,
+    // per-stage init synced after init; PP2/DP2/EP2 <-> PP4/EP1, optimizer-owned titan-mtp and exact
+    rc("titan-mtp", "pp2,dp_shard2,ep2", "pp4", DSV3, 4, 2, "finalize: PP2/DP2/EP2 -> PP4/EP1, optimizer-owned clipper, per-stage init", {
+      regime: "finalize",
+      init: "per-stage",
+    }),
+    rc("titan-mtp", "pp4", "pp2,dp_shard2,ep2", DSV3, 4, 2, "finalize: PP4/EP1 -> PP2/DP2/EP2, optimizer-owned clipper, per-stage init", {
+      regime: "finalize",
+      init: "per-stage",
+    }),
+    rc("exact", "pp2,dp_shard2,ep2", "pp4", DSV3, 4, 2, "finalize: PP2/DP2/EP2 -> PP4/EP1, harness-finalized gradients", { regime: "finalize", init: "per-stage", dtype: "bf16" }),
     // known-bad loaders: resume.equal must fail
     rc("exact", "pp2,tp2", "pp2,tp2", LLAMA, 6, 3, "known-bad loader: the optimizer step count is dropped", { loader: "drop-step", expect: "fail" }),
     rc("exact", "pp2,dp_shard2,ep2", "pp2,dp_shard2,ep2", DSV3, 4, 2, "known-bad loader: the tied MTP embedding replica is not loaded", {

@@ -63,6 +63,8 @@ export declare class NativeStore {
   scale(id: number, coef: number): void
   /** same dtype and numel */
   copyFrom(dst: number, src: number): void
+  /** dst = round_dtype(float32 sum of srcs in list order): one rounding (same dtype and shape) */
+  sumTensors(dst: number, srcs: Array<number>): void
   /** new tensor charged to `rank` */
   narrow(id: number, dim: number, start: number, len: number, rank: number): number
   /** new tensor charged to `rank` */
@@ -158,6 +160,11 @@ export interface GenSpec {
   /** global flat index whose value is replaced by specialValue (nonfinite regimes) */
   specialIndex?: number
   specialValue?: number
+  /**
+   * finalize regime: element i is the float32 sum, in this order, of the values generated under
+   * each of these names (then `name` is only a label), rounded once to dtype (at most 64 names)
+   */
+  sumOf?: Array<string>
 }
 
 /** test vectors: values of global indices [start, start + count) in gen.dtype */

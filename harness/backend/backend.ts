@@ -23,6 +23,11 @@ export interface GenSpec {
   mode: "gen" | "ones" | "zeros";
   specialIndex?: number;
   specialValue?: number;
+  /**
+   * The finalize regime (SPEC §5): element i is the float32 sum, in this order, of the values
+   * generated under each of these names (`name` is then a label), rounded once to `dtype`.
+   */
+  sumOf?: string[];
 }
 
 export interface Mismatch {
@@ -328,6 +333,19 @@ export class Backend {
     this.changed();
     this.store.adamwStep(param.id, grad.id, expAvg.id, expAvgSq.id, step, hp);
   }
+  /** dst = src (same dtype and element count), for the harness's own use (tensor collectives). */
+  copyTensor(dst: Tensor, src: Tensor): void {
+    this.changed();
+    this.store.copyFrom(dst.id, src.id);
+  }
+  /** dst = round_dtype(float32 sum of srcs in list order), one rounding (same dtype and shape). */
+  sumTensors(dst: Tensor, srcs: readonly Tensor[]): void {
+    this.changed();
+    this.store.sumTensors(
+      dst.id,
+      srcs.map((t) => t.id),
+    );
+  }
   /** Copies the intersection of two blocks of one global tensor from src into dst; returns elements copied. */
   copyBlock(dst: Tensor, dstBlock: Block, src: Tensor, srcBlock: Block): number {
     this.changed();
@@ -452,6 +470,7 @@ function verifyKey(id: number, gen: GenSpec, block: Block, coef: number): string
     typeof gen.exp === "number" &&
     (gen.specialIndex === undefined || typeof gen.specialIndex === "number") &&
     (gen.specialValue === undefined || typeof gen.specialValue === "number") &&
+    (gen.sumOf === undefined || (Array.isArray(gen.sumOf) && gen.sumOf.every((n) => typeof n === "string"))) &&
     [block?.globalShape, block?.start, block?.len].every((a) => Array.isArray(a) && a.every((d) => typeof d === "number"));
   if (!typed) return `untyped|${++untypedKeys}`;
   return [
@@ -465,6 +484,7 @@ function verifyKey(id: number, gen: GenSpec, block: Block, coef: number): string
     gen.mode,
     numKey(gen.specialIndex),
     numKey(gen.specialValue),
+    gen.sumOf === undefined ? "-" : JSON.stringify(gen.sumOf),
     block.globalShape.map(numKey).join(","),
     block.start.map(numKey).join(","),
     block.len.map(numKey).join(","),

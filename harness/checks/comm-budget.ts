@@ -1,4 +1,4 @@
-import { meshesOf, reductionGroup } from "../world/context.ts";
+import { meshesOf, reductionGroup, tieGroup } from "../world/context.ts";
 import { defineCheck, fail, pass } from "./types.ts";
 
 /**
@@ -16,8 +16,20 @@ export default defineCheck({
       for (const p of params) {
         groups.add(reductionGroup(meshes, rank, p, p.placements.map((x) => x.kind !== "replicate")).key);
       }
-      const budget = ctx.budgets.collectives ?? Math.max(1, groups.size) + 1;
-      const why = ctx.budgets.collectives === undefined ? `${Math.max(1, groups.size)} distinct reduction groups + 1 (pp)` : "the matrix's budget";
+      // an optimizer-owned clipper finalizes tied gradients itself: one collective per tie group
+      const ties = new Set<string>();
+      if (ctx.subject.shape === "optimizer") {
+        for (const p of params) {
+          if (!p.tieGroup) continue;
+          const g = tieGroup(ctx.plan, meshes, rank, p);
+          if (g.ranks.length > 1) ties.add(g.key);
+        }
+      }
+      const budget = ctx.budgets.collectives ?? Math.max(1, groups.size) + 1 + ties.size;
+      const why =
+        ctx.budgets.collectives === undefined
+          ? `${Math.max(1, groups.size)} distinct reduction groups + 1 (pp)${ties.size ? ` + ${ties.size} tie group${ties.size > 1 ? "s" : ""} (finalize)` : ""}`
+          : "the matrix's budget";
       const c = ctx.comm[rank];
       if (c.calls > budget) {
         const kinds = Object.entries(c.byKind)

@@ -19,7 +19,8 @@ export default defineCheck({
         const grad = ctx.grads[rank][i];
         if (!grad) continue;
         const gen = ctx.genSpec(p);
-        if (ctx.backend.verifyScaled(grad, gen, p.block, coef) && !ctx.backend.verifyScaled(grad, gen, p.block, 1)) {
+        const input = ctx.inputSpec?.(p) ?? gen; // unscaled: still what the harness put there
+        if (ctx.backend.verifyScaled(grad, gen, p.block, coef) && !ctx.backend.verifyScaled(grad, input, p.block, 1)) {
           return fail(
             this.id,
             `rank ${rank}, ${p.fqn}: the gradient was not scaled (it still holds its unclipped values; clip_coef ${coef})`,

@@ -29,7 +29,13 @@ export interface CheckContext {
   liveness: string | null;
   memory: RankMemory[];
   comm: CommRecord[];
+  /** The logical gradient of p's logical parameter: what every copy must hold, scaled, after the clip. */
   genSpec(p: LocalParam): GenSpec;
+  /**
+   * What p's copy was filled with before the clip: genSpec(p), except an optimizer-shaped subject's
+   * tied copies (raw partials: clip/finalize.ts). Absent: genSpec.
+   */
+  inputSpec?(p: LocalParam): GenSpec;
   repro: string;
   budgets: Budgets;
 }

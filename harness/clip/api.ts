@@ -15,6 +15,14 @@ import type { CommRecord } from "../world/world.ts";
 export type DType = "f32" | "bf16" | "f16";
 export type ToleranceClass = "exact" | "fp32" | "bf16";
 export type ReduceOp = "sum" | "max";
+/**
+ * "clip" (default): torch.nn.utils.clip_grad_norm_ over every copy; the harness finalizes tied
+ * gradients first (every copy holds the logical gradient). "optimizer": an optimizer-owned clipper
+ * (torchtitan's MTP+PP trainer): it gets each copy's raw partial gradient, finalizes them itself
+ * (a sum over the tie group) and clips `logical` by its own norm, then `replicas` by the same
+ * coefficient (`clip_grads_with_norm_(replicas, max_norm, total_norm)`).
+ */
+export type SubjectShape = "clip" | "optimizer";
 
 /** A tensor owned by the backend and charged to one rank's memory ledger. */
 export interface Tensor {
@@ -58,6 +66,8 @@ export interface ParamView {
   readonly block: Block;
   /** The local gradient shard, or null when the parameter has no gradient. Scale it in place. */
   readonly grad: Tensor | null;
+  /** The parameter's local shard (float32 values) in training (`afterInit`, the train loop); absent in clip cells. */
+  readonly param?: Tensor;
 }
 
 /** Backend ops on this rank's tensors. New tensors are charged to this rank. */
@@ -91,6 +101,18 @@ export interface ClipArgs {
   /** 2, 1, Infinity or any other p > 0. */
   readonly normType: number;
   readonly errorIfNonfinite: boolean;
+  /**
+   * The copies the norm is computed over: the canonical copy of every logical parameter on this
+   * rank (`params` without tied replicas). The harness always passes it.
+   */
+  readonly logical?: readonly ParamView[];
+  /** The tied replicas on this rank (`params` that are not canonical): scaled, never counted. */
+  readonly replicas?: readonly ParamView[];
+}
+
+/** What `afterInit` is called with: every physical copy on this rank, `param` set. */
+export interface InitArgs {
+  readonly params: readonly ParamView[];
 }
 
 /** One rank of the simulated world, as a subject sees it. */
@@ -115,6 +137,21 @@ export interface RankContext {
   allGather(group: Group, t: Tensor, dim: number): Promise<Tensor>;
   broadcast(group: Group, value: number, srcRank: number): Promise<number>;
   barrier(group: Group): Promise<void>;
+  /**
+   * dist.all_reduce of a tensor, in place: every member's tensor becomes the float32 sum of all
+   * members' tensors, added in group rank order and rounded once to the dtype (same dtype and shape
+   * on every member). "sum" only.
+   */
+  allReduceTensor(group: Group, t: Tensor, op: "sum"): Promise<void>;
+  /** dist.broadcast of a tensor, in place: every member's tensor becomes a copy of `srcRank`'s. */
+  broadcastTensor(group: Group, t: Tensor, srcRank: number): Promise<void>;
+  /**
+   * The tie group of a tied parameter's copy: the ranks (this one included, ascending, so stage
+   * order) that hold a copy of the same logical parameter with the same local block, one per stage
+   * holding a copy: the group its gradients are finalized and its initial values synchronized on.
+   * A group of one rank when the copies are one tensor (pp = 1); an error for an untied parameter.
+   */
+  tieGroupOf(p: ParamView): Group;
   readonly ops: Ops;
 }
 
@@ -124,8 +161,16 @@ export interface Subject {
   description: string;
   /** The tolerance class it claims (SPEC §6); default "fp32". */
   tolerance?: ToleranceClass;
-  /** For known-bad subjects: the check ids that must catch it. */
+  /** For known-bad subjects: the check ids that must catch it (`train.parity`: the train check). */
   catchBy?: readonly string[];
+  /** "clip" (default) or "optimizer": see SubjectShape. */
+  shape?: SubjectShape;
+  /**
+   * Training only: called on every rank right after the parameters are initialised (each PP stage
+   * from its own seed, as a PP trainer does), before the first step: where a trainer synchronizes
+   * tied copies from the canonical one.
+   */
+  afterInit?(rank: RankContext, args: InitArgs): Promise<void>;
   /** Scale the gradients in place and return the total norm (as float32, in a JS number). */
   clip(rank: RankContext, args: ClipArgs): Promise<number>;
   /**

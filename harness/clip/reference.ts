@@ -14,6 +14,7 @@ import type { ModelManifest } from "../model/manifest.ts";
 import { numel } from "../model/manifest.ts";
 import { regimeSpec } from "./regimes.ts";
 import type { GenSpec } from "../backend/backend.ts";
+import { gradSpecs } from "./finalize.ts";
 
 export interface Reference {
   /** S: the exact sum of |g|^p (or max |g| for inf), rounded once to float64. */
@@ -44,13 +45,13 @@ export function computeReference(
   let nonfinite = 0;
   let paramsWithGrad = 0;
   let specialDone = spec.special === null;
+  // the logical gradients: in `finalize` a tied parameter's is the f32 sum of its copies' partials
+  const specs = gradSpecs(model, { dtype, regime, seed, step, pp: 1 });
   for (const p of model.params) {
     if (!spec.hasGrad(p.index)) continue;
     paramsWithGrad++;
-    const gen: GenSpec = { seed: BigInt(seed), step, name: p.name, dtype, exp: spec.exp, mode: spec.mode };
+    const gen: GenSpec = specs.logical(p);
     if (!specialDone) {
-      gen.specialIndex = 0;
-      gen.specialValue = spec.special!;
       nonfinite += spec.special!; // Inf, or NaN: the exact sum skips it, so account for it here
       specialDone = true;
     }

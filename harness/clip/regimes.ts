@@ -4,6 +4,7 @@
  */
 import { InputError } from "../errors.ts";
 
+/** The regimes every matrix sweep rotates through (their order is the sweep's: keep it). */
 export const REGIMES = [
   "active",
   "inactive",
@@ -15,7 +16,14 @@ export const REGIMES = [
   "nonfinite-nan",
   "empty",
 ] as const;
-export type Regime = (typeof REGIMES)[number];
+/**
+ * Regimes outside the sweep's rotation, run by their own matrix sections: `finalize` (SPEC §5: each
+ * physical copy of a tied parameter gets its own partial gradient; the logical gradient is their sum).
+ */
+export const EXTRA_REGIMES = ["finalize"] as const;
+/** Every regime a cell, a matrix file or a command line may name. */
+export const ALL_REGIMES = [...REGIMES, ...EXTRA_REGIMES] as const;
+export type Regime = (typeof ALL_REGIMES)[number];
 
 export interface RegimeSpec {
   /** Gradient scale exponent e: |value| < 2^e. */
@@ -29,6 +37,11 @@ export interface RegimeSpec {
   maxNorm: number | "boundary";
   /** Default of error_if_nonfinite for cells of this regime. */
   errorIfNonfinite: boolean;
+  /**
+   * finalize: the exponent e of each physical copy's partial gradient of a tied parameter (whose
+   * logical gradient is the copies' sum); undefined in every other regime.
+   */
+  tiedExp?: number;
 }
 
 const all = () => true;
@@ -45,11 +58,13 @@ const SPECS: Record<Regime, RegimeSpec> = {
   "nonfinite-inf": { exp: 0, mode: "gen", hasGrad: all, special: Infinity, maxNorm: 1, errorIfNonfinite: true },
   "nonfinite-nan": { exp: 0, mode: "gen", hasGrad: all, special: NaN, maxNorm: 1, errorIfNonfinite: true },
   empty: { exp: 0, mode: "gen", hasGrad: () => false, special: null, maxNorm: 1, errorIfNonfinite: false },
+  // untied params as in `active`; tied copies' partials at e = -1, so that two of them add exactly
+  finalize: { exp: 0, mode: "gen", hasGrad: all, special: null, maxNorm: 1, errorIfNonfinite: false, tiedExp: -1 },
 };
 
 export function regimeSpec(regime: string): RegimeSpec {
   const spec = SPECS[regime as Regime];
-  if (!spec) throw new InputError(`regime: "${regime}" is not one of ${REGIMES.join(", ")}`);
+  if (!spec || !Object.hasOwn(SPECS, regime)) throw new InputError(`regime: "${regime}" is not one of ${ALL_REGIMES.join(", ")}`);
   return spec;
 }
 

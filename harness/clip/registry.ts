@@ -26,6 +26,10 @@ import unbucketed from "./known-bad/unbucketed.ts";
 import epSkipEmpty from "./known-bad/ep-skip-empty.ts";
 import paddingCounted from "./known-bad/padding-counted.ts";
 import bf16Norm from "./known-bad/bf16-norm.ts";
+import titanMtp from "./subjects/titan-mtp.ts";
+import finalizeForgotten from "./known-bad/finalize-forgotten.ts";
+import replicaOwnCoef from "./known-bad/replica-own-coef.ts";
+import initUnsynced from "./known-bad/init-unsynced.ts";
 
 const CORRECT: readonly Subject[] = [reference, bucketed, titan, exact];
 const KNOWN_BAD: readonly Subject[] = [
@@ -41,12 +45,24 @@ const KNOWN_BAD: readonly Subject[] = [
   bf16Norm,
 ];
 
+/**
+ * Optimizer-owned clippers (shape "optimizer": they finalize tied gradients themselves), kept out of
+ * the lists above so the clip matrices' sweeps stay as they are: the `finalize` and `train` sections
+ * run them (matrix/finalize.ts).
+ */
+const OPTIMIZER_CORRECT: readonly Subject[] = [titanMtp];
+const OPTIMIZER_KNOWN_BAD: readonly Subject[] = [finalizeForgotten, replicaOwnCoef, initUnsynced];
+export const OPTIMIZER_SUBJECTS: string[] = OPTIMIZER_CORRECT.map((s) => s.name);
+export const OPTIMIZER_KNOWN_BAD_SUBJECTS: string[] = OPTIMIZER_KNOWN_BAD.map((s) => s.name);
+
 /** Correct subjects: each must pass every check under the tolerance it claims. */
 export const CORRECT_SUBJECTS: string[] = CORRECT.map((s) => s.name);
 /** Known-bad subjects: each models one bug of SPEC §1 and declares the checks that must catch it. */
 export const KNOWN_BAD_SUBJECTS: string[] = KNOWN_BAD.map((s) => s.name);
 
-export const BUILTIN_SUBJECTS: Record<string, Subject> = Object.fromEntries([...CORRECT, ...KNOWN_BAD].map((s) => [s.name, s]));
+export const BUILTIN_SUBJECTS: Record<string, Subject> = Object.fromEntries(
+  [...CORRECT, ...KNOWN_BAD, ...OPTIMIZER_CORRECT, ...OPTIMIZER_KNOWN_BAD].map((s) => [s.name, s]),
+);
 
 export const TOLERANCE_CLASSES: readonly ToleranceClass[] = ["exact", "fp32", "bf16"];
 
@@ -84,6 +100,12 @@ export function validateSubject(value: unknown, where: string): Subject {
   if (s.catchBy !== undefined && !(Array.isArray(s.catchBy) && s.catchBy.every((c) => typeof c === "string"))) {
     throw new InputError(`${where}: field "catchBy" must be an array of check ids; got ${describe(s.catchBy)}`);
   }
+  if (s.shape !== undefined && s.shape !== "clip" && s.shape !== "optimizer") {
+    throw new InputError(`${where}: field "shape" must be "clip" or "optimizer"; got ${describe(s.shape)}`);
+  }
+  if (s.afterInit !== undefined && typeof s.afterInit !== "function") {
+    throw new InputError(`${where}: field "afterInit" must be a function (rank, { params }) => Promise<void>; got ${describe(s.afterInit)}`);
+  }
   const subject = value as Subject;
   if (typeof subject.description === "string") return subject;
   // A description is optional for user modules; keep `this` for subjects that are class instances.
@@ -92,7 +114,9 @@ export function validateSubject(value: unknown, where: string): Subject {
     description: "",
     tolerance: subject.tolerance,
     catchBy: subject.catchBy,
+    ...(subject.shape ? { shape: subject.shape } : {}),
     clip: subject.clip.bind(subject),
+    ...(subject.afterInit ? { afterInit: subject.afterInit.bind(subject) } : {}),
     ...(subject.external ? { external: subject.external.bind(subject) } : {}),
   };
 }

@@ -26,6 +26,13 @@ export const STATE_DTYPE: DType = "f32";
  * cell's regime. Every physical copy of a tied parameter starts from the same values.
  */
 export const PARAM_PREFIX = "param:";
+/**
+ * `--init per-stage` (train): a tied replica is initialised as its own PP stage's RNG would: the
+ * generator under PARAM_PREFIX + the replica's physical FQN with this seed, distinct per stage.
+ */
+export function stageInitSeed(seed: number, stage: number): number {
+  return seed + 1_000_003 * (stage + 1);
+}
 export const PARAM_INIT = Object.freeze({ prefix: PARAM_PREFIX, step: 0, dtype: "f32" as DType, exp: 0, mode: "gen" as const });
 
 /**

@@ -28,7 +28,14 @@ const show = (x: number): string => {
   return `${x} (0x${bits.toString(16).padStart(8, "0")})`;
 };
 
-export function compareStates(backend: Backend, expected: TrainState, actual: TrainState, limit = 8): StateDiff {
+/** How a difference names the two states (default: a resumed run against the uninterrupted one). */
+export interface StateWords {
+  actual: string;
+  expected: string;
+}
+const RESUME_WORDS: StateWords = { actual: "after resuming", expected: "uninterrupted run" };
+
+export function compareStates(backend: Backend, expected: TrainState, actual: TrainState, limit = 8, words: StateWords = RESUME_WORDS): StateDiff {
   const out: StateDiff = { differences: [], count: 0, tensors: 0, elements: 0 };
   const note = (line: string) => {
     out.count++;
@@ -58,7 +65,7 @@ export function compareStates(backend: Backend, expected: TrainState, actual: Tr
       if (same && twin?.lp.fqn !== lp.fqn) throw new Error(`internal: plans of the same layout differ at rank ${rank} copy ${i}`);
       const wantSteps = twin ? twin.steps : sources[0]?.steps;
       if (wantSteps !== c.steps) {
-        note(`rank ${rank} ${lp.fqn}: optimizer step count ${c.steps} after resuming; uninterrupted run: ${wantSteps}`);
+        note(`rank ${rank} ${lp.fqn}: optimizer step count ${c.steps} ${words.actual}; ${words.expected}: ${wantSteps}`);
       }
       for (const role of ROLES) {
         const got = roleTensor(c, role);
@@ -80,7 +87,7 @@ export function compareStates(backend: Backend, expected: TrainState, actual: Tr
         if (m) {
           note(
             `rank ${rank} ${lp.fqn} ${role}: element ${m.index} (global index ${globalIndex(lp.block, m.index)} of [${lp.block.globalShape.join(", ")}]) ` +
-              `is ${show(m.actual)} after resuming; uninterrupted run: ${show(m.expected)}`,
+              `is ${show(m.actual)} ${words.actual}; ${words.expected}: ${show(m.expected)}`,
           );
         }
       }

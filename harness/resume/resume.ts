@@ -16,7 +16,7 @@ import type { DType, Subject } from "../clip/api.ts";
 import { Backend } from "../backend/backend.ts";
 import { formatLayout, sameLayout, validateLayout, worldSize, type Layout } from "../layout/layout.ts";
 import { getModel } from "../model/models.ts";
-import { REGIMES, type Regime } from "../clip/regimes.ts";
+import { ALL_REGIMES, type Regime } from "../clip/regimes.ts";
 import { InputError } from "../errors.ts";
 import { fail, pass, skip, type CheckResult } from "../checks/types.ts";
 import { DTYPES, formatNorm } from "../spec/cell.ts";
@@ -24,7 +24,7 @@ import { ADAMW } from "./adamw.ts";
 import { readCheckpoint, saveCheckpoint, type CheckpointIndex } from "./checkpoint.ts";
 import { loaderNamed } from "./loaders.ts";
 import { compareStates } from "./compare.ts";
-import { freeGrads, freeState, initState, trainSteps, TrainingError, type TrainConfig, type TrainState } from "./train.ts";
+import { afterInit, freeGrads, freeState, initState, INIT_MODES, trainSteps, TrainingError, type InitMode, type TrainConfig, type TrainState } from "./train.ts";
 
 export const RESUME_CHECK = "resume.equal";
 export const DEFAULT_STEPS = 6;
@@ -48,6 +48,11 @@ export interface ResumeCell {
   saveAt: number;
   /** A loader by name (harness/resume/loaders.ts): a known-bad one for the suite's negative cells (default "correct"). */
   loader?: string;
+  /**
+   * Initial values of the uninterrupted run (default "same"): "per-stage" seeds each PP stage's tied
+   * replica differently; the subject's afterInit (or the harness, for a plain clip subject) syncs them.
+   */
+  init?: InitMode;
 }
 
 export interface ResumeResult {
@@ -91,6 +96,7 @@ export function resumeCellId(c: ResumeCell): string {
     `k${c.saveAt}`,
   ];
   if (c.loader && c.loader !== "correct") parts.push(`loader-${c.loader}`);
+  if (c.init && c.init !== "same") parts.push(`init-${c.init}`);
   return parts.join("/");
 }
 
@@ -100,6 +106,7 @@ export function resumeRepro(c: ResumeCell, dir?: string): string {
   args.push(`--model ${c.model}`, `--dtype ${c.dtype}`, `--norm ${formatNorm(c.normType)}`, `--regime ${c.regime}`, `--seed ${c.seed}`);
   args.push(`--steps ${c.steps}`, `--save-at ${c.saveAt}`);
   if (c.loader && c.loader !== "correct") args.push(`--loader ${c.loader}`);
+  if (c.init && c.init !== "same") args.push(`--init ${c.init}`);
   if (dir) args.push(`--dir ${dir}`);
   return args.join(" ");
 }
@@ -111,13 +118,14 @@ export function validateResumeCell(c: ResumeCell): void {
   getModel(c.model);
   if (!DTYPES.includes(c.dtype)) throw new InputError(`dtype: "${c.dtype}" is not one of ${DTYPES.join(", ")}`);
   if (!(c.normType > 0)) throw new InputError(`norm: ${c.normType} must be a positive number or inf`);
-  if (!(REGIMES as readonly string[]).includes(c.regime)) throw new InputError(`regime: "${c.regime}" is not one of ${REGIMES.join(", ")}`);
+  if (!(ALL_REGIMES as readonly string[]).includes(c.regime)) throw new InputError(`regime: "${c.regime}" is not one of ${ALL_REGIMES.join(", ")}`);
   if (!Number.isSafeInteger(c.seed) || c.seed < 0) throw new InputError(`seed: ${c.seed} must be a non-negative integer`);
   if (!Number.isSafeInteger(c.steps) || c.steps < 1 || c.steps > 1000) throw new InputError(`steps: ${c.steps} must be an integer from 1 to 1000`);
   if (!Number.isSafeInteger(c.saveAt) || c.saveAt < 0 || c.saveAt > c.steps) {
     throw new InputError(`save-at: ${c.saveAt} must be an integer from 0 to steps (${c.steps})`);
   }
   if (c.loader !== undefined) loaderNamed(c.loader);
+  if (c.init !== undefined && !INIT_MODES.includes(c.init)) throw new InputError(`init: "${String(c.init)}" is not one of ${INIT_MODES.join(", ")}`);
 }
 
 /**
@@ -148,7 +156,7 @@ export async function runResume(cell: ResumeCell, options: ResumeOptions): Promi
   const layoutB = validateLayout(resumeLayoutOf(cell));
   if (options.fromExisting && !options.dir) throw new InputError("--from-existing needs --dir: the directory of the checkpoint to resume from");
   const tolerance = subject.tolerance ?? "fp32";
-  const cfg: TrainConfig = { subject, model, dtype: cell.dtype, normType: cell.normType, regime: cell.regime, seed: cell.seed, timeoutMs: options.timeoutMs };
+  const cfg: TrainConfig = { subject, model, dtype: cell.dtype, normType: cell.normType, regime: cell.regime, seed: cell.seed, timeoutMs: options.timeoutMs, init: cell.init };
   const dir = options.dir ? resolve(options.dir) : mkdtempSync(join(scratchRoot(), "clip-parity-resume-"));
   const repro = resumeRepro(cell, options.dir);
   const backend = new Backend("cpu", Math.max(worldSize(layoutA), worldSize(layoutB)));
@@ -166,6 +174,7 @@ export async function runResume(cell: ResumeCell, options: ResumeOptions): Promi
     let phase = "uninterrupted run";
     try {
       uninterrupted = initState(backend, layoutA, cfg);
+      await afterInit(backend, uninterrupted, cfg); // the tie sync after init (a no-op on values with init "same")
       if (!options.fromExisting && cell.saveAt === 0) {
         saveCheckpoint(backend, uninterrupted, dir, { ...cfg, subject: subject.name, model });
       }

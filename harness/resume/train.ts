@@ -16,7 +16,17 @@ import { f32Below, regimeSpec, type Regime } from "../clip/regimes.ts";
 import { computeReference } from "../clip/reference.ts";
 import { World } from "../world/world.ts";
 import { meshesOf, rankContext } from "../world/context.ts";
-import { ADAMW, PARAM_INIT, STATE_DTYPE } from "./adamw.ts";
+import { ADAMW, PARAM_INIT, STATE_DTYPE, stageInitSeed } from "./adamw.ts";
+import { gradSpecs } from "../clip/finalize.ts";
+
+/**
+ * How parameters are initialised: "same" (every physical copy from the generator under its logical
+ * name: tied copies start equal), or "per-stage" (as a PP trainer seeds each stage: a tied replica
+ * gets its own stage's values, so the copies start different until the subject's `afterInit`
+ * synchronizes them).
+ */
+export type InitMode = "same" | "per-stage";
+export const INIT_MODES: readonly InitMode[] = ["per-stage", "same"];
 
 /** What the loop needs besides the layout. */
 export interface TrainConfig {
@@ -29,6 +39,8 @@ export interface TrainConfig {
   seed: number;
   /** Wall-clock limit of one step's clip, in ms. */
   timeoutMs?: number;
+  /** Initial values (default "same"). */
+  init?: InitMode;
 }
 
 /** One physical copy on one rank. */
@@ -83,7 +95,9 @@ export function initState(backend: Backend, layout: Layout, cfg: TrainConfig): T
   const ranks = plan.map((params, rank) =>
     params.map((lp): CopyState => {
       const param = backend.alloc(rank, STATE_DTYPE, lp.block.len);
-      backend.fillGrad(param, initGen(cfg.seed, lp.name), lp.block);
+      const perStage = cfg.init === "per-stage" && !lp.canonical;
+      // per-stage: the replica's stage draws its own values (its own seed, its own FQN)
+      backend.fillGrad(param, perStage ? initGen(stageInitSeed(cfg.seed, lp.stage), lp.fqn) : initGen(cfg.seed, lp.name), lp.block);
       return {
         lp,
         param,
@@ -117,28 +131,10 @@ export function freeGrads(backend: Backend, s: TrainState): void {
   }
 }
 
-function gradGen(cfg: TrainConfig, step: number, specialIndex: number, p: { name: string; index: number }): GenSpec {
-  const regime = regimeSpec(cfg.regime);
-  const g: GenSpec = { seed: BigInt(cfg.seed), step, name: p.name, dtype: cfg.dtype, exp: regime.exp, mode: regime.mode };
-  if (p.index === specialIndex) {
-    g.specialIndex = 0;
-    g.specialValue = regime.special!;
-  }
-  return g;
-}
-
-/**
- * Runs training steps s.step + 1 .. `to`: gradients, the subject's clip with error_if_nonfinite =
- * False (a training loop that must not stop), AdamW. Throws TrainingError when a clip does not
- * complete on every rank.
- */
-export async function trainSteps(backend: Backend, s: TrainState, cfg: TrainConfig, to: number): Promise<void> {
-  const regime = regimeSpec(cfg.regime);
-  let specialIndex = -1;
-  if (regime.special !== null) for (const p of cfg.model.params) if (specialIndex < 0 && regime.hasGrad(p.index)) specialIndex = p.index;
-  const meshes = meshesOf(s.layout);
-  const views: ParamView[][] = s.ranks.map((copies) =>
-    copies.map(({ lp, grad }) =>
+/** The ParamViews of every rank of a state (`param` set; `grad` when `withGrad`). */
+function viewsOf(s: TrainState, withGrad: boolean): ParamView[][] {
+  return s.ranks.map((copies) =>
+    copies.map(({ lp, grad, param }) =>
       Object.freeze({
         fqn: lp.fqn,
         name: lp.name,
@@ -152,12 +148,66 @@ export async function trainSteps(backend: Backend, s: TrainState, cfg: TrainConf
         placements: lp.placements,
         globalShape: lp.block.globalShape,
         block: lp.block,
-        grad,
+        grad: withGrad ? grad : null,
+        param,
       }),
     ),
   );
+}
+
+/**
+ * The trainer's sync of tied copies after init, done by the harness for a plain clip subject (which
+ * is a clip function, not a trainer): every replica's values from its canonical copy's blocks.
+ */
+export function harnessSyncTied(backend: Backend, s: TrainState): void {
+  const canonical = s.ranks.flat().filter((c) => c.lp.canonical && c.lp.tieGroup);
+  for (const copies of s.ranks) {
+    for (const c of copies) {
+      if (c.lp.canonical || !c.lp.tieGroup) continue;
+      let n = 0;
+      for (const src of canonical) if (src.lp.name === c.lp.name) n += backend.copyBlock(c.param, c.lp.block, src.param, src.lp.block);
+      if (n !== c.lp.numel) throw new Error(`internal: the canonical copies cover ${n} of ${c.lp.numel} elements of ${c.lp.fqn}`);
+    }
+  }
+}
+
+/**
+ * After a fresh init: an optimizer-shaped subject (a trainer) runs its own `afterInit` on every rank,
+ * where it synchronizes tied copies, or skips the sync if it has none; for a plain clip subject the
+ * harness, as its trainer, synchronizes them (harnessSyncTied). Throws TrainingError (step 0) when
+ * the subject's hook does not complete.
+ */
+export async function afterInit(backend: Backend, s: TrainState, cfg: TrainConfig): Promise<void> {
+  if (cfg.subject.shape !== "optimizer") {
+    harnessSyncTied(backend, s);
+    return;
+  }
+  const hook = cfg.subject.afterInit;
+  if (!hook) return;
+  const meshes = meshesOf(s.layout);
+  const views = viewsOf(s, false);
+  const world = new World(s.world, backend);
+  const run = await world.run((rank) => hook.call(cfg.subject, rankContext(rank, s.layout, meshes, world, backend, s.plan), { params: views[rank] }), {
+    timeoutMs: cfg.timeoutMs,
+  });
+  if (run.liveness) throw new TrainingError(0, `afterInit did not complete: ${run.liveness}`);
+  const bad = run.ranks.find((o) => o.error);
+  if (bad) throw new TrainingError(0, `afterInit on rank ${bad.rank} raised: ${bad.error!.message}`);
+}
+
+/**
+ * Runs training steps s.step + 1 .. `to`: gradients, the subject's clip with error_if_nonfinite =
+ * False (a training loop that must not stop), AdamW. Throws TrainingError when a clip does not
+ * complete on every rank.
+ */
+export async function trainSteps(backend: Backend, s: TrainState, cfg: TrainConfig, to: number): Promise<void> {
+  const regime = regimeSpec(cfg.regime);
+  const meshes = meshesOf(s.layout);
+  const views = viewsOf(s, true);
   for (let t = s.step + 1; t <= to; t++) {
-    for (const copies of s.ranks) for (const c of copies) if (c.grad) backend.fillGrad(c.grad, gradGen(cfg, t, specialIndex, c.lp), c.lp.block);
+    // what each copy holds before the clip: the logical gradient, or an optimizer-shaped subject's raw partials
+    const specs = gradSpecs(cfg.model, { dtype: cfg.dtype, regime: cfg.regime, seed: cfg.seed, step: t, pp: s.layout.pp, shape: cfg.subject.shape });
+    for (const copies of s.ranks) for (const c of copies) if (c.grad) backend.fillGrad(c.grad, specs.input(c.lp), c.lp.block);
     const maxNorm =
       regime.maxNorm === "boundary"
         ? f32Below(computeReference(cfg.model, cfg.dtype, cfg.normType, cfg.regime, cfg.seed, t).totalNorm)
@@ -165,8 +215,10 @@ export async function trainSteps(backend: Backend, s: TrainState, cfg: TrainConf
     const world = new World(s.world, backend);
     const run = await world.run(
       (rank) =>
-        cfg.subject.clip(rankContext(rank, s.layout, meshes, world, backend), {
+        cfg.subject.clip(rankContext(rank, s.layout, meshes, world, backend, s.plan), {
           params: views[rank],
+          logical: views[rank].filter((v) => v.canonical),
+          replicas: views[rank].filter((v) => !v.canonical),
           maxNorm,
           normType: cfg.normType,
           errorIfNonfinite: false,

@@ -24,6 +24,7 @@ import { DTYPES, cellId, reproCommand, type Budgets, type Cell } from "../spec/c
 import type { CellResult, CellTimings, RankMemory } from "../results/types.ts";
 import { deepFreeze } from "../util/freeze.ts";
 import { dumpCell } from "./dump.ts";
+import { gradSpecs } from "../clip/finalize.ts";
 
 export interface RunCellOptions {
   budgets?: Budgets;
@@ -119,8 +120,11 @@ export async function runCell(cell: Cell, options: RunCellOptions): Promise<Cell
   const step = cell.step ?? 0;
   const seed = BigInt(cell.seed);
   const specialIndex = regime.special === null ? -1 : firstGradIndex(model.params, regime.hasGrad);
+  // the logical gradient (what checks expect, scaled) and what each copy is filled with (finalize.ts)
+  const specs = gradSpecs(model, { dtype: cell.dtype, regime: cell.regime, seed, step, pp: layout.pp, shape: subject.shape });
 
   const genSpec = (p: { name: string; index: number }): GenSpec => {
+    if (regime.tiedExp !== undefined) return specs.logical(p);
     const g: GenSpec = { seed, step, name: p.name, dtype: cell.dtype, exp: regime.exp, mode: regime.mode };
     if (p.index === specialIndex) {
       g.specialIndex = 0;
@@ -128,6 +132,7 @@ export async function runCell(cell: Cell, options: RunCellOptions): Promise<Cell
     }
     return g;
   };
+  const inputSpec = (p: LocalParam): GenSpec => (subject.shape === "optimizer" || regime.tiedExp !== undefined ? specs.input(p) : genSpec(p));
 
   const plan = options.plan ? deepFreeze(options.plan) : defaultPlan(model, cell);
   if (plan.length !== world) throw new InputError(`the plan given to runCell has ${plan.length} ranks; the layout has ${world}`);
@@ -151,7 +156,7 @@ export async function runCell(cell: Cell, options: RunCellOptions): Promise<Cell
       const filled = backend.allocFillMany(
         rank,
         cell.dtype,
-        withGrad.map((p) => ({ shape: p.block.len, gen: genSpec(p), block: p.block, owner: `the gradient of ${p.fqn}` })),
+        withGrad.map((p) => ({ shape: p.block.len, gen: inputSpec(p), block: p.block, owner: `the gradient of ${p.fqn}` })),
       );
       timings.generate += performance.now() - t0;
       let k = 0;
@@ -194,8 +199,10 @@ export async function runCell(cell: Cell, options: RunCellOptions): Promise<Cell
       ? { ranks: external.ranks, liveness: external.liveness, comm: external.comm }
       : await sim.run(
           (rank) =>
-            subject.clip(rankContext(rank, layout, meshes, sim, backend), {
+            subject.clip(rankContext(rank, layout, meshes, sim, backend, plan), {
               params: views[rank],
+              logical: views[rank].filter((v) => v.canonical),
+              replicas: views[rank].filter((v) => !v.canonical),
               maxNorm,
               normType: cell.normType,
               errorIfNonfinite,
@@ -239,6 +246,7 @@ export async function runCell(cell: Cell, options: RunCellOptions): Promise<Cell
       memory,
       comm: run.comm,
       genSpec,
+      inputSpec,
       repro,
       budgets: options.budgets ?? {},
     };

@@ -1,7 +1,8 @@
 /**
  * Builds what one rank's subject instance sees: coordinates, process groups, ops and collectives.
  */
-import type { Exact, RankContext, ReduceOp, Tensor } from "../clip/api.ts";
+import type { Exact, ParamView, RankContext, ReduceOp, Tensor } from "../clip/api.ts";
+import type { LocalParam } from "../model/plan.ts";
 import type { Backend } from "../backend/backend.ts";
 import type { ValidLayout } from "../layout/layout.ts";
 import { coordsOf, denseMesh, groupRanks, makeGroup, sparseMesh, SPARSE_ONLY_AXES, type AxisName, type Group, type Mesh, type MeshName } from "../layout/mesh.ts";
@@ -58,7 +59,26 @@ export function reductionGroup(meshes: Meshes, rank: number, mesh: MeshRef, axes
   return makeGroup(groupRanks(m, rank, named));
 }
 
-export function rankContext(rank: number, layout: ValidLayout, meshes: Meshes, world: World, backend: Backend): RankContext {
+/**
+ * The tie group of `p` on `rank` (RankContext.tieGroupOf): the ranks that differ from `rank` only on
+ * pp and hold a copy of p's logical parameter with the same block.
+ */
+export function tieGroup(plan: readonly (readonly LocalParam[])[], meshes: Meshes, rank: number, p: Pick<ParamView, "name" | "fqn" | "tieGroup" | "block">): Group {
+  if (!p.tieGroup) throw new Error(`tieGroupOf: ${p.fqn} is not a tied parameter`);
+  const same = (a: { start: readonly number[]; len: readonly number[] }) => a.start.join() === p.block.start.join() && a.len.join() === p.block.len.join();
+  const ranks = groupRanks(meshes.dense, rank, ["pp"]).filter((r) => plan[r]!.some((q) => q.name === p.name && same(q.block)));
+  if (!ranks.includes(rank)) throw new Error(`tieGroupOf: rank ${rank} holds no copy of ${p.name} with block start [${p.block.start.join(", ")}]`);
+  return makeGroup(ranks);
+}
+
+export function rankContext(
+  rank: number,
+  layout: ValidLayout,
+  meshes: Meshes,
+  world: World,
+  backend: Backend,
+  plan?: readonly (readonly LocalParam[])[],
+): RankContext {
   const coords = {} as Record<AxisName, number>;
   for (const m of [meshes.dense, meshes.sparse]) {
     coordsOf(m, rank).forEach((c, i) => (coords[m.axes[i]] = c));
@@ -82,6 +102,12 @@ export function rankContext(rank: number, layout: ValidLayout, meshes: Meshes, w
     allGather: (group: Group, t: Tensor, dim: number) => world.allGather(rank, group, t, dim),
     broadcast: (group, value, src) => world.broadcast(rank, group, value, src),
     barrier: (group) => world.barrier(rank, group),
+    allReduceTensor: (group, t, op) => world.allReduceTensor(rank, group, t, op),
+    broadcastTensor: (group, t, src) => world.broadcastTensor(rank, group, t, src),
+    tieGroupOf: (p) => {
+      if (!plan) throw new Error("tieGroupOf: this world was built without the plan of its ranks");
+      return tieGroup(plan, meshes, rank, p);
+    },
     ops: backend.opsFor(rank),
   };
 }

@@ -145,6 +145,38 @@ export class World {
     }) as Promise<number>;
   }
 
+  /**
+   * all_reduce(sum) of a tensor in place: each member's tensor becomes the float32 sum of every
+   * member's, in group rank order, rounded once to the dtype (native sumTensors).
+   */
+  allReduceTensor(rank: number, group: Group, t: Tensor, op: "sum"): Promise<void> {
+    const backend = this.backend;
+    if (!backend) return Promise.reject(new Error("all_reduce of a tensor needs a backend"));
+    if (op !== "sum") return Promise.reject(new Error(`all_reduce of a tensor: op ${JSON.stringify(op)} is not "sum"`));
+    if (t === null || typeof t !== "object" || !Array.isArray(t.shape)) return Promise.reject(new Error(`all_reduce of a tensor: ${String(t)} is not a tensor`));
+    const bytes = t.numel * DTYPE_BYTES[t.dtype];
+    return this.arrive(rank, group, "all_reduce", `all_reduce(sum, tensor ${t.dtype} [${t.shape.join(", ")}])`, t, bytes, (arrivals) => {
+      const ts = arrivals.map((a) => a.payload as Tensor);
+      backend.sumTensors(ts[0]!, ts);
+      for (const other of ts.slice(1)) backend.copyTensor(other, ts[0]!);
+      return arrivals.map(() => undefined);
+    }) as Promise<void>;
+  }
+
+  /** broadcast of a tensor in place: every member's tensor becomes a copy of `srcRank`'s. */
+  broadcastTensor(rank: number, group: Group, t: Tensor, srcRank: number): Promise<void> {
+    const backend = this.backend;
+    if (!backend) return Promise.reject(new Error("broadcast of a tensor needs a backend"));
+    if (t === null || typeof t !== "object" || !Array.isArray(t.shape)) return Promise.reject(new Error(`broadcast of a tensor: ${String(t)} is not a tensor`));
+    const bytes = t.numel * DTYPE_BYTES[t.dtype];
+    return this.arrive(rank, group, "broadcast", `broadcast(src ${srcRank}, tensor ${t.dtype} [${t.shape.join(", ")}])`, t, bytes, (arrivals) => {
+      const src = arrivals.find((a) => a.rank === srcRank);
+      if (!src) throw new LivenessError(`broadcast source rank ${srcRank} is not in group [${group.ranks.join(",")}]`);
+      for (const a of arrivals) if (a !== src) backend.copyTensor(a.payload as Tensor, src.payload as Tensor);
+      return arrivals.map(() => undefined);
+    }) as Promise<void>;
+  }
+
   barrier(rank: number, group: Group): Promise<void> {
     return this.arrive(rank, group, "barrier", "barrier", null, 0, (arrivals) => arrivals.map(() => undefined)) as Promise<void>;
   }

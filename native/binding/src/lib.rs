@@ -50,6 +50,9 @@ pub struct GenSpecJs {
     /// global flat index whose value is replaced by specialValue (nonfinite regimes)
     pub special_index: Option<f64>,
     pub special_value: Option<f64>,
+    /// finalize regime: element i is the float32 sum, in this order, of the values generated under
+    /// each of these names (then `name` is only a label), rounded once to dtype (at most 64 names)
+    pub sum_of: Option<Vec<String>>,
 }
 
 /// A hyper-rectangle of the global tensor: the local shard.
@@ -292,6 +295,12 @@ impl NativeStore {
     #[napi]
     pub fn copy_from(&mut self, dst: f64, src: f64) -> Result<()> {
         guard("copyFrom", || self.inner.copy_from(o::id("dst", dst)?, o::id("src", src)?).map_err(core_err))
+    }
+
+    /// dst = round_dtype(float32 sum of srcs in list order): one rounding (same dtype and shape)
+    #[napi]
+    pub fn sum_tensors(&mut self, dst: f64, srcs: Vec<f64>) -> Result<()> {
+        guard("sumTensors", || self.inner.sum_tensors(o::id("dst", dst)?, &o::ids("srcs", &srcs)?).map_err(core_err))
     }
 
     /// new tensor charged to `rank`

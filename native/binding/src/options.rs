@@ -192,6 +192,27 @@ impl<'a> Fields<'a> {
             Some((_, t)) => self.wrong(f, "a bigint", t),
         }
     }
+    /// An optional array of strings (undefined: None).
+    pub fn opt_strs(&self, f: &str) -> Result<Option<Vec<String>>> {
+        let Some((u, t)) = self.raw(f)? else { return Ok(None) };
+        // SAFETY: napi_is_array on a live value.
+        let is_array = t == ValueType::Object && unsafe { u.cast::<Object<'a>>()? }.is_array()?;
+        if !is_array {
+            return self.wrong(f, "an array of strings", t);
+        }
+        // SAFETY: checked to be an array.
+        let items = unsafe { u.cast::<Vec<Unknown<'a>>>()? };
+        let mut out = Vec::with_capacity(items.len());
+        for (k, x) in items.iter().enumerate() {
+            let t = x.get_type()?;
+            if t != ValueType::String {
+                return err(format!("{}.{f}[{k}]: expected a string, got {}", self.what, type_name(t)));
+            }
+            // SAFETY: type checked.
+            out.push(unsafe { x.cast::<String>()? });
+        }
+        Ok(Some(out))
+    }
     pub fn nums(&self, f: &str) -> Result<Vec<f64>> {
         let Some((u, t)) = self.raw(f)? else { return self.missing(f, "an array of numbers") };
         // SAFETY: napi_is_array on a live value.
@@ -235,7 +256,8 @@ pub fn gen_spec_at(at: &str, v: &Unknown<'_>) -> Result<GenSpec> {
         (Some(i), None) => return err(format!("{at}.specialValue: missing while {at}.specialIndex is {}", show(i))),
         (None, Some(v)) => return err(format!("{at}.specialIndex: missing while {at}.specialValue is {}", show(v))),
     };
-    let spec = GenSpec { seed, step, name, dtype, exp, mode, special };
+    let sum_of = g.opt_strs("sumOf")?.unwrap_or_default();
+    let spec = GenSpec { seed, step, name, dtype, exp, mode, special, sum_of };
     spec.validate().map_err(|e| in_item(at, "gen", e))?;
     Ok(spec)
 }

@@ -59,17 +59,31 @@ pub struct GenSpec {
     pub mode: GenMode,
     /// (global flat index, value): replaces the generated value at that index.
     pub special: Option<(u64, f64)>,
+    /// The `finalize` regime's sums (SPEC section 5): when not empty, element i is the float32 sum,
+    /// in this order, of the values generated under each of these names (`name` is then only a
+    /// label), rounded once to `dtype`. Empty: the plain generator under `name`.
+    pub sum_of: Vec<String>,
 }
+
+/// At most this many names in a `sum_of` (a tie group's copies).
+pub const SUM_OF_MAX: usize = 64;
 
 impl GenSpec {
     pub fn new(seed: u64, step: u32, name: &str, dtype: DType, exp: i32, mode: GenMode) -> GenSpec {
-        GenSpec { seed, step, name: name.to_string(), dtype, exp, mode, special: None }
+        GenSpec { seed, step, name: name.to_string(), dtype, exp, mode, special: None, sum_of: Vec::new() }
     }
     pub fn validate(&self) -> Result<()> {
         if self.exp < EXP_MIN || self.exp > EXP_MAX {
             bail!("exp: {} is out of range [{EXP_MIN}, {EXP_MAX}]", self.exp);
         }
+        if self.sum_of.len() > SUM_OF_MAX {
+            bail!("sumOf: {} names, more than {SUM_OF_MAX}", self.sum_of.len());
+        }
         Ok(())
+    }
+    /// The spec of one summand of a `sum_of` spec: the plain generator under `name`, no special.
+    pub fn part(&self, name: &str) -> GenSpec {
+        GenSpec { seed: self.seed, step: self.step, name: name.to_string(), dtype: self.dtype, exp: self.exp, mode: self.mode, special: None, sum_of: Vec::new() }
     }
     /// key = splitmix64(seed ^ splitmix64(step ^ fnv1a64(name)))
     pub fn key(&self) -> u64 {
@@ -111,6 +125,29 @@ impl GenSpec {
     /// put(k, special) again when the special index falls inside.
     #[inline(always)]
     fn fill_range_by<T: Elem>(&self, key: u64, start: u64, n: usize, mut put: impl FnMut(usize, T)) {
+        if !self.sum_of.is_empty() {
+            // finalize: each summand generated in T (exact for its e), added in f32 in list order,
+            // rounded once to T
+            let mut acc = vec![0f32; n];
+            let mut part = vec![T::default(); n];
+            for name in &self.sum_of {
+                let s = self.part(name);
+                s.fill_range_with(KernelPath::detect(), s.key(), start, &mut part);
+                for (a, x) in acc.iter_mut().zip(&part) {
+                    *a += x.to_f32();
+                }
+            }
+            acc.iter().enumerate().for_each(|(k, &a)| put(k, T::from_f32(a)));
+        } else {
+            self.fill_range_plain(key, start, n, &mut put);
+        }
+        if let Some(k) = self.special_in(start, n) {
+            put(k, T::from_f64(self.special.expect("inside").1));
+        }
+    }
+
+    #[inline(always)]
+    fn fill_range_plain<T: Elem>(&self, key: u64, start: u64, n: usize, mut put: impl FnMut(usize, T)) {
         match self.mode {
             GenMode::Zeros => (0..n).for_each(|k| put(k, T::from_bits(0))),
             GenMode::Ones => (0..n).for_each(|k| put(k, T::from_f32(1.0))),
@@ -132,9 +169,6 @@ impl GenSpec {
                 }
             }
         }
-        if let Some(k) = self.special_in(start, n) {
-            put(k, T::from_f64(self.special.expect("inside").1));
-        }
     }
 
     /// Offset of the special index in [start, start + n), if it falls there.
@@ -148,7 +182,7 @@ impl GenSpec {
     /// exact in T (every regime of the harness); otherwise the portable code runs.
     #[inline]
     pub fn simd_for<T: Elem>(&self, path: KernelPath) -> bool {
-        cfg!(target_arch = "x86_64") && path.is_simd() && self.mode == GenMode::Gen && self.exact_in(T::DTYPE)
+        cfg!(target_arch = "x86_64") && path.is_simd() && self.mode == GenMode::Gen && self.exact_in(T::DTYPE) && self.sum_of.is_empty()
     }
 
     /// `fill_range` on the given kernel path (bitwise the same values on every path).
@@ -722,5 +756,44 @@ mod simd_parity {
             have[j] = bf16::ZERO;
             assert_eq!(s.scaled_first_difference_with(path, key, 0, -0.0, &have), Some(j));
         }
+    }
+}
+
+/// The finalize regime's `sum_of` specs: the f32 sum of the summands in order, rounded once.
+#[cfg(test)]
+mod sum_of {
+    use super::*;
+    use half::bf16;
+
+    #[test]
+    fn sum_of_is_the_f32_sum_rounded_once() {
+        let mut s = GenSpec::new(7, 2, "label", DType::BF16, -1, GenMode::Gen);
+        s.sum_of = vec!["a.w".into(), "b.w".into()];
+        let (a, b) = (s.part("a.w"), s.part("b.w"));
+        let (va, vb) = (a.values(0, 300), b.values(0, 300));
+        for path in [KernelPath::PORTABLE, KernelPath::detect()] {
+            let mut got = vec![bf16::ZERO; 300];
+            s.fill_range_with(path, s.key(), 0, &mut got);
+            for k in 0..300 {
+                let want = bf16::from_f32(va[k] as f32 + vb[k] as f32);
+                assert_eq!(got[k].to_bits(), want.to_bits(), "{k}");
+            }
+        }
+        // one name: the plain generator under that name
+        let mut one = GenSpec::new(7, 2, "label", DType::F32, -1, GenMode::Gen);
+        one.sum_of = vec!["a.w".into()];
+        let mut x = vec![0f32; 50];
+        one.fill_range_with(KernelPath::detect(), one.key(), 10, &mut x);
+        let fa = GenSpec { dtype: DType::F32, ..a.clone() }.values(10, 50);
+        assert!(x.iter().zip(&fa).all(|(&g, &w)| g as f64 == w));
+        // and a scaled check finds a changed element
+        let c = 0.3f32;
+        let mut have = vec![0f32; 50];
+        one.fill_range(0, 10, &mut have);
+        crate::kernels::scale(&mut have, c);
+        assert_eq!(one.scaled_first_difference_with(KernelPath::detect(), 0, 10, c, &have), None);
+        have[7] = -have[7] + 1.0;
+        assert_eq!(one.scaled_first_difference_with(KernelPath::detect(), 0, 10, c, &have), Some(7));
+        assert!(GenSpec { sum_of: vec!["x".into(); SUM_OF_MAX + 1], ..one }.validate().is_err());
     }
 }

@@ -182,6 +182,35 @@ pub trait TensorStore: Send {
     fn scale(&mut self, id: u32, coef: f64) -> Result<()>;
     /// Same dtype and number of elements.
     fn copy_from(&mut self, dst: u32, src: u32) -> Result<()>;
+    /// dst = round_dtype(f32 sum of srcs, added in list order): one rounding, whatever the number
+    /// of tensors (a tensor all_reduce's result, SPEC section 5's finalize sum). Every src has
+    /// dst's dtype and shape; dst may be among them. Nothing is written on a meta store.
+    fn sum_tensors(&mut self, dst: u32, srcs: &[u32]) -> Result<()> {
+        let (dt, shape) = (self.dtype(dst)?, self.shape(dst)?.to_vec());
+        for &s in srcs {
+            if self.dtype(s)? != dt || self.shape(s)? != shape.as_slice() {
+                return Err(Error(format!(
+                    "sumTensors: tensor {s} ({:?} {:?}) does not match the destination {dst} ({dt:?} {shape:?})",
+                    self.dtype(s)?,
+                    self.shape(s)?
+                )));
+            }
+        }
+        if self.kind() == StoreKind::Meta {
+            return Ok(());
+        }
+        let n = checked_numel(&shape).unwrap_or(0);
+        let mut acc = vec![0f32; n as usize];
+        for &s in srcs {
+            for (i, a) in acc.iter_mut().enumerate() {
+                *a += self.get_element(s, i as u64)? as f32; // exact: every dtype widens into f32
+            }
+        }
+        for (i, a) in acc.iter().enumerate() {
+            self.set_element(dst, i as u64, *a as f64)?; // f32 -> f64 exact, then rounded once to dtype
+        }
+        Ok(())
+    }
 
     // ---- new tensors, charged to `rank` ----
 

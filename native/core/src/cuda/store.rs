@@ -619,6 +619,9 @@ impl TensorStore for CudaStore {
 
     fn fill_grad(&mut self, id: u32, spec: &GenSpec, block: &Block) -> Result<()> {
         self.meta.fill_grad(id, spec, block)?;
+        if !spec.sum_of.is_empty() {
+            bail!("cuda: the finalize regime's summed gradients (gen.sumOf) are generated on the cpu backend only");
+        }
         let (t, b) = self.tb(id)?;
         let (dtype, n) = (t.dtype, t.numel);
         if n == 0 {
@@ -897,6 +900,9 @@ impl TensorStore for CudaStore {
 
     fn verify_scaled(&self, id: u32, spec: &GenSpec, block: &Block, coef: f64) -> Result<Option<Mismatch>> {
         self.meta.verify_scaled(id, spec, block, coef)?;
+        if !spec.sum_of.is_empty() {
+            bail!("cuda: the finalize regime's summed gradients (gen.sumOf) are verified on the cpu backend only");
+        }
         let (t, b) = self.tb(id)?;
         if t.numel == 0 {
             return Ok(None);

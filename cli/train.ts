@@ -1,0 +1,107 @@
+/**
+ * `clip-parity train`: training parity across layouts (SPEC §9): the same T AdamW updates from the
+ * same initial state in every layout given, compared bitwise after every step across the layouts and
+ * between tied copies (harness/resume/train-parity.ts, docs/train.md). Or a matrix's train section.
+ * Exit status: 0 parity, 1 a difference (first step, tensor, element, both values), 2 bad input.
+ */
+import { InputError } from "../harness/errors.ts";
+import { parseLayout } from "../harness/layout/layout.ts";
+import { getModel } from "../harness/model/models.ts";
+import { loadSubject } from "../harness/clip/registry.ts";
+import { ALL_REGIMES, type Regime } from "../harness/clip/regimes.ts";
+import { DTYPES } from "../harness/spec/cell.ts";
+import { ADAMW } from "../harness/resume/adamw.ts";
+import { INIT_MODES, type InitMode } from "../harness/resume/train.ts";
+import { DEFAULT_TRAIN_STEPS, runTrain, type TrainCell, type TrainResult } from "../harness/resume/train-parity.ts";
+import { assertWritableFile, writeJsonAtomic } from "../harness/util/fs.ts";
+import { list, parseChoice, parseCommandLine, parseInteger, parseNormType, str, type CommandSpec } from "./args.ts";
+
+export const spec: CommandSpec = {
+  name: "train",
+  summary:
+    `Trains T steps (SPEC §5 gradients, the subject's clip, AdamW lr ${ADAMW.lr}, float32 state) in every layout from the same initial ` +
+    "state and checks train.parity after the initial sync and after every step: tied copies bitwise equal in each layout, and every " +
+    "parameter, exp_avg, exp_avg_sq and step count bitwise equal across the layouts (exact subjects; docs/train.md for fp32-class ones).",
+  flags: {
+    layouts: { type: "string", multiple: true, value: "SPEC", description: "layouts to compare: --layouts A B ... (or --layouts A --layouts B)" },
+    model: { type: "string", value: "NAME", description: "clip-parity list models", default: "deepseek-v3-debug" },
+    subject: { type: "string", value: "NAME|PATH", description: "the subject whose clip (and afterInit) the training uses", default: "exact" },
+    regime: { type: "string", value: "NAME", description: "gradient regime", default: "finalize" },
+    dtype: { type: "string", value: "f32|bf16|f16", description: "gradient dtype (parameters and optimizer state are float32)", default: "f32" },
+    steps: { type: "string", value: "T", description: "training steps", default: String(DEFAULT_TRAIN_STEPS) },
+    norm: { type: "string", value: "2|1|inf|P", description: "the clip's norm type", default: "2" },
+    init: { type: "string", value: INIT_MODES.join("|"), description: "initial values: per PP stage (tied copies start different) or the same everywhere", default: "per-stage" },
+    seed: { type: "string", value: "N", description: "generator seed", default: "0" },
+    json: { type: "string", value: "FILE", description: "write the result as JSON" },
+    matrix: { type: "string", value: "NAME", description: "run the train section of a matrix (cpu): correct cells must pass, known-bad ones fail" },
+  },
+  positionals: "[SPEC...]",
+  notes: "layouts may follow --layouts separated by spaces: --layouts pp2,dp_shard2,ep2 pp4\nexit status: 0 parity, 1 a difference, 2 bad input",
+};
+
+export async function run(argv: string[]): Promise<number> {
+  const { values: v, positionals } = parseCommandLine(spec, argv);
+  const s = (k: string) => str(v, k);
+  const jsonPath = s("json");
+  if (jsonPath !== undefined) assertWritableFile(jsonPath, "--json");
+  const matrix = s("matrix");
+  if (matrix !== undefined) {
+    const other = Object.keys(v).filter((k) => k !== "matrix" && k !== "json" && v[k] !== undefined);
+    if (other.length || positionals.length) throw new InputError(`--matrix runs a whole train section; it takes only --json (got ${other.map((o) => `--${o}`).concat(positionals).join(", ")})`);
+    return runTrainMatrix(matrix, jsonPath);
+  }
+  const layoutTexts = [...(list(v, "layouts") ?? []), ...positionals];
+  if (list(v, "layouts") === undefined) {
+    throw new InputError(positionals.length ? `train: "${positionals[0]}" is not a flag; layouts follow --layouts` : "train: --layouts is required (e.g. --layouts pp2,dp_shard2,ep2 pp4)");
+  }
+  const model = s("model") ?? "deepseek-v3-debug";
+  getModel(model);
+  const cell: TrainCell = {
+    subject: s("subject") ?? "exact",
+    layouts: layoutTexts.map((t) => parseLayout(t)),
+    model,
+    dtype: parseChoice(s("dtype") ?? "f32", "--dtype", DTYPES),
+    normType: parseNormType(s("norm") ?? "2"),
+    regime: parseChoice(s("regime") ?? "finalize", "--regime", ALL_REGIMES) as Regime,
+    seed: s("seed") === undefined ? 0 : parseInteger(s("seed")!, "--seed"),
+    steps: s("steps") === undefined ? DEFAULT_TRAIN_STEPS : parseInteger(s("steps")!, "--steps", { min: 1, max: 1000 }),
+    init: parseChoice(s("init") ?? "per-stage", "--init", INIT_MODES) as InitMode,
+  };
+  const subject = await loadSubject(cell.subject);
+  const r = await runTrain(cell, { subject });
+  printResult(r);
+  const failed = r.check.status === "fail";
+  if (jsonPath) writeJsonAtomic(jsonPath, { kind: "train", results: [r], summary: { cells: 1, passed: failed ? 0 : 1, failed: failed ? 1 : 0 } });
+  return failed ? 1 : 0;
+}
+
+async function runTrainMatrix(name: string, jsonPath: string | undefined): Promise<number> {
+  const { trainCases, trainSections } = await import("../matrix/train.ts");
+  const cases = trainCases(name);
+  if (cases.length === 0) throw new InputError(`--matrix: "${name}" has no train section (matrices with one: ${Object.keys(trainSections()).join(", ")})`);
+  const results: TrainResult[] = [];
+  let wrong = 0;
+  for (const c of cases) {
+    const r = await runTrain(c, { subject: await loadSubject(c.subject) });
+    results.push(r);
+    const met = c.expect === "pass" ? r.check.status === "pass" : r.check.status === "fail";
+    if (!met) wrong++;
+    process.stdout.write(`${met ? "ok  " : "FAIL"} ${r.check.status.padEnd(4)} (expected ${c.expect}) ${r.id}  ${(r.durationMs / 1000).toFixed(1)} s\n`);
+    if (!met) process.stdout.write(`     ${r.check.message.replace(/\n/g, "\n     ")}\n`);
+  }
+  process.stdout.write(`${cases.length} train cells: ${cases.length - wrong} as expected, ${wrong} not\n`);
+  if (jsonPath) writeJsonAtomic(jsonPath, { kind: "train", matrix: name, results, summary: { cells: results.length, unexpected: wrong } });
+  return wrong ? 1 : 0;
+}
+
+function printResult(r: TrainResult): void {
+  const out = process.stdout;
+  out.write(`${r.id}\n  subject ${r.subjectName} (${r.tolerance}), regime ${r.cell.regime}, init ${r.cell.init}, ${r.cell.steps} steps\n`);
+  for (const l of r.layouts) {
+    const last = l.norms.length ? `, norm at step ${l.norms.length}: ${l.norms[l.norms.length - 1]}` : "";
+    out.write(`  ${l.layout.padEnd(22)} world ${String(l.world).padStart(2)}  ${(l.ms / 1000).toFixed(2)} s${last}\n`);
+  }
+  out.write(`  comparisons ${(r.compareMs / 1000).toFixed(2)} s; total ${(r.durationMs / 1000).toFixed(2)} s\n`);
+  for (const n of r.notes.slice(0, 3)) out.write(`  note: ${n}\n`);
+  out.write(`  ${r.check.status.padEnd(4)} ${r.check.id}: ${r.check.message.replace(/\n/g, "\n       ")}\n`);
+}

@@ -1,0 +1,80 @@
+/**
+ * Gradient generator specs per regime and subject shape (SPEC §5), the `finalize` regime included.
+ *
+ * - `logical(p)`: the LOGICAL gradient of a logical parameter: what the reference is taken over and
+ *   what every physical copy must hold, clipped, after a correct clip. In `finalize` a tied
+ *   parameter's logical gradient is the float32 sum of its manifest copies' partials (canonical
+ *   first, then the replicas: ascending stage order), each generated under the copy's physical FQN
+ *   with e = tiedExp (-1), rounded once to the dtype (GenSpec.sumOf).
+ * - `input(lp)`: what the harness puts into one physical copy before the clip.
+ *   - A plain clip subject (shape "clip") gets the harness-finalized gradient: every copy already
+ *     holds the logical gradient (in every regime, as before this regime existed).
+ *   - An optimizer-owned clipper (shape "optimizer") gets the raw partials and finalizes them itself:
+ *     in `finalize` each physical tensor holds the f32 sum of the manifest copies it holds (with
+ *     pp = 1 the replica and its canonical copy are one tensor: both partials, i.e. the logical
+ *     gradient); in every other regime the canonical copy holds the whole logical gradient and a
+ *     split replica a zero partial, so that the finalize sum is the logical gradient again.
+ */
+import type { DType, SubjectShape } from "./api.ts";
+import type { GenSpec } from "../backend/backend.ts";
+import type { ModelManifest } from "../model/manifest.ts";
+import { regimeSpec } from "./regimes.ts";
+
+export interface GradSpecs {
+  /** The logical gradient of a logical parameter (canonical name and manifest index). */
+  logical(p: { name: string; index: number }): GenSpec;
+  /** What one physical copy is filled with before the clip (see the module comment). */
+  input(lp: { fqn: string; name: string; index: number; canonical: boolean; stage: number }): GenSpec;
+}
+
+/** The manifest copies of a tied parameter in ascending stage order (canonical first); [] when untied. */
+export function tieCopies(model: ModelManifest, name: string): string[] {
+  const t = model.ties.find((g) => g.canonical === name);
+  return t ? [t.canonical, ...t.replicas.map((r) => r.fqn)] : [];
+}
+
+/**
+ * The manifest copies one physical tensor holds: a split replica holds itself; a canonical copy
+ * holds itself and every replica placed on its own stage (replicas sit on the last stage: all of
+ * them when pp = 1).
+ */
+export function heldCopies(model: ModelManifest, pp: number, lp: { fqn: string; name: string; canonical: boolean; stage: number }): string[] {
+  const copies = tieCopies(model, lp.name);
+  if (copies.length === 0) return [lp.fqn];
+  if (!lp.canonical) return [lp.fqn];
+  return lp.stage === pp - 1 ? copies : [lp.name];
+}
+
+export function gradSpecs(
+  model: ModelManifest,
+  cfg: { dtype: DType; regime: string; seed: number | bigint; step: number; pp: number; shape?: SubjectShape },
+): GradSpecs {
+  const regime = regimeSpec(cfg.regime);
+  let specialIndex = -1;
+  if (regime.special !== null) for (const p of model.params) if (specialIndex < 0 && regime.hasGrad(p.index)) specialIndex = p.index;
+  const seed = BigInt(cfg.seed);
+  const base = (p: { name: string; index: number }): GenSpec => {
+    const g: GenSpec = { seed, step: cfg.step, name: p.name, dtype: cfg.dtype, exp: regime.exp, mode: regime.mode };
+    if (p.index === specialIndex) {
+      g.specialIndex = 0;
+      g.specialValue = regime.special!;
+    }
+    return g;
+  };
+  const tied = new Map(model.ties.map((t) => [t.canonical, tieCopies(model, t.canonical)]));
+  const logical = (p: { name: string; index: number }): GenSpec => {
+    const copies = tied.get(p.name);
+    if (regime.tiedExp === undefined || !copies) return base(p);
+    return { ...base(p), exp: regime.tiedExp, sumOf: copies };
+  };
+  const input: GradSpecs["input"] = (lp) => {
+    if (cfg.shape !== "optimizer" || !tied.has(lp.name)) return logical(lp);
+    if (regime.tiedExp !== undefined) {
+      return { ...base(lp), name: lp.fqn, exp: regime.tiedExp, sumOf: heldCopies(model, cfg.pp, lp) };
+    }
+    if (lp.canonical) return logical(lp);
+    // a split replica outside finalize: a zero partial (the canonical copy holds the whole gradient)
+    return { seed, step: cfg.step, name: lp.fqn, dtype: cfg.dtype, exp: regime.exp, mode: "zeros" };
+  };
+  return { logical, input };
+}

@@ -1,0 +1,240 @@
+/**
+ * Training parity across layouts (SPEC §9, `clip-parity train`): the same T AdamW updates from the
+ * same initial state in two or more layouts, run in lockstep in one backend. After the initial
+ * synchronization (step 0) and after every step t, every state is compared:
+ *
+ * - between tied copies, in every layout: each replica's parameter, exp_avg, exp_avg_sq and step
+ *   count against its canonical copy's same block, bitwise (a trainer that skips the sync of tied
+ *   copies after per-stage init, or scales a replica differently, fails here);
+ * - across layouts: every physical copy of each layout against the first layout's (blocks assembled
+ *   natively from its shards), bitwise. Required for subjects that claim `exact`; for fp32/bf16-class
+ *   subjects a cross-layout difference is reported, not failed (their norm legitimately depends on
+ *   the reduction order), while each step's norm must agree across layouts within the class.
+ *
+ * The first difference is reported as step, layout, tensor, element and both values.
+ */
+import type { DType, Subject, ToleranceClass } from "../clip/api.ts";
+import { Backend } from "../backend/backend.ts";
+import { globalIndex } from "../checks/types.ts";
+import { fail, pass, type CheckResult } from "../checks/types.ts";
+import { formatLayout, validateLayout, worldSize, type Layout } from "../layout/layout.ts";
+import { getModel } from "../model/models.ts";
+import { regimeSpec, type Regime } from "../clip/regimes.ts";
+import { InputError } from "../errors.ts";
+import { formatNorm } from "../spec/cell.ts";
+import { ROLES, roleTensor } from "./checkpoint.ts";
+import { compareStates } from "./compare.ts";
+import { afterInit, freeState, initState, trainSteps, TrainingError, type InitMode, type TrainConfig, type TrainState } from "./train.ts";
+
+export const TRAIN_CHECK = "train.parity";
+export const DEFAULT_TRAIN_STEPS = 10;
+
+export interface TrainCell {
+  subject: string;
+  /** Two or more layouts (one is allowed: then only tied copies are compared). */
+  layouts: Layout[];
+  model: string;
+  dtype: DType;
+  normType: number;
+  regime: Regime;
+  seed: number;
+  steps: number;
+  init: InitMode;
+}
+
+export interface TrainLayoutRun {
+  layout: string;
+  world: number;
+  /** Wall time of this layout's init, sync and steps (comparisons not included). */
+  ms: number;
+  /** Rank 0's total norm at each step 1..T (as far as it ran). */
+  norms: number[];
+}
+
+export interface TrainResult {
+  id: string;
+  cell: TrainCell;
+  subjectName: string;
+  tolerance: ToleranceClass;
+  check: CheckResult;
+  layouts: TrainLayoutRun[];
+  /** Steps after which every comparison was made (0 = the initial state). */
+  stepsCompared: number;
+  /** Cross-layout differences tolerated for a non-exact subject (first one per step), if any. */
+  notes: string[];
+  durationMs: number;
+  compareMs: number;
+}
+
+const show = (x: number): string => {
+  if (Number.isNaN(x)) return "NaN";
+  const bits = new Uint32Array(new Float32Array([x]).buffer)[0]!;
+  return `${x} (0x${bits.toString(16).padStart(8, "0")})`;
+};
+
+export function trainId(c: TrainCell): string {
+  return `train/${c.subject}/${c.layouts.map((l) => formatLayout(validateLayout(l))).join("+")}/${c.model}/${c.dtype}/n${formatNorm(c.normType)}/${c.regime}/s${c.seed}/t${c.steps}/${c.init}`;
+}
+
+export function trainRepro(c: TrainCell): string {
+  return (
+    `clip-parity train --subject ${c.subject} --layouts ${c.layouts.map((l) => formatLayout(validateLayout(l))).join(" ")} --model ${c.model} ` +
+    `--dtype ${c.dtype} --norm ${formatNorm(c.normType)} --regime ${c.regime} --seed ${c.seed} --steps ${c.steps} --init ${c.init}`
+  );
+}
+
+/** Every replica against its canonical copy (same block): the first difference, or null. */
+export function compareTiedCopies(backend: Backend, s: TrainState): string | null {
+  const canon = new Map<string, { rank: number; c: TrainState["ranks"][number][number] }>();
+  s.ranks.forEach((copies, rank) => {
+    for (const c of copies) if (c.lp.canonical && c.lp.tieGroup) canon.set(`${c.lp.name}@${c.lp.block.start}:${c.lp.block.len}`, { rank, c });
+  });
+  for (const [rank, copies] of s.ranks.entries()) {
+    for (const c of copies) {
+      if (c.lp.canonical) continue;
+      const twin = canon.get(`${c.lp.name}@${c.lp.block.start}:${c.lp.block.len}`);
+      if (!twin) continue; // a replica block that lines up with no canonical block: compared across layouts only
+      if (twin.c.steps !== c.steps) {
+        return `rank ${rank} replica ${c.lp.fqn}: optimizer step count ${c.steps}; canonical ${c.lp.name} on rank ${twin.rank}: ${twin.c.steps}`;
+      }
+      for (const role of ROLES) {
+        const m = backend.compare(roleTensor(twin.c, role), roleTensor(c, role));
+        if (m) {
+          return (
+            `rank ${rank} replica ${c.lp.fqn} ${role}: element ${m.index} (global index ${globalIndex(c.lp.block, m.index)} of [${c.lp.block.globalShape.join(", ")}]) ` +
+            `is ${show(m.actual)}; canonical ${c.lp.name} on rank ${twin.rank}: ${show(m.expected)}`
+          );
+        }
+      }
+    }
+  }
+  return null;
+}
+
+const ULP = { exact: 0, fp32: 4 * 2 ** -24, bf16: 4 * 2 ** -8 } as const;
+
+function validateTrainCell(c: TrainCell): void {
+  if (!Array.isArray(c.layouts) || c.layouts.length === 0) throw new InputError("--layouts: give at least one layout (two or more to compare layouts)");
+  for (const l of c.layouts) validateLayout(l);
+  getModel(c.model);
+  regimeSpec(c.regime);
+  if (!Number.isInteger(c.steps) || c.steps < 1 || c.steps > 1000) throw new InputError(`--steps: ${c.steps} must be an integer in [1, 1000]`);
+  if (c.init !== "same" && c.init !== "per-stage") throw new InputError(`--init: "${String(c.init)}" is not one of per-stage, same`);
+}
+
+export async function runTrain(cell: TrainCell, options: { subject: Subject; timeoutMs?: number }): Promise<TrainResult> {
+  const started = performance.now();
+  validateTrainCell(cell);
+  const subject = options.subject;
+  const tolerance = subject.tolerance ?? "fp32";
+  const model = getModel(cell.model);
+  const layouts = cell.layouts.map((l) => validateLayout(l));
+  const cfg: TrainConfig = {
+    subject,
+    model,
+    dtype: cell.dtype,
+    normType: cell.normType,
+    regime: cell.regime,
+    seed: cell.seed,
+    init: cell.init,
+    timeoutMs: options.timeoutMs,
+  };
+  const repro = trainRepro(cell);
+  const runs: TrainLayoutRun[] = layouts.map((l) => ({ layout: formatLayout(l), world: worldSize(l), ms: 0, norms: [] }));
+  const notes: string[] = [];
+  const backend = new Backend("cpu", Math.max(...runs.map((r) => r.world)));
+  const states: TrainState[] = [];
+  let compareMs = 0;
+  let stepsCompared = -1;
+  let check: CheckResult | undefined;
+  const failAt = (step: number, what: string) => {
+    check = fail(TRAIN_CHECK, `step ${step}${step === 0 ? " (the initial state, after the sync of tied copies)" : ""}: ${what}\n  reproduce: ${repro}`);
+  };
+  const compareAt = (step: number): boolean => {
+    const t0 = performance.now();
+    try {
+      for (const [i, s] of states.entries()) {
+        const tied = compareTiedCopies(backend, s);
+        if (tied) {
+          failAt(step, `in ${runs[i]!.layout}, tied copies differ: ${tied}`);
+          return false;
+        }
+      }
+      for (let i = 1; i < states.length; i++) {
+        const words = { actual: `in ${runs[i]!.layout}`, expected: `in ${runs[0]!.layout}` };
+        if (step > 0) {
+          const a = runs[0]!.norms[step - 1]!;
+          const b = runs[i]!.norms[step - 1]!;
+          const tol = ULP[tolerance] * Math.max(Math.abs(a), Math.abs(b)) * 2;
+          const same = Object.is(a, b) || (Number.isNaN(a) && Number.isNaN(b)) || Math.abs(a - b) <= tol;
+          if (!same) {
+            failAt(step, `total norm ${show(b)} ${words.actual}; ${show(a)} ${words.expected} (tolerance ${tolerance})`);
+            return false;
+          }
+        }
+        const diff = compareStates(backend, states[0]!, states[i]!, 1, words);
+        if (diff.count > 0) {
+          if (tolerance === "exact") {
+            failAt(step, `layouts differ (${diff.count} tensors or step counts): ${diff.differences[0]}`);
+            return false;
+          }
+          if (notes.length < 20) notes.push(`step ${step}: ${diff.differences[0]}`);
+        }
+      }
+      stepsCompared = step;
+      return true;
+    } finally {
+      compareMs += performance.now() - t0;
+    }
+  };
+  try {
+    try {
+      for (const [i, l] of layouts.entries()) {
+        const t0 = performance.now();
+        const s = initState(backend, l, cfg);
+        states.push(s);
+        await afterInit(backend, s, cfg);
+        runs[i]!.ms += performance.now() - t0;
+      }
+      if (compareAt(0)) {
+        for (let t = 1; t <= cell.steps; t++) {
+          for (const [i, s] of states.entries()) {
+            const t0 = performance.now();
+            await trainSteps(backend, s, cfg, t);
+            runs[i]!.ms += performance.now() - t0;
+            runs[i]!.norms.push(s.norms.get(t)!);
+          }
+          if (!compareAt(t)) break;
+        }
+      }
+    } catch (err) {
+      if (!(err instanceof TrainingError)) throw err;
+      failAt(err.step, `the training could not complete: ${err.message}`);
+    }
+    check ??= pass(
+      TRAIN_CHECK,
+      tolerance === "exact" || states.length < 2
+        ? `${cell.steps} steps: every parameter, exp_avg, exp_avg_sq and step count bitwise equal across ${runs.map((r) => r.layout).join(" and ")} and between tied copies after every step`
+        : `${cell.steps} steps: tied copies bitwise equal in every layout after every step, norms within ${tolerance} across layouts` +
+            (notes.length ? `; layouts differ bitwise from ${notes[0]!.split(":")[0]} (allowed for ${tolerance}: reduction order differs)` : "; layouts bitwise equal too"),
+    );
+  } finally {
+    for (const s of states) freeState(backend, s);
+    backend.freeAll();
+    for (let r = 0; r < backend.ranks; r++) {
+      if (backend.liveBytes(r) !== 0) throw new Error(`internal: rank ${r} ledger not zero after the train cell (${backend.liveBytes(r)} bytes)`);
+    }
+  }
+  return {
+    id: trainId(cell),
+    cell,
+    subjectName: subject.name,
+    tolerance,
+    check: check!,
+    layouts: runs,
+    stepsCompared: Math.max(0, stepsCompared),
+    notes,
+    durationMs: performance.now() - started,
+    compareMs,
+  };
+}

@@ -1,0 +1,56 @@
+/**
+ * The `train` section of the matrices (SPEC §9, training parity across layouts), run by
+ * suites/train.test.ts and `clip-parity train --matrix cpu`. Kept small: deepseek-v3-debug (experts and
+ * the MTP replica of tok_embeddings) in the finalize regime, PP2/DP2/EP2 against PP4/EP1, with the
+ * known-bad optimizer-owned clippers each on a cell where train.parity must fail.
+ */
+import { parseLayout } from "../harness/layout/layout.ts";
+import type { TrainCell } from "../harness/resume/train-parity.ts";
+
+export interface TrainCase extends TrainCell {
+  /** "pass": train.parity must pass; "fail": a known-bad subject it must catch. */
+  expect: "pass" | "fail";
+  note: string;
+}
+
+const DSV3 = "deepseek-v3-debug";
+const PP2_DP2_EP2 = "pp2,dp_shard2,ep2";
+
+function tc(subject: string, layouts: string[], steps: number, note: string, extra: Partial<TrainCase> = {}): TrainCase {
+  return {
+    subject,
+    layouts: layouts.map((l) => parseLayout(l)),
+    model: DSV3,
+    dtype: "f32",
+    normType: 2,
+    regime: "finalize",
+    seed: 0,
+    steps,
+    init: "per-stage",
+    expect: "pass",
+    note,
+    ...extra,
+  };
+}
+
+function cpu(): TrainCase[] {
+  return [
+    tc("titan-mtp", [PP2_DP2_EP2, "pp4", "single"], 3, "optimizer-owned clipper: finalize, sync, bitwise across layouts"),
+    tc("exact", [PP2_DP2_EP2, "pp4"], 3, "plain exact clip on harness-finalized gradients", { dtype: "bf16" }),
+    tc("bucketed", [PP2_DP2_EP2, "pp4"], 2, "fp32 class: tied copies bitwise, norms within fp32 across layouts", { init: "same" }),
+    // known-bad: train.parity must fail
+    tc("init-unsynced", [PP2_DP2_EP2, "pp4"], 2, "known-bad: tied copies never synced after per-stage init", { expect: "fail" }),
+    tc("replica-own-coef", [PP2_DP2_EP2], 2, "known-bad: the replica clipped by its own stage's coefficient", { expect: "fail" }),
+    tc("finalize-forgotten", [PP2_DP2_EP2, "pp4"], 2, "known-bad: tied gradients clipped unfinalized", { expect: "fail" }),
+  ];
+}
+
+let sections: Record<string, TrainCase[]> | undefined;
+
+export function trainSections(): Record<string, TrainCase[]> {
+  return (sections ??= { cpu: cpu() });
+}
+
+export function trainCases(matrix: string): TrainCase[] {
+  return Object.hasOwn(trainSections(), matrix) ? trainSections()[matrix]! : [];
+}
