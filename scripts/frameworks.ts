@@ -4,20 +4,15 @@
  * and writes DIR/frameworks.json (every cell) and DIR/frameworks.md (rendered from it) atomically; DIR
  * defaults to docs/. Needs `npm run setup:torch`. Prints the per-cell cost of the adapter at the end.
  */
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
+import { writeFileAtomic } from "../harness/util/fs.ts";
 import { caseKey, formatFrameworksData, renderFrameworks, runFrameworks, type FrameworksData } from "../harness/external/frameworks-table.ts";
 import { frameworkCases } from "../matrix/frameworks.ts";
 import { loadFrameworks } from "../harness/external/torch/frameworks.ts";
 import { PROJECT_ROOT } from "../harness/external/torch/options.ts";
 import { builtinMatrices } from "../matrix/index.ts";
-
-function writeAtomic(path: string, text: string): void {
-  const tmp = `${path}.tmp-${process.pid}`;
-  writeFileSync(tmp, text);
-  renameSync(tmp, path);
-}
 
 async function main(): Promise<number> {
   let v;
@@ -36,8 +31,8 @@ async function main(): Promise<number> {
   if (v["render-only"]) {
     // After editing a framework file's `explain`: the page again from the committed data, nothing run.
     const data = JSON.parse(readFileSync(join(out, "frameworks.json"), "utf8")) as FrameworksData;
-    writeAtomic(join(out, "frameworks.json"), formatFrameworksData(data));
-    writeAtomic(join(out, "frameworks.md"), renderFrameworks(data));
+    writeFileAtomic(join(out, "frameworks.json"), formatFrameworksData(data));
+    writeFileAtomic(join(out, "frameworks.md"), renderFrameworks(data));
     process.stdout.write(`wrote ${join(out, "frameworks.md")} from ${join(out, "frameworks.json")}\n`);
     return 0;
   }
@@ -69,8 +64,8 @@ async function main(): Promise<number> {
   const gpu4 = new Set(builtinMatrices().gpu4.cases.map(caseKey));
   const full: FrameworksData = { ...data, cases: { gpu4: cases.filter((c) => gpu4.has(caseKey(c))).length, distinctShapes: cases.filter((c) => !gpu4.has(caseKey(c))).length } };
   mkdirSync(out, { recursive: true });
-  writeAtomic(join(out, "frameworks.json"), formatFrameworksData(full));
-  writeAtomic(join(out, "frameworks.md"), renderFrameworks(full));
+  writeFileAtomic(join(out, "frameworks.json"), formatFrameworksData(full));
+  writeFileAtomic(join(out, "frameworks.md"), renderFrameworks(full));
   const wall = (performance.now() - started) / 1000;
   process.stdout.write(
     `wrote ${join(out, "frameworks.md")} and frameworks.json: ${names.length} frameworks, ${timing.cells} cells run in ${wall.toFixed(0)} s; ` +

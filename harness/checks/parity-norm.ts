@@ -1,4 +1,4 @@
-import { defineCheck, fail, notComparable, pass, sameNorm, skip } from "./types.ts";
+import { defineCheck, fail, pass, sameNorm, skip } from "./types.ts";
 
 const ULP_FACTOR = { fp32: 4 * 2 ** -24, bf16: 4 * 2 ** -8 } as const;
 

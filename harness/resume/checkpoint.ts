@@ -19,7 +19,7 @@
  * with each destination block (resharding to any layout).
  */
 import { createHash } from "node:crypto";
-import { closeSync, existsSync, fsyncSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, writeSync, mkdirSync } from "node:fs";
+import { closeSync, existsSync, openSync, readdirSync, readFileSync, readSync, rmSync, statSync, mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { z } from "zod";
 import type { DType, Tensor } from "../clip/api.ts";

@@ -22,14 +22,15 @@ export function fsyncDir(dir: string): void {
 
 /**
  * Writes `data` to `path` through a temporary file in the same directory, fsynced, then renamed over
- * `path` (atomic on POSIX), creating parent directories. A failure leaves `path` as it was.
+ * `path` (atomic on POSIX), creating parent directories. A failure leaves `path` as it was. `mode`
+ * (before the umask) is the new file's: 0o755 for a script a user runs.
  */
-export function writeFileAtomic(path: string, data: string | Uint8Array): void {
+export function writeFileAtomic(path: string, data: string | Uint8Array, mode = 0o644): void {
   const abs = resolve(path);
   const dir = dirname(abs);
   mkdirSync(dir, { recursive: true });
   const tmp = `${abs}.tmp-${process.pid}-${Math.random().toString(36).slice(2, 10)}`;
-  const fd = openSync(tmp, "w");
+  const fd = openSync(tmp, "w", mode);
   try {
     const bytes = typeof data === "string" ? Buffer.from(data, "utf8") : data;
     for (let off = 0; off < bytes.length; ) off += writeSync(fd, bytes, off, bytes.length - off);

@@ -7,9 +7,10 @@
  * The script is adapters/torch/repro_template.py with three holes filled: the cell as JSON (@@CELL@@), the
  * call as Python code generated from the convention (@@CALL@@), and the header (what clip-parity saw).
  */
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { InputError } from "../../errors.ts";
+import { writeFileAtomic } from "../../util/fs.ts";
 import { formatLayout, parseLayout, validateLayout, worldSize } from "../../layout/layout.ts";
 import { getModel, MODEL_NAMES } from "../../model/models.ts";
 import { planWorld } from "../../model/plan.ts";
@@ -337,11 +338,8 @@ export async function exportCell(req: ExportRequest): Promise<{ path: string; se
   }
   const data = buildExport(req.cell, subject, seen);
   const dir = resolve(req.outDir);
-  mkdirSync(dir, { recursive: true });
   const path = join(dir, data.fileName);
-  const tmp = `${path}.tmp-${process.pid}`;
-  writeFileSync(tmp, data.script, { mode: 0o755 });
-  renameSync(tmp, path);
+  writeFileAtomic(path, data.script, 0o755);
   return { path, seen, data };
 }
 

@@ -6,19 +6,14 @@
  * SIGINT/SIGTERM; none outlives the harness.
  */
 import { execa } from "execa";
-import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { writeFileAtomic } from "../../util/fs.ts";
 import { ADAPTER, PROJECT_ROOT, type TorchOptions } from "./options.ts";
 import { checkJob, PROTOCOL_VERSION, readProtocolFile, readySchema, resultSchema, type Job, type Ready, type Result } from "./protocol.ts";
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-function writeJsonAtomic(path: string, value: unknown): void {
-  const tmp = `${path}.tmp-${process.pid}`;
-  writeFileSync(tmp, JSON.stringify(value));
-  renameSync(tmp, path);
-}
 
 /** Python finds a user's target module from the working directory first (like a module-path subject). */
 export function pythonPath(env: NodeJS.ProcessEnv = process.env): string {
@@ -190,7 +185,7 @@ export class TorchSession {
   /** One cell: writes every rank's job (validated first), waits for every rank's result. */
   async runJob(dir: string, jobs: (rank: number) => Job, timeoutMs: number): Promise<JobOutcome> {
     const started = performance.now();
-    for (let r = 0; r < this.world; r++) writeJsonAtomic(join(dir, `job-${r}.json`), checkJob(jobs(r)));
+    for (let r = 0; r < this.world; r++) writeFileAtomic(join(dir, `job-${r}.json`), JSON.stringify(checkJob(jobs(r))));
     const paths = Array.from({ length: this.world }, (_, r) => join(dir, `result-${r}.json`));
     const missing = await this.waitFor(paths, started + timeoutMs);
     let failure: string | null = null;
@@ -227,7 +222,7 @@ export class TorchSession {
   async close(): Promise<void> {
     if (this.alive) {
       const dir = this.newJobDir();
-      for (let r = 0; r < this.world; r++) writeJsonAtomic(join(dir, `job-${r}.json`), { protocol: PROTOCOL_VERSION, kind: "quit" });
+      for (let r = 0; r < this.world; r++) writeFileAtomic(join(dir, `job-${r}.json`), JSON.stringify({ protocol: PROTOCOL_VERSION, kind: "quit" }));
       const deadline = performance.now() + 10_000;
       while (this.alive && performance.now() < deadline) await sleep(20);
     }
