@@ -7,14 +7,17 @@ import { RUNNER_CHECKS } from "../harness/run/runner.ts";
 import { getModel, MODEL_NAMES } from "../harness/model/models.ts";
 import { builtinMatrices } from "../matrix/index.ts";
 import { listFrameworkSubjects } from "../harness/external/torch/frameworks.ts";
-import type { CommandSpec } from "./args.ts";
+import { parseCommandLine, type CommandSpec } from "./args.ts";
 
 export const spec: CommandSpec = {
   name: "list",
   summary:
     "Lists what is built in: list [matrices|subjects|models|checks|regimes] (all of them without an argument). " +
     "`list matrices --coverage` adds what each matrix covers (matrix/coverage.ts): the requirements and the cases meeting each.",
-  flags: {},
+  flags: {
+    coverage: { type: "boolean", description: "with `list matrices`: the requirements each matrix meets and the cases meeting each" },
+  },
+  positionals: "[matrices|subjects|models|checks|regimes]",
 };
 
 export const LIST_SECTIONS = ["matrices", "subjects", "models", "checks", "regimes"] as const;
@@ -56,15 +59,15 @@ async function coverageSection(out: NodeJS.WritableStream): Promise<void> {
 
 export async function run(argv: string[]): Promise<number> {
   const out = process.stdout;
-  if (argv.includes("--coverage")) {
-    const rest = argv.filter((a) => a !== "--coverage");
-    if (rest.length !== 1 || rest[0] !== "matrices") throw new InputError(`list: --coverage goes with \`list matrices\`; got list ${argv.join(" ")}`);
+  const { values, positionals } = parseCommandLine(spec, argv);
+  if (positionals.length > 1) throw new InputError(`list: takes at most one of ${LIST_SECTIONS.join(", ")}; got ${positionals.join(" ")}`);
+  const what = positionals[0];
+  if (values.coverage) {
+    if (what !== "matrices") throw new InputError(`list: --coverage goes with \`list matrices\`; got list ${argv.join(" ")}`);
     section("matrices", out);
     await coverageSection(out);
     return 0;
   }
-  if (argv.length > 1) throw new InputError(`list: takes at most one of ${LIST_SECTIONS.join(", ")}; got ${argv.join(" ")}`);
-  const what = argv[0];
   if (what === undefined) {
     for (const k of LIST_SECTIONS) {
       out.write(`${k}:\n`);
