@@ -103,11 +103,11 @@ export interface ClipArgs {
   readonly errorIfNonfinite: boolean;
   /**
    * The copies the norm is computed over: the canonical copy of every logical parameter on this
-   * rank (`params` without tied replicas). The harness always passes it.
+   * rank (`params` without tied replicas).
    */
-  readonly logical?: readonly ParamView[];
+  readonly logical: readonly ParamView[];
   /** The tied replicas on this rank (`params` that are not canonical): scaled, never counted. */
-  readonly replicas?: readonly ParamView[];
+  readonly replicas: readonly ParamView[];
 }
 
 /** What `afterInit` is called with: every physical copy on this rank, `param` set. */

@@ -2,10 +2,11 @@
  * Small helpers the built-in subjects share, so that each subject module reads like the framework
  * code it models and only the part that differs between frameworks (or bugs) is spelled out.
  *
- * Nothing here issues a collective: every all_reduce stays visible in the subject itself.
+ * Collectives stay visible in the subjects themselves, with one exception: `exactPowerSum`, the exact
+ * bucketed norm that `exact` and the optimizer-owned `titan-mtp` (and its known-bad variants) share.
  */
 import { DENSE_STAGE_AXES, SPARSE_STAGE_AXES, type AxisName, type Group } from "../layout/mesh.ts";
-import type { ClipArgs, Ops, ParamView, RankContext, ReduceOp, Tensor } from "./api.ts";
+import type { ClipArgs, Exact, Ops, ParamView, RankContext, ReduceOp, Tensor } from "./api.ts";
 import { clipCoefficient, NonFiniteNormError, normFromPowerSum } from "./api.ts";
 
 /** The dense mesh axes of one PP stage (every non-pp axis); the sparse mesh spans the same ranks. */
@@ -103,3 +104,38 @@ export function toBf16(x: number): number {
   return f[0]!;
 }
 // Stryker restore all
+
+/**
+ * The power sum (or max for inf) over `logical`, per reduction group with exact accumulators, then over
+ * pp: bitwise layout-independent (`exact`, `titan-mtp`). Returns the stage's own total (before the pp
+ * all_reduce) and the global one.
+ */
+export async function exactPowerSum(rank: RankContext, logical: readonly ParamView[], normType: number): Promise<{ stage: number; total: number }> {
+  const ops = rank.ops;
+  const pp = rank.group("pp");
+  if (normType === Infinity) {
+    const buckets = new Map<string, { group: Group; max: number }>();
+    for (const p of logical) {
+      if (!counts(p)) continue;
+      const group = reductionGroupOf(rank, p);
+      const b = buckets.get(group.key) ?? { group, max: 0 };
+      b.max = Math.max(b.max, ops.maxAbs(p.grad));
+      buckets.set(group.key, b);
+    }
+    let max = 0;
+    for (const b of buckets.values()) max = Math.max(max, await rank.allReduce(b.group, b.max, "max"));
+    return { stage: max, total: await rank.allReduce(pp, max, "max") };
+  }
+  const buckets = new Map<string, { group: Group; acc: Exact }>();
+  for (const p of logical) {
+    if (!counts(p)) continue;
+    const group = reductionGroupOf(rank, p);
+    const b = buckets.get(group.key) ?? { group, acc: ops.exactZero() };
+    b.acc = ops.exactAdd(b.acc, ops.exactSumAbsPow(p.grad, normType));
+    buckets.set(group.key, b);
+  }
+  let stage = ops.exactZero();
+  for (const b of buckets.values()) stage = ops.exactAdd(stage, await rank.allReduce(b.group, b.acc, "sum"));
+  const total = await rank.allReduce(pp, stage, "sum");
+  return { stage: ops.exactToNumber(stage), total: ops.exactToNumber(total) };
+}

@@ -296,6 +296,8 @@ async function runMock(
     (rank) =>
       subject.clip(rankContext(rank, layout, meshes, world, backend as unknown as Backend), {
         params: views[rank],
+        logical: views[rank].filter((v) => v.canonical),
+        replicas: views[rank].filter((v) => !v.canonical),
         maxNorm: opts.maxNorm ?? 1,
         normType: opts.normType ?? 2,
         errorIfNonfinite: opts.errorIfNonfinite ?? false,

@@ -4,8 +4,8 @@
  * is scaled while still holding its partial. Caught by `parity.norm` in the finalize regime (pp > 1).
  */
 import { clipCoefficient, defineSubject, normFromPowerSum } from "../api.ts";
-import { checkFinite } from "../common.ts";
-import { clipGradsWithNorm, exactPowerSum, logicalOf, replicasOf, syncTied } from "../optimizer.ts";
+import { checkFinite, exactPowerSum } from "../common.ts";
+import { clipGradsWithNorm, syncTied } from "../optimizer.ts";
 
 export default defineSubject({
   name: "finalize-forgotten",
@@ -18,12 +18,12 @@ export default defineSubject({
   },
   async clip(rank, args) {
     // BUG: no finalizeTied(rank, args.params)
-    const { total } = await exactPowerSum(rank, logicalOf(args), args.normType);
+    const { total } = await exactPowerSum(rank, args.logical, args.normType);
     const norm = normFromPowerSum(total, args.normType);
     checkFinite(norm, args);
     const coef = clipCoefficient(args.maxNorm, norm);
-    clipGradsWithNorm(rank, logicalOf(args), coef);
-    clipGradsWithNorm(rank, replicasOf(args), coef);
+    clipGradsWithNorm(rank, args.logical, coef);
+    clipGradsWithNorm(rank, args.replicas, coef);
     return norm;
   },
 });

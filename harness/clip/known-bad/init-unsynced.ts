@@ -5,8 +5,8 @@
  * copies of one weight train apart. Caught by the train check (`train.parity`), never by a clip cell.
  */
 import { clipCoefficient, defineSubject, normFromPowerSum } from "../api.ts";
-import { checkFinite } from "../common.ts";
-import { clipGradsWithNorm, exactPowerSum, finalizeTied, logicalOf, replicasOf } from "../optimizer.ts";
+import { checkFinite, exactPowerSum } from "../common.ts";
+import { clipGradsWithNorm, finalizeTied } from "../optimizer.ts";
 
 export default defineSubject({
   name: "init-unsynced",
@@ -17,12 +17,12 @@ export default defineSubject({
   // BUG: no afterInit: the tied copies keep their per-stage initial values
   async clip(rank, args) {
     await finalizeTied(rank, args.params);
-    const { total } = await exactPowerSum(rank, logicalOf(args), args.normType);
+    const { total } = await exactPowerSum(rank, args.logical, args.normType);
     const norm = normFromPowerSum(total, args.normType);
     checkFinite(norm, args);
     const coef = clipCoefficient(args.maxNorm, norm);
-    clipGradsWithNorm(rank, logicalOf(args), coef);
-    clipGradsWithNorm(rank, replicasOf(args), coef);
+    clipGradsWithNorm(rank, args.logical, coef);
+    clipGradsWithNorm(rank, args.replicas, coef);
     return norm;
   },
 });

@@ -5,8 +5,8 @@
  * Caught by `scaling.replicas` (pp > 1, a tied parameter).
  */
 import { clipCoefficient, defineSubject, normFromPowerSum } from "../api.ts";
-import { checkFinite } from "../common.ts";
-import { clipGradsWithNorm, exactPowerSum, finalizeTied, logicalOf, replicasOf, syncTied } from "../optimizer.ts";
+import { checkFinite, exactPowerSum } from "../common.ts";
+import { clipGradsWithNorm, finalizeTied, syncTied } from "../optimizer.ts";
 
 export default defineSubject({
   name: "replica-own-coef",
@@ -19,12 +19,12 @@ export default defineSubject({
   },
   async clip(rank, args) {
     await finalizeTied(rank, args.params);
-    const { stage, total } = await exactPowerSum(rank, logicalOf(args), args.normType);
+    const { stage, total } = await exactPowerSum(rank, args.logical, args.normType);
     const norm = normFromPowerSum(total, args.normType);
     checkFinite(norm, args);
-    clipGradsWithNorm(rank, logicalOf(args), clipCoefficient(args.maxNorm, norm));
+    clipGradsWithNorm(rank, args.logical, clipCoefficient(args.maxNorm, norm));
     // BUG: the stage's own norm, not the total
-    clipGradsWithNorm(rank, replicasOf(args), clipCoefficient(args.maxNorm, normFromPowerSum(stage, args.normType)));
+    clipGradsWithNorm(rank, args.replicas, clipCoefficient(args.maxNorm, normFromPowerSum(stage, args.normType)));
     return norm;
   },
 });

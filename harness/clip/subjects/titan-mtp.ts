@@ -12,8 +12,8 @@
  * Claims `exact`: bitwise equal to the reference on every layout, so training agrees bitwise too.
  */
 import { clipCoefficient, defineSubject, normFromPowerSum } from "../api.ts";
-import { checkFinite } from "../common.ts";
-import { clipGradsWithNorm, exactPowerSum, finalizeTied, logicalOf, replicasOf, syncTied } from "../optimizer.ts";
+import { checkFinite, exactPowerSum } from "../common.ts";
+import { clipGradsWithNorm, finalizeTied, syncTied } from "../optimizer.ts";
 
 export default defineSubject({
   name: "titan-mtp",
@@ -25,12 +25,12 @@ export default defineSubject({
   },
   async clip(rank, args) {
     await finalizeTied(rank, args.params);
-    const { total } = await exactPowerSum(rank, logicalOf(args), args.normType);
+    const { total } = await exactPowerSum(rank, args.logical, args.normType);
     const norm = normFromPowerSum(total, args.normType);
     checkFinite(norm, args);
     const coef = clipCoefficient(args.maxNorm, norm);
-    clipGradsWithNorm(rank, logicalOf(args), coef);
-    clipGradsWithNorm(rank, replicasOf(args), coef); // clip_grads_with_norm_(replicas, max_norm, total_norm)
+    clipGradsWithNorm(rank, args.logical, coef);
+    clipGradsWithNorm(rank, args.replicas, coef); // clip_grads_with_norm_(replicas, max_norm, total_norm)
     return norm;
   },
 });
