@@ -7,7 +7,7 @@ import { defineConfig } from "vitest/config";
 
 export default defineConfig({
   test: {
-    include: ["suites/mutation/**/*.test.ts"],
+    include: ["suites/mutation/**/*.test.ts", "suites/unit/optimizer.test.ts"],
     testTimeout: 120_000,
     hookTimeout: 120_000,
   },

@@ -11,11 +11,14 @@
  * to the explanations), nothing run.
  */
 import { spawnSync } from "node:child_process";
-import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
+import { writeFileAtomic } from "../harness/util/fs.ts";
 import { formatMutationData, renderStrength, summarizeStryker, unexplained, type MutationData } from "../harness/mutation/report.ts";
-import { CORRECT_SUBJECTS } from "../harness/clip/registry.ts";
+import { CORRECT_SUBJECTS, OPTIMIZER_SUBJECTS } from "../harness/clip/registry.ts";
+import { finalizeMatrix } from "../matrix/finalize.ts";
+import { trainCases } from "../matrix/train.ts";
 import { builtinMatrices } from "../matrix/index.ts";
 import { loadRegressions } from "../matrix/regressions.ts";
 
@@ -24,12 +27,6 @@ const REPORT = join(ROOT, "reports-out/mutation/mutation.json");
 const DATA = join(ROOT, "docs/mutation.json");
 const PAGE = join(ROOT, "docs/strength.md");
 
-function writeAtomic(path: string, text: string): void {
-  const tmp = `${path}.tmp-${process.pid}`;
-  writeFileSync(tmp, text);
-  renameSync(tmp, path);
-}
-
 export function cpuSize(): { cases: number; cells: number } {
   const cases = builtinMatrices().cpu.cases.length;
   return { cases, cells: cases * CORRECT_SUBJECTS.length };
@@ -37,7 +34,8 @@ export function cpuSize(): { cases: number; cells: number } {
 
 export function suiteText(): string {
   const { cells } = cpuSize();
-  return `the cpu matrix (${cells} cells) and the ${loadRegressions().length} regression cells on each correct subject`;
+  const optimizer = `the finalize section's ${finalizeMatrix().cases.length} cases and the train section's ${trainCases("cpu").filter((c) => c.expect === "pass" && OPTIMIZER_SUBJECTS.includes(c.subject)).length} passing case(s) on ${OPTIMIZER_SUBJECTS.join(", ")}`;
+  return `the cpu matrix (${cells} cells) and the ${loadRegressions().length} regression cells on each correct subject, ${optimizer}`;
 }
 
 function main(): number {
@@ -60,7 +58,7 @@ function main(): number {
     return 2;
   }
   if (v["render-only"]) {
-    writeAtomic(PAGE, renderStrength(JSON.parse(readFileSync(DATA, "utf8")) as MutationData, cpuSize()));
+    writeFileAtomic(PAGE, renderStrength(JSON.parse(readFileSync(DATA, "utf8")) as MutationData, cpuSize()));
     process.stdout.write(`wrote ${PAGE} from ${DATA}\n`);
     return 0;
   }
@@ -86,14 +84,14 @@ function main(): number {
     before = { ...run, suite: v["before-suite"] ?? "before" };
   }
   const data: MutationData = { suite: suiteText(), after: summarizeStryker(JSON.parse(readFileSync(REPORT, "utf8")), seconds), before };
-  writeAtomic(DATA, formatMutationData(data));
+  writeFileAtomic(DATA, formatMutationData(data));
   const missing = unexplained(data);
   if (missing.length) {
     process.stderr.write(`mutation: ${missing.length} surviving mutant(s) without an explanation; docs/strength.md not written\n`);
     for (const u of missing) process.stderr.write(`  ${u.file}:${u.line}:${u.column} ${u.mutator}: ${u.original} -> ${u.replacement}\n`);
     return 1;
   }
-  writeAtomic(PAGE, renderStrength(data, cpuSize()));
+  writeFileAtomic(PAGE, renderStrength(data, cpuSize()));
   process.stdout.write(`mutation score ${data.after.score}%: wrote ${DATA} and ${PAGE}\n`);
   return 0;
 }

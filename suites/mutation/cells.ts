@@ -5,7 +5,9 @@
  * Stryker's instrumented modules (the mutants) would never run.
  */
 import { builtinMatrices } from "../../matrix/index.ts";
-import { CORRECT_SUBJECTS } from "../../harness/clip/registry.ts";
+import { CORRECT_SUBJECTS, OPTIMIZER_SUBJECTS } from "../../harness/clip/registry.ts";
+import { finalizeMatrix } from "../../matrix/finalize.ts";
+import { trainCases, type TrainCase } from "../../matrix/train.ts";
 import { runMatrix } from "../../harness/run/runner.ts";
 import { cellId, type Case, type Cell } from "../../harness/spec/cell.ts";
 import type { CellResult } from "../../harness/results/types.ts";
@@ -13,6 +15,19 @@ import type { CellResult } from "../../harness/results/types.ts";
 export function mutationCells(): Cell[] {
   const cpu = builtinMatrices().cpu!;
   return CORRECT_SUBJECTS.flatMap((subject) => cpu.cases.map((c) => ({ subject, ...c })));
+}
+
+/**
+ * The optimizer-owned correct subjects (`titan-mtp`) do not run in the cpu matrix: they get the
+ * finalize section's cells, and the train section's passing cases (their tie sync shows only there).
+ */
+export function optimizerCells(): Cell[] {
+  const fin = finalizeMatrix();
+  return OPTIMIZER_SUBJECTS.flatMap((subject) => fin.cases.map((c) => ({ subject, ...c })));
+}
+
+export function optimizerTrainCases(): TrainCase[] {
+  return trainCases("cpu").filter((c) => c.expect === "pass" && OPTIMIZER_SUBJECTS.includes(c.subject));
 }
 
 /** One cell, in-process, through the same runner as `clip-parity run` (no golden). */

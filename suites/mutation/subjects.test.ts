@@ -3,11 +3,11 @@
  * what it models and the tolerance class it claims. (The cells check the clip; this checks the label.)
  */
 import { describe, expect, it } from "vitest";
-import { BUILTIN_SUBJECTS, CORRECT_SUBJECTS } from "../../harness/clip/registry.ts";
+import { BUILTIN_SUBJECTS, CORRECT_SUBJECTS, OPTIMIZER_SUBJECTS } from "../../harness/clip/registry.ts";
 
 describe("correct subjects: name, description, tolerance class", () => {
-  const claims: Record<string, string> = { reference: "exact", bucketed: "fp32", titan: "fp32", exact: "exact" };
-  for (const name of CORRECT_SUBJECTS) {
+  const claims: Record<string, string> = { reference: "exact", bucketed: "fp32", titan: "fp32", exact: "exact", "titan-mtp": "exact" };
+  for (const name of [...CORRECT_SUBJECTS, ...OPTIMIZER_SUBJECTS]) {
     it(name, () => {
       const s = BUILTIN_SUBJECTS[name]!;
       expect(s.name).toBe(name);
