@@ -1,0 +1,110 @@
+/**
+ * The figures the README quotes (cell counts, model totals, subject counts, the mutation score),
+ * computed from the code that defines them. In README.md each one sits between markers,
+ * `<!--fig:NAME-->VALUE<!--/fig-->`, invisible when rendered; suites/docs.test.ts fails when a value
+ * drifts from what is computed here, so a count in the README cannot go stale (issue 11).
+ *
+ *   npx tsx scripts/readme-figures.ts           # list the drifted figures, exit 1 if any
+ *   npx tsx scripts/readme-figures.ts --write   # rewrite the values in README.md
+ */
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { usage } from "../cli/main.ts";
+import { CHECK_IDS } from "../harness/checks/index.ts";
+import { CORRECT_SUBJECTS, KNOWN_BAD_SUBJECTS, OPTIMIZER_KNOWN_BAD_SUBJECTS, OPTIMIZER_SUBJECTS } from "../harness/clip/registry.ts";
+import { countParams } from "../harness/model/manifest.ts";
+import { getModel, MODEL_NAMES } from "../harness/model/models.ts";
+import { writeFileAtomic } from "../harness/util/fs.ts";
+import { matrixCoverage } from "../matrix/coverage.ts";
+import { finalizeMatrix } from "../matrix/finalize.ts";
+import { builtinMatrices, CPU_LAYOUTS } from "../matrix/index.ts";
+import { loadRegressions } from "../matrix/regressions.ts";
+import { resumeCases } from "../matrix/resume.ts";
+import { trainCases } from "../matrix/train.ts";
+
+export const README = fileURLToPath(new URL("../README.md", import.meta.url));
+const MUTATION_DATA = fileURLToPath(new URL("../docs/mutation.json", import.meta.url));
+
+const MARKER = /<!--fig:([a-z0-9.-]+)-->([\s\S]*?)<!--\/fig-->/g;
+
+const grouped = (n: number) => n.toLocaleString("en-US");
+
+/** Every figure by name, as the README prints it. */
+export function computeFigures(): Record<string, string> {
+  const m = builtinMatrices();
+  const cellsOf = (name: string) => m[name]!.cases.length * (m[name]!.subjects ?? CORRECT_SUBJECTS).length;
+  const fin = finalizeMatrix();
+  const coverage = matrixCoverage(m.cpu!);
+  const mutation = JSON.parse(readFileSync(MUTATION_DATA, "utf8")) as { after: { score: number }; before: { score: number } | null };
+  const figures: Record<string, string> = {
+    "cpu.layouts": String(CPU_LAYOUTS.length),
+    "cpu.cases": grouped(m.cpu!.cases.length),
+    "cpu.subjects": String((m.cpu!.subjects ?? CORRECT_SUBJECTS).length),
+    "cpu.cells": grouped(cellsOf("cpu")),
+    "cpu.coverage": `${coverage.met} of ${coverage.requirements.length}`,
+    "nightly.cases": grouped(m.nightly!.cases.length),
+    "nightly.cells": grouped(cellsOf("nightly")),
+    "gpu4.cases": grouped(m.gpu4!.cases.length),
+    "regressions.cases": grouped(loadRegressions().length),
+    "finalize.cases": grouped(fin.cases.length),
+    "finalize.cells": grouped(fin.cases.length * (fin.subjects ?? CORRECT_SUBJECTS).length),
+    "train.cpu": String(trainCases("cpu").length),
+    "resume.cpu": String(resumeCases("cpu").length),
+    "subjects.correct": String(CORRECT_SUBJECTS.length + OPTIMIZER_SUBJECTS.length),
+    "subjects.known-bad": String(KNOWN_BAD_SUBJECTS.length + OPTIMIZER_KNOWN_BAD_SUBJECTS.length),
+    checks: String(CHECK_IDS.length),
+    "mutation.after": `${mutation.after.score}%`,
+    "mutation.before": mutation.before ? `${mutation.before.score}%` : "n/a",
+    // the generated --help, between code fences (the markers stand on their own lines, outside the fence)
+    "cli.usage": `\n\`\`\`\n${usage().trimEnd()}\n\`\`\`\n`,
+  };
+  for (const name of MODEL_NAMES) {
+    const model = getModel(name);
+    figures[`model.${name}`] = grouped(model.totalParams);
+    const mtp = countParams(model, (p) => p.name.startsWith("mtp."));
+    if (mtp > 0) figures[`model.${name}.without-mtp`] = grouped(model.totalParams - mtp);
+  }
+  return figures;
+}
+
+export interface FigureUse {
+  name: string;
+  value: string;
+}
+
+/** The figures a text quotes, in order. */
+export function figuresIn(text: string): FigureUse[] {
+  return [...text.matchAll(MARKER)].map((x) => ({ name: x[1]!, value: x[2]! }));
+}
+
+/** The text with every marked value replaced by the computed one; an unknown name is an error. */
+export function applyFigures(text: string, figures: Record<string, string>, where = "README.md"): string {
+  return text.replace(MARKER, (_all, name: string) => {
+    if (!Object.hasOwn(figures, name)) throw new Error(`${where}: unknown figure "${name}"; known: ${Object.keys(figures).join(", ")}`);
+    return `<!--fig:${name}-->${figures[name]}<!--/fig-->`;
+  });
+}
+
+function main(): number {
+  const write = process.argv.includes("--write");
+  const text = readFileSync(README, "utf8");
+  const figures = computeFigures();
+  let next: string;
+  try {
+    next = applyFigures(text, figures);
+  } catch (err) {
+    process.stderr.write(`${(err as Error).message}\n`);
+    return 2;
+  }
+  const drifted = figuresIn(text).filter((u) => u.value !== figures[u.name]);
+  for (const u of drifted) process.stdout.write(`${u.name}: README says ${u.value}, the code gives ${figures[u.name]}\n`);
+  if (write && next !== text) {
+    writeFileAtomic(README, next);
+    process.stdout.write(`wrote ${drifted.length} figure(s) to README.md\n`);
+    return 0;
+  }
+  if (drifted.length === 0) process.stdout.write(`README.md: ${figuresIn(text).length} figures, all current\n`);
+  return drifted.length > 0 && !write ? 1 : 0;
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) process.exitCode = main();

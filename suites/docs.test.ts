@@ -1,0 +1,57 @@
+/**
+ * The README cannot drift from the code (issue 11): every figure it quotes (cell counts, model totals,
+ * subject counts, the mutation score, the command line's usage) sits between `<!--fig:NAME-->` markers
+ * and must equal what scripts/readme-figures.ts computes; its links point at files that exist; and the
+ * library example it shows runs.
+ */
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { execaNode } from "execa";
+import { describe, expect, it } from "vitest";
+import { applyFigures, computeFigures, figuresIn, README } from "../scripts/readme-figures.ts";
+
+const ROOT = join(import.meta.dirname, "..");
+const text = readFileSync(README, "utf8");
+const figures = computeFigures();
+
+describe("README.md figures", () => {
+  it("every quoted figure is the one the code gives (fix: npx tsx scripts/readme-figures.ts --write)", () => {
+    const drifted = figuresIn(text)
+      .filter((u) => u.value !== figures[u.name])
+      .map((u) => `${u.name}: README says ${JSON.stringify(u.value)}, the code gives ${JSON.stringify(figures[u.name])}`);
+    expect(drifted).toEqual([]);
+  });
+
+  it("quotes every figure at least once, and none that is unknown", () => {
+    const quoted = new Set(figuresIn(text).map((u) => u.name));
+    expect(Object.keys(figures).filter((n) => !quoted.has(n))).toEqual([]);
+    expect([...quoted].filter((n) => !Object.hasOwn(figures, n))).toEqual([]);
+  });
+
+  it("a stale value is found and rewritten; an unknown name is refused with its name", () => {
+    const stale = "cpu: <!--fig:cpu.cells-->999<!--/fig--> cells";
+    expect(figuresIn(stale)).toEqual([{ name: "cpu.cells", value: "999" }]);
+    expect(applyFigures(stale, figures)).toBe(`cpu: <!--fig:cpu.cells-->${figures["cpu.cells"]}<!--/fig--> cells`);
+    expect(() => applyFigures("<!--fig:cpu.celss-->1<!--/fig-->", figures)).toThrow(/README\.md: unknown figure "cpu\.celss"; known: .*cpu\.cells/);
+  });
+
+  it("the cpu figures are the matrix's: cells = cases x subjects", () => {
+    const n = (name: string) => Number(figures[name]!.replace(/,/g, ""));
+    expect(n("cpu.cells")).toBe(n("cpu.cases") * n("cpu.subjects"));
+    expect(n("cpu.cases")).toBeGreaterThan(0);
+  });
+});
+
+describe("README.md links and examples", () => {
+  it("every relative link points at a file of the repository", () => {
+    const links = [...text.matchAll(/\]\(((?!https?:)[^)#\s]+)\)/g)].map((m) => m[1]!);
+    expect(links.length).toBeGreaterThan(3);
+    expect(links.filter((l) => !existsSync(join(ROOT, l)))).toEqual([]);
+  });
+
+  it("examples/run-library.ts (the library road the README shows) runs its matrix: 4 cells pass", { timeout: 120_000 }, async () => {
+    const r = await execaNode(join(ROOT, "examples/run-library.ts"), [], { cwd: ROOT, nodeOptions: ["--import", "tsx"], reject: false });
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^4 passed, 0 failed$/m);
+  });
+});
