@@ -154,3 +154,14 @@ export function parseChoice<T extends string>(text: string, flag: string, allowe
   if (!(allowed as readonly string[]).includes(text)) throw new InputError(`${flag}: "${text}" is not one of ${allowed.join(", ")}`);
   return text as T;
 }
+
+/**
+ * `--matrix NAME` runs a whole section (resume, train): it takes `--json` and nothing else, so a
+ * cell flag given beside it is refused instead of silently ignored.
+ */
+export function assertOnlyJsonWithMatrix(v: Values, positionals: readonly string[], section: string): void {
+  const other = Object.keys(v).filter((k) => k !== "matrix" && k !== "json" && v[k] !== undefined);
+  if (other.length || positionals.length) {
+    throw new InputError(`--matrix runs a whole ${section} section; it takes only --json (got ${other.map((o) => `--${o}`).concat(positionals).join(", ")})`);
+  }
+}

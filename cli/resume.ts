@@ -14,7 +14,7 @@ import { LOADER_NAMES } from "../harness/resume/loaders.ts";
 import { INIT_MODES, type InitMode } from "../harness/resume/train.ts";
 import { DEFAULT_STEPS, runResume, type ResumeCell, type ResumeResult } from "../harness/resume/resume.ts";
 import { assertWritableFile, writeJsonAtomic } from "../harness/util/fs.ts";
-import { parseChoice, parseCommand, parseInteger, parseNormType, str, type CommandSpec } from "./args.ts";
+import { assertOnlyJsonWithMatrix, parseChoice, parseCommand, parseInteger, parseNormType, str, type CommandSpec } from "./args.ts";
 
 export const spec: CommandSpec = {
   name: "resume",
@@ -50,8 +50,7 @@ export async function run(argv: string[]): Promise<number> {
   if (jsonPath !== undefined) assertWritableFile(jsonPath, "--json");
   const matrix = s("matrix");
   if (matrix !== undefined) {
-    const other = Object.keys(v).filter((k) => k !== "matrix" && k !== "json" && v[k] !== undefined);
-    if (other.length) throw new InputError(`--matrix runs a whole resume section; it takes only --json (got --${other.join(", --")})`);
+    assertOnlyJsonWithMatrix(v, [], "resume");
     return runResumeMatrix(matrix, jsonPath);
   }
   const fromExisting = v["from-existing"] === true;

@@ -14,7 +14,7 @@ import { ADAMW } from "../harness/resume/adamw.ts";
 import { INIT_MODES, type InitMode } from "../harness/resume/train.ts";
 import { DEFAULT_TRAIN_STEPS, runTrain, type TrainCell, type TrainResult } from "../harness/resume/train-parity.ts";
 import { assertWritableFile, writeJsonAtomic } from "../harness/util/fs.ts";
-import { list, parseChoice, parseCommandLine, parseInteger, parseNormType, str, type CommandSpec } from "./args.ts";
+import { assertOnlyJsonWithMatrix, list, parseChoice, parseCommandLine, parseInteger, parseNormType, str, type CommandSpec } from "./args.ts";
 
 export const spec: CommandSpec = {
   name: "train",
@@ -46,8 +46,7 @@ export async function run(argv: string[]): Promise<number> {
   if (jsonPath !== undefined) assertWritableFile(jsonPath, "--json");
   const matrix = s("matrix");
   if (matrix !== undefined) {
-    const other = Object.keys(v).filter((k) => k !== "matrix" && k !== "json" && v[k] !== undefined);
-    if (other.length || positionals.length) throw new InputError(`--matrix runs a whole train section; it takes only --json (got ${other.map((o) => `--${o}`).concat(positionals).join(", ")})`);
+    assertOnlyJsonWithMatrix(v, positionals, "train");
     return runTrainMatrix(matrix, jsonPath);
   }
   const layoutTexts = [...(list(v, "layouts") ?? []), ...positionals];
