@@ -339,8 +339,48 @@ pub fn exact_sum_abs_pow_with<T: Elem>(path: KernelPath, xs: &[T], p: f64) -> Re
         return Ok(acc.finish());
     }
     let mut acc = ExactF64::new();
-    add_general(&mut acc, xs, p)?;
+    if std::mem::size_of::<T>() == 2 && xs.len() >= TABLE_MIN_LEN {
+        add_general_table(&mut acc, xs, &AbsPowTable16::new::<T>(p), p)?;
+    } else {
+        add_general(&mut acc, xs, p)?;
+    }
     Ok(acc.finish())
+}
+
+/// From this many elements on, a 16-bit tensor's general-p sum builds an `AbsPowTable16` (2^15 powf)
+/// instead of calling powf per element.
+pub const TABLE_MIN_LEN: usize = 1 << 16;
+
+/// f64(|x|^p) for every magnitude of a 16-bit type (2^15 entries, indexed by the bits without the
+/// sign). The general-p exact sum of a bf16/f16 tensor then costs a lookup per element instead of a
+/// powf, with the same bits: each entry is the very powf the per-element path computes.
+pub struct AbsPowTable16(Vec<f64>);
+
+impl AbsPowTable16 {
+    pub fn new<T: Elem>(p: f64) -> AbsPowTable16 {
+        assert_eq!(std::mem::size_of::<T>(), 2, "AbsPowTable16 is for 16-bit element types");
+        AbsPowTable16((0u32..1 << 15).map(|b| T::from_bits(b).to_f64().abs().powf(p)).collect())
+    }
+    /// f64(|x|^p) (non-finite x too: inf or NaN, as powf gives them).
+    #[inline(always)]
+    pub fn abs_pow<T: Elem>(&self, x: T) -> f64 {
+        self.0[(x.bits() & 0x7fff) as usize]
+    }
+}
+
+/// `add_general` through a table built for the same p and element type.
+pub fn add_general_table<T: Elem>(acc: &mut ExactF64, xs: &[T], table: &AbsPowTable16, p: f64) -> Result<()> {
+    for &x in xs {
+        if x.is_nonfinite() {
+            continue;
+        }
+        let y = table.abs_pow(x);
+        if !y.is_finite() {
+            bail!("exact sum: |x|^p overflows f64 for the finite element x = {} with p = {p}", x.to_f64());
+        }
+        acc.add(y);
+    }
+    Ok(())
 }
 
 /// Adds f64(|x|^p) of every finite x into a general accumulator.
@@ -363,6 +403,32 @@ pub fn add_general<T: Elem>(acc: &mut ExactF64, xs: &[T], p: f64) -> Result<()> 
 mod tests {
     use super::*;
     use half::{bf16, f16};
+
+    #[test]
+    fn general_p_table_matches_powf_bitwise_for_bf16_and_f16() {
+        fn check<T: Elem>(seed: u64) {
+            let mut s = seed;
+            // every magnitude class: zeros, subnormals, normals, the largest finite, plus non-finite skipped
+            let xs: Vec<T> = (0..70_000).map(|_| T::from_bits((rng(&mut s) & 0xffff) as u32)).collect();
+            for p in [1.5, 3.0, 0.5, 7.25] {
+                let mut a = ExactF64::new();
+                let mut b = ExactF64::new();
+                let direct = add_general(&mut a, &xs, p);
+                let table = add_general_table(&mut b, &xs, &AbsPowTable16::new::<T>(p), p);
+                assert_eq!(direct.is_ok(), table.is_ok(), "p = {p}");
+                if direct.is_ok() {
+                    assert_eq!(a.finish(), b.finish(), "p = {p}");
+                }
+            }
+            assert_eq!(exact_sum_abs_pow(&xs, 3.0).unwrap(), {
+                let mut a = ExactF64::new();
+                add_general(&mut a, &xs, 3.0).unwrap();
+                a.finish()
+            });
+        }
+        check::<bf16>(11);
+        check::<f16>(12);
+    }
 
     fn rng(s: &mut u64) -> u64 {
         crate::gen::splitmix64({

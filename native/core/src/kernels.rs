@@ -126,17 +126,28 @@ pub fn sum_abs_with<T: Elem>(path: KernelPath, xs: &[T]) -> f64 {
     tree_sum(lanes_generic::<T, true>(xs))
 }
 
-/// sum of |x|^p in f64 for general p (powf per element).
+/// sum of |x|^p in f64 for general p: powf per element, or (a large 16-bit tensor) a lookup in a
+/// table of the same powf values, so the sum has the same bits either way.
 pub fn sum_pow<T: Elem>(xs: &[T], p: f64) -> f64 {
+    if std::mem::size_of::<T>() == 2 && xs.len() >= crate::exact::TABLE_MIN_LEN {
+        let table = crate::exact::AbsPowTable16::new::<T>(p);
+        return sum_lanes_of(xs, |x| table.abs_pow(x));
+    }
+    sum_lanes_of(xs, |x| (x.to_f32() as f64).abs().powf(p))
+}
+
+/// f(x) summed in f64 over L lanes, then the lanes by `tree_sum` (the order every sum here uses).
+#[inline(always)]
+fn sum_lanes_of<T: Elem>(xs: &[T], f: impl Fn(T) -> f64) -> f64 {
     let mut acc = [0f64; L];
     let mut it = xs.chunks_exact(L);
     for c in &mut it {
         for j in 0..L {
-            acc[j] += (c[j].to_f32() as f64).abs().powf(p);
+            acc[j] += f(c[j]);
         }
     }
     for (j, &x) in it.remainder().iter().enumerate() {
-        acc[j] += (x.to_f32() as f64).abs().powf(p);
+        acc[j] += f(x);
     }
     tree_sum(acc)
 }
@@ -274,6 +285,27 @@ pub fn first_difference<T: Elem>(a: &[T], b: &[T]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sum_pow_through_the_16_bit_table_is_bitwise_the_powf_sum() {
+        fn check<T: Elem>() {
+            let mut s = 0x9e3779b97f4a7c15u64;
+            let xs: Vec<T> = (0..100_003)
+                .map(|_| {
+                    s = crate::gen::splitmix64(s);
+                    T::from_bits((s & 0xffff) as u32) // every class: subnormal, huge, inf, NaN
+                })
+                .collect();
+            let finite: Vec<T> = xs.iter().copied().filter(|x| !x.is_nonfinite()).collect();
+            for p in [1.5, 3.0, 0.25] {
+                let direct = |v: &[T]| sum_lanes_of(v, |x| (x.to_f32() as f64).abs().powf(p));
+                assert_eq!(sum_pow(&finite, p).to_bits(), direct(&finite).to_bits(), "p = {p}");
+                assert!(sum_pow(&xs, p).is_nan() && direct(&xs).is_nan(), "p = {p}: NaN propagates either way");
+            }
+        }
+        check::<half::bf16>();
+        check::<half::f16>();
+    }
     use half::{bf16, f16};
 
     #[test]

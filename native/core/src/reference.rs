@@ -4,7 +4,7 @@
 use half::{bf16, f16};
 
 use crate::dtype::{pow2, DType, Elem};
-use crate::exact::{add_general, BigUint, ExactF32, ExactF64};
+use crate::exact::{add_general, add_general_table, AbsPowTable16, BigUint, ExactF32, ExactF64, TABLE_MIN_LEN};
 use crate::gen::{GenMode, GenSpec};
 use crate::kernels::KernelPath;
 use crate::{bail, Result};
@@ -133,6 +133,7 @@ pub fn exact_full_with(path: KernelPath, spec: &GenSpec, numel: u64, p: f64) -> 
                 let key = s.key();
                 let mut buf = vec![T::default(); (1usize << 16).min((hi - lo) as usize)];
                 let fast = p == 1.0 || p == 2.0;
+                let table = (!fast && std::mem::size_of::<T>() == 2 && hi - lo >= TABLE_MIN_LEN as u64).then(|| AbsPowTable16::new::<T>(p));
                 let mut a32 = ExactF32::new(p == 2.0);
                 let mut a64 = ExactF64::new();
                 let mut i = lo;
@@ -147,6 +148,8 @@ pub fn exact_full_with(path: KernelPath, spec: &GenSpec, numel: u64, p: f64) -> 
                     }
                     if fast {
                         a32.add_slice(b);
+                    } else if let Some(t) = &table {
+                        add_general_table(&mut a64, b, t, p)?;
                     } else {
                         add_general(&mut a64, b, p)?;
                     }
