@@ -19,7 +19,7 @@ export default defineCheck({
         const grad = ctx.grads[rank][i];
         if (!grad) continue;
         const gen = ctx.genSpec(p);
-        const input = ctx.inputSpec?.(p) ?? gen; // unscaled: still what the harness put there
+        const input = ctx.inputSpec(p); // unscaled: still what the harness put there
         if (ctx.backend.verifyScaled(grad, gen, p.block, coef) && !ctx.backend.verifyScaled(grad, input, p.block, 1)) {
           return fail(
             this.id,

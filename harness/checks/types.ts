@@ -33,9 +33,9 @@ export interface CheckContext {
   genSpec(p: LocalParam): GenSpec;
   /**
    * What p's copy was filled with before the clip: genSpec(p), except an optimizer-shaped subject's
-   * tied copies (raw partials: clip/finalize.ts). Absent: genSpec.
+   * tied copies (raw partials: clip/finalize.ts).
    */
-  inputSpec?(p: LocalParam): GenSpec;
+  inputSpec(p: LocalParam): GenSpec;
   repro: string;
   budgets: Budgets;
 }
@@ -63,6 +63,12 @@ export function notComparable(ctx: CheckContext): string | null {
   if (threw.length) return `rank ${threw[0].rank} raised: ${threw[0].error!.message}`;
   return null;
 }
+
+/**
+ * How far a norm may be from the reference, relative to it, in each tolerance class (SPEC §6):
+ * exact: bitwise; fp32: 4 ulp of float32; bf16: 4 ulp of bfloat16.
+ */
+export const NORM_TOLERANCE: Readonly<Record<ToleranceClass, number>> = Object.freeze({ exact: 0, fp32: 4 * 2 ** -24, bf16: 4 * 2 ** -8 });
 
 /** Equal as float32 norms: bitwise, with NaN equal to NaN. */
 export function sameNorm(a: number, b: number): boolean {

@@ -50,8 +50,8 @@ export function gradSpecs(
   cfg: { dtype: DType; regime: string; seed: number | bigint; step: number; pp: number; shape?: SubjectShape },
 ): GradSpecs {
   const regime = regimeSpec(cfg.regime);
-  let specialIndex = -1;
-  if (regime.special !== null) for (const p of model.params) if (specialIndex < 0 && regime.hasGrad(p.index)) specialIndex = p.index;
+  // the non-finite regimes put their special value at element 0 of the first parameter with a gradient
+  const specialIndex = regime.special === null ? -1 : (model.params.find((p) => regime.hasGrad(p.index))?.index ?? -1);
   const seed = BigInt(cfg.seed);
   const base = (p: { name: string; index: number }): GenSpec => {
     const g: GenSpec = { seed, step: cfg.step, name: p.name, dtype: cfg.dtype, exp: regime.exp, mode: regime.mode };

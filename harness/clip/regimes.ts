@@ -63,9 +63,8 @@ const SPECS: Record<Regime, RegimeSpec> = {
 };
 
 export function regimeSpec(regime: string): RegimeSpec {
-  const spec = SPECS[regime as Regime];
-  if (!spec || !Object.hasOwn(SPECS, regime)) throw new InputError(`regime: "${regime}" is not one of ${ALL_REGIMES.join(", ")}`);
-  return spec;
+  if (!Object.hasOwn(SPECS, regime)) throw new InputError(`regime: "${regime}" is not one of ${ALL_REGIMES.join(", ")}`);
+  return SPECS[regime as Regime];
 }
 
 /** The float32 one ulp below a positive finite float32 `x` (x itself when x is 0 or not finite). */

@@ -8,7 +8,7 @@
 import { createHash } from "node:crypto";
 import type { ParamView, Subject, Tensor } from "../clip/api.ts";
 import { clipCoefficient } from "../clip/api.ts";
-import { Backend, DTYPE_BYTES, type BackendKind, type GenSpec } from "../backend/backend.ts";
+import { Backend, DTYPE_BYTES, type BackendKind } from "../backend/backend.ts";
 import { validateLayout, worldSize } from "../layout/layout.ts";
 import { getModel } from "../model/models.ts";
 import type { ModelManifest } from "../model/manifest.ts";
@@ -16,7 +16,7 @@ import { planWorld, type LocalParam } from "../model/plan.ts";
 import { f32Below, regimeSpec } from "../clip/regimes.ts";
 import { computeReference, type Reference } from "../clip/reference.ts";
 import { World } from "../world/world.ts";
-import { meshesOf, rankContext } from "../world/context.ts";
+import { clipArgs, meshesOf, rankContext } from "../world/context.ts";
 import { CHECKS } from "../checks/index.ts";
 import type { CheckContext } from "../checks/types.ts";
 import { InputError } from "../errors.ts";
@@ -58,11 +58,6 @@ export interface RunCellOptions {
 
 /** The meta backend holds no values: no reference, only shapes, bytes and collectives. */
 const NO_REFERENCE: Reference = { powerSum: NaN, totalNorm: NaN, paramsWithGrad: 0 };
-
-function firstGradIndex(params: readonly { index: number }[], hasGrad: (i: number) => boolean): number {
-  for (const p of params) if (hasGrad(p.index)) return p.index;
-  return -1;
-}
 
 /**
  * The default plan of a built-in model on a layout, computed once per process: the plan is a pure
@@ -119,20 +114,8 @@ export async function runCell(cell: Cell, options: RunCellOptions): Promise<Cell
   const regime = regimeSpec(cell.regime);
   const step = cell.step ?? 0;
   const seed = BigInt(cell.seed);
-  const specialIndex = regime.special === null ? -1 : firstGradIndex(model.params, regime.hasGrad);
   // the logical gradient (what checks expect, scaled) and what each copy is filled with (finalize.ts)
-  const specs = gradSpecs(model, { dtype: cell.dtype, regime: cell.regime, seed, step, pp: layout.pp, shape: subject.shape });
-
-  const genSpec = (p: { name: string; index: number }): GenSpec => {
-    if (regime.tiedExp !== undefined) return specs.logical(p);
-    const g: GenSpec = { seed, step, name: p.name, dtype: cell.dtype, exp: regime.exp, mode: regime.mode };
-    if (p.index === specialIndex) {
-      g.specialIndex = 0;
-      g.specialValue = regime.special!;
-    }
-    return g;
-  };
-  const inputSpec = (p: LocalParam): GenSpec => (subject.shape === "optimizer" || regime.tiedExp !== undefined ? specs.input(p) : genSpec(p));
+  const { logical: genSpec, input: inputSpec } = gradSpecs(model, { dtype: cell.dtype, regime: cell.regime, seed, step, pp: layout.pp, shape: subject.shape });
 
   const plan = options.plan ? deepFreeze(options.plan) : defaultPlan(model, cell);
   if (plan.length !== world) throw new InputError(`the plan given to runCell has ${plan.length} ranks; the layout has ${world}`);
@@ -199,14 +182,7 @@ export async function runCell(cell: Cell, options: RunCellOptions): Promise<Cell
       ? { ranks: external.ranks, liveness: external.liveness, comm: external.comm }
       : await sim.run(
           (rank) =>
-            subject.clip(rankContext(rank, layout, meshes, sim, backend, plan), {
-              params: views[rank],
-              logical: views[rank].filter((v) => v.canonical),
-              replicas: views[rank].filter((v) => !v.canonical),
-              maxNorm,
-              normType: cell.normType,
-              errorIfNonfinite,
-            }),
+            subject.clip(rankContext(rank, layout, meshes, sim, backend, plan), clipArgs(views[rank], { maxNorm, normType: cell.normType, errorIfNonfinite })),
           { timeoutMs: options.timeoutMs },
         );
     options.onSubject?.(false);
