@@ -33,8 +33,3 @@ export async function syncTied(rank: RankContext, params: readonly ParamView[]):
     await rank.broadcastTensor(g, p.param, g.ranks[0]!);
   }
 }
-
-/** torch's clip_grads_with_norm_(params, max_norm, total_norm): every gradient present scaled by one coefficient. */
-export function clipGradsWithNorm(rank: RankContext, params: readonly ParamView[], coef: number): void {
-  for (const p of params) if (p.grad) rank.ops.scale_(p.grad, coef);
-}

@@ -3,9 +3,9 @@
  * over the canonical copy's own partial (the stage-0 share of the embedding gradient), and each copy
  * is scaled while still holding its partial. Caught by `parity.norm` in the finalize regime (pp > 1).
  */
-import { clipCoefficient, defineSubject, normFromPowerSum } from "../api.ts";
-import { checkFinite, exactPowerSum } from "../common.ts";
-import { clipGradsWithNorm, syncTied } from "../optimizer.ts";
+import { defineSubject } from "../api.ts";
+import { exactPowerSum, finishClip } from "../common.ts";
+import { syncTied } from "../optimizer.ts";
 
 export default defineSubject({
   name: "finalize-forgotten",
@@ -19,11 +19,6 @@ export default defineSubject({
   async clip(rank, args) {
     // BUG: no finalizeTied(rank, args.params)
     const { total } = await exactPowerSum(rank, args.logical, args.normType);
-    const norm = normFromPowerSum(total, args.normType);
-    checkFinite(norm, args);
-    const coef = clipCoefficient(args.maxNorm, norm);
-    clipGradsWithNorm(rank, args.logical, coef);
-    clipGradsWithNorm(rank, args.replicas, coef);
-    return norm;
+    return finishClip(rank, args, total); // one coefficient on every copy: logical and replicas
   },
 });

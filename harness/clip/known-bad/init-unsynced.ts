@@ -4,9 +4,9 @@
  * stage differently) the MTP replica starts from other values than the canonical embedding, and the
  * copies of one weight train apart. Caught by the train check (`train.parity`), never by a clip cell.
  */
-import { clipCoefficient, defineSubject, normFromPowerSum } from "../api.ts";
-import { checkFinite, exactPowerSum } from "../common.ts";
-import { clipGradsWithNorm, finalizeTied } from "../optimizer.ts";
+import { defineSubject } from "../api.ts";
+import { exactPowerSum, finishClip } from "../common.ts";
+import { finalizeTied } from "../optimizer.ts";
 
 export default defineSubject({
   name: "init-unsynced",
@@ -18,11 +18,6 @@ export default defineSubject({
   async clip(rank, args) {
     await finalizeTied(rank, args.params);
     const { total } = await exactPowerSum(rank, args.logical, args.normType);
-    const norm = normFromPowerSum(total, args.normType);
-    checkFinite(norm, args);
-    const coef = clipCoefficient(args.maxNorm, norm);
-    clipGradsWithNorm(rank, args.logical, coef);
-    clipGradsWithNorm(rank, args.replicas, coef);
-    return norm;
+    return finishClip(rank, args, total); // one coefficient on every copy: logical and replicas
   },
 });

@@ -5,8 +5,8 @@
  * Caught by `scaling.replicas` (pp > 1, a tied parameter).
  */
 import { clipCoefficient, defineSubject, normFromPowerSum } from "../api.ts";
-import { checkFinite, exactPowerSum } from "../common.ts";
-import { clipGradsWithNorm, finalizeTied, syncTied } from "../optimizer.ts";
+import { checkFinite, exactPowerSum, scaleAll } from "../common.ts";
+import { finalizeTied, syncTied } from "../optimizer.ts";
 
 export default defineSubject({
   name: "replica-own-coef",
@@ -22,9 +22,9 @@ export default defineSubject({
     const { stage, total } = await exactPowerSum(rank, args.logical, args.normType);
     const norm = normFromPowerSum(total, args.normType);
     checkFinite(norm, args);
-    clipGradsWithNorm(rank, args.logical, clipCoefficient(args.maxNorm, norm));
+    scaleAll(rank, args.logical, clipCoefficient(args.maxNorm, norm));
     // BUG: the stage's own norm, not the total
-    clipGradsWithNorm(rank, args.replicas, clipCoefficient(args.maxNorm, normFromPowerSum(stage, args.normType)));
+    scaleAll(rank, args.replicas, clipCoefficient(args.maxNorm, normFromPowerSum(stage, args.normType)));
     return norm;
   },
 });

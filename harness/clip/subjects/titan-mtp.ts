@@ -7,13 +7,13 @@
  * - before clipping, the copies' partial gradients are finalized: one all_reduce(sum) on each tie
  *   group, so every copy holds the logical gradient;
  * - the norm is computed over the logical parameters only (replicas never count), with exact
- *   accumulators as `exact` exchanges them, then `clip_grads_with_norm_` scales the logical
- *   parameters and, with the same total norm, the replicas.
+ *   accumulators as `exact` exchanges them, then one coefficient scales the logical parameters and,
+ *   from the same total norm, the replicas (`clip_grads_with_norm_(replicas, max_norm, total_norm)`).
  * Claims `exact`: bitwise equal to the reference on every layout, so training agrees bitwise too.
  */
-import { clipCoefficient, defineSubject, normFromPowerSum } from "../api.ts";
-import { checkFinite, exactPowerSum } from "../common.ts";
-import { clipGradsWithNorm, finalizeTied, syncTied } from "../optimizer.ts";
+import { defineSubject } from "../api.ts";
+import { exactPowerSum, finishClip } from "../common.ts";
+import { finalizeTied, syncTied } from "../optimizer.ts";
 
 export default defineSubject({
   name: "titan-mtp",
@@ -26,11 +26,6 @@ export default defineSubject({
   async clip(rank, args) {
     await finalizeTied(rank, args.params);
     const { total } = await exactPowerSum(rank, args.logical, args.normType);
-    const norm = normFromPowerSum(total, args.normType);
-    checkFinite(norm, args);
-    const coef = clipCoefficient(args.maxNorm, norm);
-    clipGradsWithNorm(rank, args.logical, coef);
-    clipGradsWithNorm(rank, args.replicas, coef); // clip_grads_with_norm_(replicas, max_norm, total_norm)
-    return norm;
+    return finishClip(rank, args, total); // one coefficient on every copy: logical and replicas
   },
 });
