@@ -1,6 +1,4 @@
-import { defineCheck, fail, pass, sameNorm, skip } from "./types.ts";
-
-const ULP_FACTOR = { fp32: 4 * 2 ** -24, bf16: 4 * 2 ** -8 } as const;
+import { defineCheck, fail, NORM_TOLERANCE, pass, sameNorm, skip } from "./types.ts";
 
 /** The reported norm against the reference, within the subject's tolerance class (SPEC §6). */
 export default defineCheck({
@@ -29,7 +27,7 @@ export default defineCheck({
       }
       let ok: boolean;
       if (!Number.isFinite(ref) || !Number.isFinite(norm) || ctx.tolerance === "exact") ok = sameNorm(norm, ref);
-      else ok = Math.abs(norm - ref) <= ULP_FACTOR[ctx.tolerance] * ref;
+      else ok = Math.abs(norm - ref) <= NORM_TOLERANCE[ctx.tolerance] * ref;
       if (!ok) {
         const rel = ref === 0 ? Infinity : Math.abs(norm - ref) / ref;
         return fail(

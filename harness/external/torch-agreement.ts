@@ -23,6 +23,7 @@ import { probeTorch } from "./torch/subject.ts";
 import { SINGLE } from "../layout/layout.ts";
 import { getModel } from "../model/models.ts";
 import { planWorld } from "../model/plan.ts";
+import { NORM_TOLERANCE } from "../checks/types.ts";
 
 export interface AgreementCell {
   model: string;
@@ -213,7 +214,7 @@ export function runAgreement(cells: readonly AgreementCell[] = AGREEMENT_CELLS):
           dtype: o.native.dtype,
           tolerance,
           relErr: nativeErr,
-          within: Number.isFinite(p.ref.totalNorm) ? nativeErr <= 4 * (tolerance === "fp32" ? 2 ** -24 : 2 ** -8) : relErr(native, p.ref.totalNorm) === 0,
+          within: Number.isFinite(p.ref.totalNorm) ? nativeErr <= NORM_TOLERANCE[tolerance] : relErr(native, p.ref.totalNorm) === 0,
         },
         coef: { torch: coef, dtype: o.native.coefDtype, rule, sameAsRule: relErr(coef, rule) === 0 },
         tensors: { checked, mismatch },

@@ -22,7 +22,8 @@ export interface StateDiff {
   elements: number;
 }
 
-const show = (x: number): string => {
+/** A float32 value with its bits, for messages: `1.5 (0x3fc00000)`. */
+export const show = (x: number): string => {
   if (Number.isNaN(x)) return "NaN";
   const bits = new Uint32Array(new Float32Array([x]).buffer)[0]!;
   return `${x} (0x${bits.toString(16).padStart(8, "0")})`;
