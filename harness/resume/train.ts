@@ -15,7 +15,7 @@ import { planWorld, type LocalParam } from "../model/plan.ts";
 import { f32Below, regimeSpec, type Regime } from "../clip/regimes.ts";
 import { computeReference } from "../clip/reference.ts";
 import { World } from "../world/world.ts";
-import { meshesOf, rankContext } from "../world/context.ts";
+import { clipArgs, meshesOf, rankContext } from "../world/context.ts";
 import { ADAMW, PARAM_INIT, STATE_DTYPE, stageInitSeed } from "./adamw.ts";
 import { gradSpecs } from "../clip/finalize.ts";
 
@@ -215,14 +215,7 @@ export async function trainSteps(backend: Backend, s: TrainState, cfg: TrainConf
     const world = new World(s.world, backend);
     const run = await world.run(
       (rank) =>
-        cfg.subject.clip(rankContext(rank, s.layout, meshes, world, backend, s.plan), {
-          params: views[rank],
-          logical: views[rank].filter((v) => v.canonical),
-          replicas: views[rank].filter((v) => !v.canonical),
-          maxNorm,
-          normType: cfg.normType,
-          errorIfNonfinite: false,
-        }),
+        cfg.subject.clip(rankContext(rank, s.layout, meshes, world, backend, s.plan), clipArgs(views[rank], { maxNorm, normType: cfg.normType, errorIfNonfinite: false })),
       { timeoutMs: cfg.timeoutMs },
     );
     if (run.liveness) throw new TrainingError(t, `the clip did not complete: ${run.liveness}`);

@@ -1,7 +1,7 @@
 /**
  * Builds what one rank's subject instance sees: coordinates, process groups, ops and collectives.
  */
-import type { Exact, ParamView, RankContext, ReduceOp, Tensor } from "../clip/api.ts";
+import type { ClipArgs, Exact, ParamView, RankContext, ReduceOp, Tensor } from "../clip/api.ts";
 import type { LocalParam } from "../model/plan.ts";
 import type { Backend } from "../backend/backend.ts";
 import type { ValidLayout } from "../layout/layout.ts";
@@ -69,6 +69,11 @@ export function tieGroup(plan: readonly (readonly LocalParam[])[], meshes: Meshe
   const ranks = groupRanks(meshes.dense, rank, ["pp"]).filter((r) => plan[r]!.some((q) => q.name === p.name && same(q.block)));
   if (!ranks.includes(rank)) throw new Error(`tieGroupOf: rank ${rank} holds no copy of ${p.name} with block start [${p.block.start.join(", ")}]`);
   return makeGroup(ranks);
+}
+
+/** What a subject's clip is called with: the rank's copies, also split into logical copies and tied replicas. */
+export function clipArgs(params: readonly ParamView[], opts: Pick<ClipArgs, "maxNorm" | "normType" | "errorIfNonfinite">): ClipArgs {
+  return { params, logical: params.filter((v) => v.canonical), replicas: params.filter((v) => !v.canonical), ...opts };
 }
 
 export function rankContext(

@@ -26,7 +26,7 @@ import { validateLayout, type Layout, type ValidLayout } from "../../harness/lay
 import { worldSize } from "../../harness/layout/layout.ts";
 import { ManifestBuilder, type ModelManifest } from "../../harness/model/manifest.ts";
 import { planWorld } from "../../harness/model/plan.ts";
-import { meshesOf, rankContext } from "../../harness/world/context.ts";
+import { clipArgs, meshesOf, rankContext } from "../../harness/world/context.ts";
 import { World, type CommRecord } from "../../harness/world/world.ts";
 
 // ---------------------------------------------------------------------------------------------
@@ -294,14 +294,7 @@ async function runMock(
   const meshes = meshesOf(layout);
   const run = await world.run(
     (rank) =>
-      subject.clip(rankContext(rank, layout, meshes, world, backend as unknown as Backend), {
-        params: views[rank],
-        logical: views[rank].filter((v) => v.canonical),
-        replicas: views[rank].filter((v) => !v.canonical),
-        maxNorm: opts.maxNorm ?? 1,
-        normType: opts.normType ?? 2,
-        errorIfNonfinite: opts.errorIfNonfinite ?? false,
-      }),
+      subject.clip(rankContext(rank, layout, meshes, world, backend as unknown as Backend), clipArgs(views[rank], { maxNorm: opts.maxNorm ?? 1, normType: opts.normType ?? 2, errorIfNonfinite: opts.errorIfNonfinite ?? false })),
     { timeoutMs: 10_000 },
   );
   return {
