@@ -436,6 +436,22 @@ impl TensorStore for Store {
         Ok(())
     }
 
+    fn sum_tensors(&mut self, dst: u32, srcs: &[u32]) -> Result<()> {
+        let n = self.check_sum_tensors(dst, srcs)? as usize;
+        if matches!(self.get(dst)?.data, Data::Meta) {
+            return Ok(());
+        }
+        let mut acc = vec![0f32; n];
+        for &s in srcs {
+            let t = self.get(s)?;
+            with_data!(&t.data, xs => acc.iter_mut().zip(xs.iter()).for_each(|(a, x)| *a += x.to_f32()), meta => ());
+        }
+        let t = self.get_mut(dst)?;
+        // every dtype widens exactly into f32; the sum is rounded once to the dtype
+        with_data!(&mut t.data, xs => xs.iter_mut().zip(&acc).for_each(|(x, a)| *x = Elem::from_f32(*a)), meta => ());
+        Ok(())
+    }
+
     fn copy_from(&mut self, dst: u32, src: u32) -> Result<()> {
         self.check_same("copyFrom", dst, src)?;
         if dst == src {
@@ -747,6 +763,33 @@ mod tests {
     use super::*;
     use crate::gen::GenMode;
     use crate::TensorStore;
+
+    #[test]
+    fn sum_tensors_is_the_f32_sum_in_list_order_rounded_once() {
+        for dtype in [DType::F32, DType::BF16, DType::F16] {
+            let mut st = Store::new(Backend::Cpu, 1).unwrap();
+            let ids: Vec<u32> = (0..3).map(|_| st.alloc(0, dtype, &[7, 5]).unwrap()).collect();
+            for (k, &id) in ids.iter().enumerate() {
+                let g = GenSpec::new(11, 0, &format!("part{k}"), dtype, -1 - k as i32, GenMode::Gen);
+                st.fill_grad(id, &g, &Block::full(&[7, 5])).unwrap();
+            }
+            let want: Vec<f64> = (0..35u64)
+                .map(|i| {
+                    let s = ids.iter().fold(0f32, |a, &id| a + st.get_element(id, i).unwrap() as f32);
+                    match dtype {
+                        DType::F32 => s as f64,
+                        DType::BF16 => bf16::from_f32(s).to_f64(),
+                        DType::F16 => f16::from_f32(s).to_f64(),
+                    }
+                })
+                .collect();
+            st.sum_tensors(ids[0], &ids).unwrap(); // dst among the sources, as a tensor all_reduce does
+            let got: Vec<f64> = (0..35u64).map(|i| st.get_element(ids[0], i).unwrap()).collect();
+            assert_eq!(got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), want.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), "{dtype:?}");
+            let other = st.alloc(0, dtype, &[5, 7]).unwrap();
+            assert!(st.sum_tensors(ids[0], &[ids[1], other]).unwrap_err().0.contains("does not match the destination"));
+        }
+    }
 
     #[test]
     fn ledger_by_hand() {

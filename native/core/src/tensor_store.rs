@@ -185,21 +185,13 @@ pub trait TensorStore: Send {
     /// dst = round_dtype(f32 sum of srcs, added in list order): one rounding, whatever the number
     /// of tensors (a tensor all_reduce's result, SPEC section 5's finalize sum). Every src has
     /// dst's dtype and shape; dst may be among them. Nothing is written on a meta store.
+    /// This default goes element by element (a store with no faster path: cuda, where finalize is
+    /// refused anyway); the cpu store overrides it with a pass over slices.
     fn sum_tensors(&mut self, dst: u32, srcs: &[u32]) -> Result<()> {
-        let (dt, shape) = (self.dtype(dst)?, self.shape(dst)?.to_vec());
-        for &s in srcs {
-            if self.dtype(s)? != dt || self.shape(s)? != shape.as_slice() {
-                return Err(Error(format!(
-                    "sumTensors: tensor {s} ({:?} {:?}) does not match the destination {dst} ({dt:?} {shape:?})",
-                    self.dtype(s)?,
-                    self.shape(s)?
-                )));
-            }
-        }
+        let n = self.check_sum_tensors(dst, srcs)?;
         if self.kind() == StoreKind::Meta {
             return Ok(());
         }
-        let n = checked_numel(&shape).unwrap_or(0);
         let mut acc = vec![0f32; n as usize];
         for &s in srcs {
             for (i, a) in acc.iter_mut().enumerate() {
@@ -210,6 +202,20 @@ pub trait TensorStore: Send {
             self.set_element(dst, i as u64, *a as f64)?; // f32 -> f64 exact, then rounded once to dtype
         }
         Ok(())
+    }
+    /// `sum_tensors`' operands: every src has dst's dtype and shape. Returns the element count.
+    fn check_sum_tensors(&self, dst: u32, srcs: &[u32]) -> Result<u64> {
+        let (dt, shape) = (self.dtype(dst)?, self.shape(dst)?.to_vec());
+        for &s in srcs {
+            if self.dtype(s)? != dt || self.shape(s)? != shape.as_slice() {
+                return Err(Error(format!(
+                    "sumTensors: tensor {s} ({:?} {:?}) does not match the destination {dst} ({dt:?} {shape:?})",
+                    self.dtype(s)?,
+                    self.shape(s)?
+                )));
+            }
+        }
+        Ok(checked_numel(&shape).unwrap_or(0))
     }
 
     // ---- new tensors, charged to `rank` ----
