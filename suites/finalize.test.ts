@@ -9,6 +9,9 @@ import { Backend } from "../harness/backend/backend.ts";
 import { BUILTIN_SUBJECTS, CORRECT_SUBJECTS, KNOWN_BAD_SUBJECTS, OPTIMIZER_KNOWN_BAD_SUBJECTS, OPTIMIZER_SUBJECTS } from "../harness/clip/registry.ts";
 import { ALL_REGIMES, REGIMES, regimeSpec } from "../harness/clip/regimes.ts";
 import { gradSpecs, heldCopies, tieCopies } from "../harness/clip/finalize.ts";
+import { clipCoefficient, normFromPowerSum, type Subject } from "../harness/clip/api.ts";
+import { exactPowerSum, scaleAll } from "../harness/clip/common.ts";
+import { finalizeTied } from "../harness/clip/optimizer.ts";
 import { computeReference } from "../harness/clip/reference.ts";
 import { getModel } from "../harness/model/models.ts";
 import { planWorld } from "../harness/model/plan.ts";
@@ -153,6 +156,26 @@ describe("finalize: subjects on single cells", () => {
     expect(bad).toContain("parity.norm");
     expect(bad).toContain("scaling.replicas");
   });
+
+  for (const finalizes of [true, false]) {
+    it(`scaling.nonempty finds tied copies left unscaled, ${finalizes ? "finalized (the logical gradient)" : "never finalized (the raw partial)"}`, async () => {
+      const skipsTied: Subject = {
+        ...BUILTIN_SUBJECTS["titan-mtp"]!,
+        name: "skips-tied",
+        async clip(rank, args) {
+          if (finalizes) await finalizeTied(rank, args.params);
+          const { total } = await exactPowerSum(rank, args.logical, args.normType);
+          const norm = normFromPowerSum(total, args.normType);
+          scaleAll(rank, args.params.filter((p) => !p.tieGroup), clipCoefficient(args.maxNorm, norm));
+          return norm;
+        },
+      };
+      const r = await runCell(cell("skips-tied", "pp2"), { subject: skipsTied });
+      const check = r.checks.find((c) => c.id === "scaling.nonempty")!;
+      expect(check.status).toBe("fail");
+      expect(check.message).toMatch(/(tok_embeddings|mtp\.0\.embed_tokens)\.weight: the gradient was not scaled/);
+    });
+  }
 
   it("with pp = 1 the copies are one tensor: forgetting the finalize changes nothing", async () => {
     expect(await failed("finalize-forgotten", "single")).toEqual([]);

@@ -19,8 +19,11 @@ export default defineCheck({
         const grad = ctx.grads[rank][i];
         if (!grad) continue;
         const gen = ctx.genSpec(p);
-        const input = ctx.inputSpec(p); // unscaled: still what the harness put there
-        if (ctx.backend.verifyScaled(grad, gen, p.block, coef) && !ctx.backend.verifyScaled(grad, input, p.block, 1)) {
+        // what the harness put there (an optimizer-shaped subject's tied copy: a raw partial)
+        const input = ctx.inputSpec(p);
+        const holds = (spec: typeof gen) => !ctx.backend.verifyScaled(grad, spec, p.block, 1);
+        // unclipped: the logical gradient (finalized, never scaled) or the input itself (not even finalized)
+        if (ctx.backend.verifyScaled(grad, gen, p.block, coef) && (holds(gen) || (input !== gen && holds(input)))) {
           return fail(
             this.id,
             `rank ${rank}, ${p.fqn}: the gradient was not scaled (it still holds its unclipped values; clip_coef ${coef})`,
