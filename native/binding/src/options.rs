@@ -5,7 +5,7 @@ use clip_parity_core::exact::BigUint;
 use clip_parity_core::gen::{EXP_MAX, EXP_MIN};
 use clip_parity_core::StoreKind;
 use clip_parity_core::{Block, DType, FillItem, GenMode, GenSpec, VerifyItem};
-use napi::bindgen_prelude::{BigInt, JsValue, Object, Unknown};
+use napi::bindgen_prelude::{BigInt, FromNapiValue, JsValue, Object, Unknown};
 use napi::{Error, Result, ValueType};
 
 /// Largest integer a JS number holds exactly.
@@ -195,41 +195,29 @@ impl<'a> Fields<'a> {
     /// An optional array of strings (undefined: None).
     pub fn opt_strs(&self, f: &str) -> Result<Option<Vec<String>>> {
         let Some((u, t)) = self.raw(f)? else { return Ok(None) };
-        // SAFETY: napi_is_array on a live value.
-        let is_array = t == ValueType::Object && unsafe { u.cast::<Object<'a>>()? }.is_array()?;
-        if !is_array {
-            return self.wrong(f, "an array of strings", t);
-        }
-        // SAFETY: checked to be an array.
-        let items = unsafe { u.cast::<Vec<Unknown<'a>>>()? };
-        let mut out = Vec::with_capacity(items.len());
-        for (k, x) in items.iter().enumerate() {
-            let t = x.get_type()?;
-            if t != ValueType::String {
-                return err(format!("{}.{f}[{k}]: expected a string, got {}", self.what, type_name(t)));
-            }
-            // SAFETY: type checked.
-            out.push(unsafe { x.cast::<String>()? });
-        }
-        Ok(Some(out))
+        self.items(f, u, t, ValueType::String, "string").map(Some)
     }
     pub fn nums(&self, f: &str) -> Result<Vec<f64>> {
         let Some((u, t)) = self.raw(f)? else { return self.missing(f, "an array of numbers") };
+        self.items(f, u, t, ValueType::Number, "number")
+    }
+    /// The items of array field `f` (value `u` of type `t`), each of JS type `item` (`item_name` in errors).
+    fn items<T: FromNapiValue>(&self, f: &str, u: Unknown<'a>, t: ValueType, item: ValueType, item_name: &str) -> Result<Vec<T>> {
         // SAFETY: napi_is_array on a live value.
         let is_array = t == ValueType::Object && unsafe { u.cast::<Object<'a>>()? }.is_array()?;
         if !is_array {
-            return self.wrong(f, "an array of numbers", t);
+            return self.wrong(f, &format!("an array of {item_name}s"), t);
         }
         // SAFETY: checked to be an array.
         let items = unsafe { u.cast::<Vec<Unknown<'a>>>()? };
         let mut out = Vec::with_capacity(items.len());
         for (k, x) in items.iter().enumerate() {
             let t = x.get_type()?;
-            if t != ValueType::Number {
-                return err(format!("{}.{f}[{k}]: expected a number, got {}", self.what, type_name(t)));
+            if t != item {
+                return err(format!("{}.{f}[{k}]: expected a {item_name}, got {}", self.what, type_name(t)));
             }
             // SAFETY: type checked.
-            out.push(unsafe { x.cast::<f64>()? });
+            out.push(unsafe { x.cast::<T>()? });
         }
         Ok(out)
     }
