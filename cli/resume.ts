@@ -15,6 +15,7 @@ import { INIT_MODES, type InitMode } from "../harness/resume/train.ts";
 import { DEFAULT_STEPS, runResume, type ResumeCell, type ResumeResult } from "../harness/resume/resume.ts";
 import { assertWritableFile, writeJsonAtomic } from "../harness/util/fs.ts";
 import { assertOnlyJsonWithMatrix, parseChoice, parseCommand, parseInteger, parseNormType, str, type CommandSpec } from "./args.ts";
+import { runExpectedSection } from "./section.ts";
 
 export const spec: CommandSpec = {
   name: "resume",
@@ -97,28 +98,17 @@ export async function run(argv: string[]): Promise<number> {
 
 async function runResumeMatrix(name: string, jsonPath: string | undefined): Promise<number> {
   const { resumeCases, resumeSections } = await import("../matrix/resume.ts");
-  const cases = resumeCases(name);
-  if (cases.length === 0) {
-    throw new InputError(`--matrix: "${name}" has no resume section (matrices with one: ${Object.keys(resumeSections()).join(", ")})`);
-  }
-  const results: ResumeResult[] = [];
-  let wrong = 0;
-  for (const c of cases) {
-    const r = await runResume(c, { subject: await loadSubject(c.subject) });
-    results.push(r);
-    const check = r.checks[0]!;
-    const met = c.expect === "pass" ? check.status !== "fail" : check.status === "fail";
-    if (!met) wrong++;
-    process.stdout.write(`${met ? "ok  " : "FAIL"} ${check.status.padEnd(4)} (expected ${c.expect}) ${r.id}  ${(r.durationMs / 1000).toFixed(1)} s\n`);
-    if (!met) process.stdout.write(`     ${check.message.replace(/\n/g, "\n     ")}\n`);
-  }
-  process.stdout.write(`${cases.length} resume cells: ${cases.length - wrong} as expected, ${wrong} not\n`);
-  if (jsonPath) {
-    const failed = results.filter((r) => r.checks[0]!.status === "fail").length;
-    const passed = results.filter((r) => r.checks[0]!.status === "pass").length;
-    writeJsonAtomic(jsonPath, { kind: "resume", matrix: name, results, summary: { cells: results.length, passed, failed, skipped: results.length - passed - failed, unexpected: wrong } });
-  }
-  return wrong ? 1 : 0;
+  return runExpectedSection(
+    {
+      kind: "resume",
+      matrix: name,
+      cases: resumeCases(name),
+      sections: Object.keys(resumeSections()),
+      run: async (c) => runResume(c, { subject: await loadSubject(c.subject) }),
+      checkOf: (r) => r.checks[0]!,
+    },
+    jsonPath,
+  );
 }
 
 function printResult(r: ResumeResult): void {

@@ -15,6 +15,7 @@ import { INIT_MODES, type InitMode } from "../harness/resume/train.ts";
 import { DEFAULT_TRAIN_STEPS, runTrain, type TrainCell, type TrainResult } from "../harness/resume/train-parity.ts";
 import { assertWritableFile, writeJsonAtomic } from "../harness/util/fs.ts";
 import { assertOnlyJsonWithMatrix, list, parseChoice, parseCommandLine, parseInteger, parseNormType, str, type CommandSpec } from "./args.ts";
+import { runExpectedSection } from "./section.ts";
 
 export const spec: CommandSpec = {
   name: "train",
@@ -76,21 +77,17 @@ export async function run(argv: string[]): Promise<number> {
 
 async function runTrainMatrix(name: string, jsonPath: string | undefined): Promise<number> {
   const { trainCases, trainSections } = await import("../matrix/train.ts");
-  const cases = trainCases(name);
-  if (cases.length === 0) throw new InputError(`--matrix: "${name}" has no train section (matrices with one: ${Object.keys(trainSections()).join(", ")})`);
-  const results: TrainResult[] = [];
-  let wrong = 0;
-  for (const c of cases) {
-    const r = await runTrain(c, { subject: await loadSubject(c.subject) });
-    results.push(r);
-    const met = c.expect === "pass" ? r.check.status === "pass" : r.check.status === "fail";
-    if (!met) wrong++;
-    process.stdout.write(`${met ? "ok  " : "FAIL"} ${r.check.status.padEnd(4)} (expected ${c.expect}) ${r.id}  ${(r.durationMs / 1000).toFixed(1)} s\n`);
-    if (!met) process.stdout.write(`     ${r.check.message.replace(/\n/g, "\n     ")}\n`);
-  }
-  process.stdout.write(`${cases.length} train cells: ${cases.length - wrong} as expected, ${wrong} not\n`);
-  if (jsonPath) writeJsonAtomic(jsonPath, { kind: "train", matrix: name, results, summary: { cells: results.length, unexpected: wrong } });
-  return wrong ? 1 : 0;
+  return runExpectedSection(
+    {
+      kind: "train",
+      matrix: name,
+      cases: trainCases(name),
+      sections: Object.keys(trainSections()),
+      run: async (c) => runTrain(c, { subject: await loadSubject(c.subject) }),
+      checkOf: (r) => r.check,
+    },
+    jsonPath,
+  );
 }
 
 function printResult(r: TrainResult): void {
