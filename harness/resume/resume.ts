@@ -12,11 +12,11 @@
 import { mkdtempSync, rmSync, statfsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import type { DType, Subject } from "../clip/api.ts";
+import type { Subject } from "../clip/api.ts";
 import { Backend } from "../backend/backend.ts";
 import { formatLayout, sameLayout, validateLayout, worldSize, type Layout } from "../layout/layout.ts";
 import { getModel } from "../model/models.ts";
-import { ALL_REGIMES, type Regime } from "../clip/regimes.ts";
+import { ALL_REGIMES } from "../clip/regimes.ts";
 import { InputError } from "../errors.ts";
 import { fail, pass, skip, type CheckResult } from "../checks/types.ts";
 import { DTYPES, formatNorm } from "../spec/cell.ts";
@@ -24,26 +24,16 @@ import { ADAMW } from "./adamw.ts";
 import { readCheckpoint, saveCheckpoint, type CheckpointIndex } from "./checkpoint.ts";
 import { loaderNamed } from "./loaders.ts";
 import { compareStates } from "./compare.ts";
-import { afterInit, freeGrads, freeState, initState, INIT_MODES, trainSteps, TrainingError, type InitMode, type TrainConfig, type TrainState } from "./train.ts";
+import { afterInit, freeGrads, freeState, initState, INIT_MODES, trainSteps, TrainingError, type InitMode, type TrainConfig, type TrainingCase, type TrainState } from "./train.ts";
 
 export const RESUME_CHECK = "resume.equal";
 export const DEFAULT_STEPS = 6;
 
-export interface ResumeCell {
-  /** A built-in subject name or a module path. */
-  subject: string;
+export interface ResumeCell extends TrainingCase {
   /** The layout of the uninterrupted run, which writes the checkpoint. */
   layout: Layout;
   /** The layout that resumes (default: `layout`). */
   resumeLayout?: Layout;
-  model: string;
-  /** Gradient dtype (parameters and optimizer state are float32). */
-  dtype: DType;
-  normType: number;
-  regime: Regime;
-  seed: number;
-  /** T: training steps in all. */
-  steps: number;
   /** k: the checkpoint is written after step k (0 <= k <= T). */
   saveAt: number;
   /** A loader by name (harness/resume/loaders.ts): a known-bad one for the suite's negative cells (default "correct"). */

@@ -13,31 +13,24 @@
  *
  * The first difference is reported as step, layout, tensor, element and both values.
  */
-import type { DType, Subject, ToleranceClass } from "../clip/api.ts";
+import type { Subject, ToleranceClass } from "../clip/api.ts";
 import { Backend } from "../backend/backend.ts";
 import { fail, globalIndex, NORM_TOLERANCE, pass, sameNorm, type CheckResult } from "../checks/types.ts";
 import { formatLayout, validateLayout, worldSize, type Layout } from "../layout/layout.ts";
 import { getModel } from "../model/models.ts";
-import { regimeSpec, type Regime } from "../clip/regimes.ts";
+import { regimeSpec } from "../clip/regimes.ts";
 import { InputError } from "../errors.ts";
 import { formatNorm } from "../spec/cell.ts";
 import { ROLES, roleTensor } from "./checkpoint.ts";
 import { compareStates, show } from "./compare.ts";
-import { afterInit, freeState, INIT_MODES, initState, trainSteps, TrainingError, type InitMode, type TrainConfig, type TrainState } from "./train.ts";
+import { afterInit, freeState, INIT_MODES, initState, trainSteps, TrainingError, type InitMode, type TrainConfig, type TrainingCase, type TrainState } from "./train.ts";
 
 export const TRAIN_CHECK = "train.parity";
 export const DEFAULT_TRAIN_STEPS = 10;
 
-export interface TrainCell {
-  subject: string;
+export interface TrainCell extends TrainingCase {
   /** Two or more layouts (one is allowed: then only tied copies are compared). */
   layouts: Layout[];
-  model: string;
-  dtype: DType;
-  normType: number;
-  regime: Regime;
-  seed: number;
-  steps: number;
   init: InitMode;
 }
 

@@ -28,6 +28,20 @@ import { gradSpecs } from "../clip/finalize.ts";
 export type InitMode = "same" | "per-stage";
 export const INIT_MODES: readonly InitMode[] = ["per-stage", "same"];
 
+/** What a training run is, whichever layouts it runs on: a `resume` cell's and a `train` cell's common part. */
+export interface TrainingCase {
+  /** A built-in subject name or a module path. */
+  subject: string;
+  model: string;
+  /** Gradient dtype (parameters and optimizer state are float32). */
+  dtype: DType;
+  normType: number;
+  regime: Regime;
+  seed: number;
+  /** T: training steps in all. */
+  steps: number;
+}
+
 /** What the loop needs besides the layout. */
 export interface TrainConfig {
   subject: Subject;
