@@ -3,21 +3,26 @@
  *
  * Compares tonight's results with a baseline (both the --json shape) and fails the night (exit 1) on:
  *   - a new failure: a check that passed or was skipped in the baseline and fails now (cell, check, message);
+ *   - a check that passed in the baseline and is now skipped or missing from its cell (a check that no
+ *     longer runs proves nothing, so it cannot keep its pass);
  *   - a cell of the baseline that is missing from the results;
  *   - a rank's scratch peak above the baseline's by more than the memory slack;
  *   - a rank's collective count above the baseline's by more than the comm slack (default 0: counts
  *     are exact, any extra collective is a regression).
- * Prints a Markdown verdict (for $GITHUB_STEP_SUMMARY); exit 0 with "no regression" otherwise. New
- * cells, fixed failures and improvements are listed as information. Bad files: exit 2.
+ *   - nothing judged: no check ran in the cells the two files share (empty results, every check skipped,
+ *     or a baseline without those cells), so "no regression" would be a verdict over nothing.
+ * Prints a Markdown verdict (for $GITHUB_STEP_SUMMARY), every text from the files escaped; exit 0 with
+ * "no regression" otherwise. New cells, fixed failures and improvements are listed as information.
+ * Bad files: exit 2.
  */
 import { InputError } from "../harness/errors.ts";
 import { readResultFile, type CellJson, type ResultFile } from "../harness/results/schema.ts";
 import { assertWritableFile, writeFileAtomic } from "../harness/util/fs.ts";
 import { firstLine, formatBytes } from "../reports/common.ts";
-import { mdCell } from "../reports/markdown.ts";
+import { mdCell, mdCode, mdText } from "../reports/escape.ts";
 import { parseCommand, str, type CommandSpec } from "./args.ts";
 
-export type RegressionKind = "new-failure" | "disappeared" | "memory" | "collectives";
+export type RegressionKind = "new-failure" | "now-skipped" | "missing-check" | "disappeared" | "memory" | "collectives";
 
 export interface Regression {
   kind: RegressionKind;
@@ -38,6 +43,8 @@ export interface GateResult {
   /** Lines of information: new cells, fixed failures, improvements. */
   notes: string[];
   compared: number;
+  /** Checks that ran (passed or failed) in the compared cells of the results: 0 is no verdict. */
+  judged: number;
 }
 
 /** "5%" -> 0.05, "0.05" -> 0.05; a bare number above 1 is refused as ambiguous. */
@@ -61,12 +68,32 @@ function byId(file: ResultFile): Map<string, CellJson> {
   return new Map(file.cells.map((c) => [c.id, c]));
 }
 
+/** The checks of one cell: newly failing, and passing in the baseline but no longer run. */
+function checkRegressions(id: string, base: CellJson, cur: CellJson): Regression[] {
+  const out: Regression[] = [];
+  const baseStatus = new Map(base.checks.map((c) => [c.id, c.status]));
+  const now = new Set(cur.checks.map((c) => c.id));
+  for (const check of cur.checks) {
+    const was = baseStatus.get(check.id);
+    if (check.status === "fail" && was !== "fail") {
+      out.push({ kind: "new-failure", cell: id, where: check.id, message: `${was === undefined ? "new check" : `was ${was}`}, now fails: ${firstLine(check.message)}` });
+    } else if (check.status === "skip" && was === "pass") {
+      out.push({ kind: "now-skipped", cell: id, where: check.id, message: `was pass, now skipped${check.message ? `: ${firstLine(check.message)}` : ""}` });
+    }
+  }
+  for (const check of base.checks) {
+    if (check.status === "pass" && !now.has(check.id)) out.push({ kind: "missing-check", cell: id, where: check.id, message: "was pass, missing from the results" });
+  }
+  return out;
+}
+
 export function compareResults(baseline: ResultFile, results: ResultFile, options: GateOptions): GateResult {
   const regressions: Regression[] = [];
   const notes: string[] = [];
   const now = byId(results);
   const before = byId(baseline);
   let compared = 0;
+  let judged = 0;
   let fixed = 0;
   let memoryDown = 0;
   for (const [id, base] of before) {
@@ -76,18 +103,8 @@ export function compareResults(baseline: ResultFile, results: ResultFile, option
       continue;
     }
     compared++;
-    const baseStatus = new Map(base.checks.map((c) => [c.id, c.status]));
-    for (const check of cur.checks) {
-      if (check.status !== "fail") continue;
-      const was = baseStatus.get(check.id);
-      if (was === "fail") continue;
-      regressions.push({
-        kind: "new-failure",
-        cell: id,
-        where: check.id,
-        message: `${was === undefined ? "new check" : `was ${was}`}, now fails: ${firstLine(check.message)}`,
-      });
-    }
+    regressions.push(...checkRegressions(id, base, cur));
+    judged += cur.checks.filter((c) => c.status !== "skip").length;
     if (base.checks.some((c) => c.status === "fail") && !cur.checks.some((c) => c.status === "fail")) fixed++;
 
     const baseMem = new Map(base.memory.map((m) => [m.rank, m]));
@@ -127,36 +144,52 @@ export function compareResults(baseline: ResultFile, results: ResultFile, option
   if (backends(baseline) && backends(results) && backends(baseline) !== backends(results)) {
     notes.push(`the baseline ran on ${backends(baseline)}, the results on ${backends(results)}`);
   }
-  return { regressions, notes, compared };
+  return { regressions, notes, compared, judged };
 }
 
 const KIND_TITLE: Record<RegressionKind, string> = {
   "new-failure": "new failure",
+  "now-skipped": "check now skipped",
+  "missing-check": "check missing",
   disappeared: "disappeared cell",
   memory: "scratch peak above baseline",
   collectives: "collectives above baseline",
 };
 
+/** A gate fails on a regression, and on a comparison in which no check ran: that is no verdict at all. */
+export function gateFailed(r: GateResult): boolean {
+  return r.regressions.length > 0 || r.judged === 0;
+}
+
+function headline(r: GateResult): string {
+  const n = r.regressions.length;
+  if (r.judged === 0) return `## clip-parity gate: ⛔ NO VERDICT: nothing was judged${n ? ` (and ${n} regression${n === 1 ? "" : "s"})` : ""}`;
+  return n ? `## clip-parity gate: ❌ ${n} regression${n === 1 ? "" : "s"}` : `## clip-parity gate: ✅ no regression`;
+}
+
+/** Why nothing was judged, in the words of the files. */
+function nothingJudged(r: GateResult, baselinePath: string, resultsPath: string): string {
+  const where = r.compared === 0 ? `no cell of ${mdCode(resultsPath)} is in ${mdCode(baselinePath)}` : `no check ran in the ${r.compared} cells both files hold (every check skipped, or none)`;
+  return `Nothing was judged: ${where}; a comparison of nothing cannot pass the gate.`;
+}
+
 export function renderVerdict(r: GateResult, baselinePath: string, resultsPath: string, options: GateOptions, maxRows = 200): string {
-  const out: string[] = [];
+  const out: string[] = [headline(r), ""];
+  const slack = `(memory slack ${pct(options.memorySlack)}, comm slack ${pct(options.commSlack)})`;
+  const comparedText = `${r.compared} cells of ${mdCode(baselinePath)} compared with ${mdCode(resultsPath)} ${slack}.`;
+  if (r.judged === 0) out.push(nothingJudged(r, baselinePath, resultsPath), "");
   if (r.regressions.length === 0) {
-    out.push(`## clip-parity gate: ✅ no regression`, "");
-    out.push(`${r.compared} cells of \`${baselinePath}\` compared with \`${resultsPath}\` (memory slack ${pct(options.memorySlack)}, comm slack ${pct(options.commSlack)}).`, "");
+    out.push(comparedText, "");
   } else {
     const kinds = new Map<RegressionKind, number>();
     for (const x of r.regressions) kinds.set(x.kind, (kinds.get(x.kind) ?? 0) + 1);
-    out.push(`## clip-parity gate: ❌ ${r.regressions.length} regression${r.regressions.length === 1 ? "" : "s"}`, "");
-    out.push(
-      `${[...kinds].map(([k, n]) => `${n} ${KIND_TITLE[k]}${n === 1 ? "" : "s"}`).join(", ")}; ${r.compared} cells of \`${baselinePath}\` compared with \`${resultsPath}\` ` +
-        `(memory slack ${pct(options.memorySlack)}, comm slack ${pct(options.commSlack)}).`,
-      "",
-    );
+    out.push(`${[...kinds].map(([k, n]) => `${n} ${KIND_TITLE[k]}${n === 1 ? "" : "s"}`).join(", ")}; ${comparedText}`, "");
     out.push(`| regression | cell | check / rank | what |`, `|---|---|---|---|`);
-    for (const x of r.regressions.slice(0, maxRows)) out.push(`| ${KIND_TITLE[x.kind]} | \`${mdCell(x.cell)}\` | ${mdCell(x.where)} | ${mdCell(x.message)} |`);
+    for (const x of r.regressions.slice(0, maxRows)) out.push(`| ${KIND_TITLE[x.kind]} | ${mdCode(x.cell, { table: true })} | ${mdCell(x.where)} | ${mdCell(x.message)} |`);
     if (r.regressions.length > maxRows) out.push("", `… and ${r.regressions.length - maxRows} more.`);
     out.push("");
   }
-  for (const n of r.notes) out.push(`- ${n}`);
+  for (const n of r.notes) out.push(`- ${mdText(n)}`);
   if (r.notes.length) out.push("");
   return out.join("\n");
 }
@@ -171,7 +204,7 @@ export const spec: CommandSpec = {
     "comm-slack": { type: "string", value: "PCT", description: "allowed growth of collective counts", default: "0%" },
     md: { type: "string", value: "FILE", description: "also write the Markdown verdict here ($GITHUB_STEP_SUMMARY)" },
   },
-  notes: "exit status: 0 no regression, 1 a regression, 2 bad input",
+  notes: "exit status: 0 no regression, 1 a regression or nothing judged (no check ran), 2 bad input",
 };
 
 export async function run(argv: string[]): Promise<number> {
@@ -190,5 +223,5 @@ export async function run(argv: string[]): Promise<number> {
   const text = renderVerdict(verdict, baselinePath, resultsPath, options);
   process.stdout.write(text);
   if (md) writeFileAtomic(md, text);
-  return verdict.regressions.length ? 1 : 0;
+  return gateFailed(verdict) ? 1 : 0;
 }

@@ -86,7 +86,7 @@ describe("gate", () => {
     expect((await gate(baseline(), grow(1050))).code).toBe(0); // +5.0% with 5% slack
     const r = await gate(baseline(), grow(1200));
     expect(r.code).toBe(1);
-    expect(r.stdout).toContain(`| scratch peak above baseline | \`${B}\` | rank 1 | scratch peak 1.17 KiB (1200 B) > baseline 1000 B (1000 B) + 5% slack (+20%) |`);
+    expect(r.stdout).toContain(`| scratch peak above baseline | \`${B}\` | rank 1 | scratch peak 1.17 KiB (1200 B) \\> baseline 1000 B (1000 B) + 5% slack (+20%) |`);
     expect((await gate(baseline(), grow(1200), "--memory-slack", "25%")).code).toBe(0);
     expect((await gate(baseline(), grow(1060), "--memory-slack", "0.05")).code).toBe(1);
   });
@@ -95,7 +95,7 @@ describe("gate", () => {
     const now = edit(baseline(), A, (c) => ({ ...c, comm: c.comm.map((k) => ({ ...k, collectives: k.collectives + 1 })) }));
     const r = await gate(baseline(), now);
     expect(r.code).toBe(1);
-    expect(r.stdout).toContain(`| collectives above baseline | \`${A}\` | rank 0 | 3 collectives > baseline 2 (+1) |`);
+    expect(r.stdout).toContain(`| collectives above baseline | \`${A}\` | rank 0 | 3 collectives \\> baseline 2 (+1) |`);
     expect(r.stdout).toContain(`| collectives above baseline | \`${A}\` | rank 1 |`);
     expect(r.stdout).toContain("2 collectives above baselines");
     expect((await gate(baseline(), now, "--comm-slack", "50%")).code).toBe(0);
