@@ -5,6 +5,8 @@
  */
 import { formatLayout, LAYOUT_AXES, type Layout } from "../harness/layout/layout.ts";
 import { cellJsonFailed, type CellJson } from "../harness/results/schema.ts";
+import { cellSkipped, verdictOf, type Verdict } from "../harness/results/summary.ts";
+import type { RunSummary } from "../harness/results/types.ts";
 
 /** What a report says about the run it describes; every field optional. */
 export interface ReportMeta {
@@ -23,9 +25,21 @@ export type Outcome = "pass" | "fail" | "skip";
 
 export function outcomeOf(c: Pick<CellJson, "checks">): Outcome {
   if (cellJsonFailed(c)) return "fail";
-  if (c.checks.length > 0 && c.checks.every((x) => x.status === "skip")) return "skip";
-  return "pass";
+  return cellSkipped(c) ? "skip" : "pass";
 }
+
+/**
+ * The run's verdict as every reporter states it. A summary that counts failures fails even if the cells
+ * given do not show them; PASS needs at least one check that ran.
+ */
+export function runVerdict(cells: readonly Pick<CellJson, "checks">[], summary: RunSummary): Verdict {
+  return summary.failed > 0 ? "fail" : verdictOf(cells);
+}
+
+export const VERDICT_TEXT: Record<Verdict, string> = { pass: "PASS", fail: "FAIL", none: "NO VERDICT: nothing was judged" };
+
+/** Why there is no verdict, for the reporters to say under it. */
+export const NOTHING_JUDGED = "no check ran (no cells, or every check skipped)";
 
 export function layoutOf(c: Pick<CellJson, "layout">): string {
   return formatLayout(c.layout as Layout);

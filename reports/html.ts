@@ -19,15 +19,20 @@ import {
   formatBytes,
   gridOf,
   messageBody,
+  NOTHING_JUDGED,
   outcomeOf,
+  runVerdict,
   summaryText,
+  VERDICT_TEXT,
   type Grid,
   type ReportMeta,
 } from "./common.ts";
+import { terminalText } from "./escape.ts";
 import type { CellJson } from "../harness/results/schema.ts";
 
+/** Text for an element or attribute: markup characters as entities, control characters as visible escapes. */
 export function htmlEscape(text: string): string {
-  return text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;").replace(/'/g, "&#39;");
+  return terminalText(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;").replace(/'/g, "&#39;");
 }
 const h = htmlEscape;
 
@@ -39,7 +44,7 @@ h1 { font-size: 1.4rem; margin: 0 0 .3rem; } h2 { font-size: 1.15rem; margin: 2r
 code, pre { font: 12px/1.4 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
 pre { background: var(--bg); padding: .5rem .7rem; border-radius: 6px; overflow-x: auto; white-space: pre-wrap; margin: .3rem 0; }
 nav a { margin-right: 1rem; }
-.verdict { font-weight: 600; font-size: 1.05rem; margin: .3rem 0; } .verdict.fail { color: var(--fail); } .verdict.pass { color: var(--pass); }
+.verdict { font-weight: 600; font-size: 1.05rem; margin: .3rem 0; } .verdict.fail { color: var(--fail); } .verdict.pass { color: var(--pass); } .verdict.none { color: var(--fail); }
 .note { color: var(--muted); margin: .2rem 0; }
 .failure { border: 1px solid var(--line); border-left: 4px solid var(--fail); border-radius: 6px; padding: .5rem .8rem; margin: .6rem 0; }
 .failure h3 { font-size: .95rem; margin: 0 0 .3rem; word-break: break-all; }
@@ -87,10 +92,17 @@ const SCRIPT = `
 (function () {
   "use strict";
   var data = JSON.parse(document.getElementById("cells-data").textContent);
+  // control and bidi characters shown as escapes, as the server-side text is (escape.ts)
+  function shown(x) {
+    return String(x).replace(/\\r\\n/g, "\\n").replace(/[\\u0000-\\u0008\\u000b-\\u001f\\u007f-\\u009f\\u2028\\u2029\\u202a-\\u202e\\u2066-\\u2069]/g, function (c) {
+      var n = c.charCodeAt(0), hex = n.toString(16);
+      return c === "\\r" ? "\\\\r" : n <= 0xff ? "\\\\x" + ("0" + hex).slice(-2) : "\\\\u" + ("000" + hex).slice(-4);
+    });
+  }
   function el(tag, cls, text) {
     var e = document.createElement(tag);
     if (cls) e.className = cls;
-    if (text !== undefined && text !== null) e.textContent = String(text);
+    if (text !== undefined && text !== null) e.textContent = shown(text);
     return e;
   }
   function bytes(n) {
@@ -116,7 +128,7 @@ const SCRIPT = `
   function td(text, cls) { return el("td", cls || "", text); }
   function reproBlock(repro) {
     var d = el("div", "repro"); d.appendChild(el("code", "repro-command", repro));
-    var b = el("button", "copy", "copy"); b.type = "button"; b.setAttribute("data-copy", repro); d.appendChild(b);
+    var b = el("button", "copy", "copy"); b.type = "button"; b.setAttribute("data-copy", shown(repro)); d.appendChild(b);
     return d;
   }
   function render(panel, c) {
@@ -196,9 +208,12 @@ const SCRIPT = `
 })();
 `;
 
-/** JSON that can sit inside a <script> element: no "</script>", no "<!--". */
+/**
+ * JSON that can sit inside a <script> element: no "</script>", no "<!--", and no raw control or bidi
+ * character (JSON.stringify escapes C0 only); every one written as a \u escape, so the data is unchanged.
+ */
 function scriptJson(value: unknown): string {
-  return JSON.stringify(value).replace(/</g, "\\u003c").replace(/\u2028/g, "\\u2028").replace(/\u2029/g, "\\u2029");
+  return JSON.stringify(value).replace(/[<\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
 }
 
 function cellAnchor(index: number): string {
@@ -359,6 +374,7 @@ export function renderHtml(cells: readonly CellJson[], summary: RunSummary, meta
   const title = `${meta.title ?? "clip-parity"}${what ? `: ${what}` : ""}`;
   const failing = cells.filter((c) => failedChecks(c).length > 0);
   const n = counts(cells);
+  const verdict = runVerdict(cells, summary);
 
   const failures = failing.length
     ? failing
@@ -384,9 +400,9 @@ export function renderHtml(cells: readonly CellJson[], summary: RunSummary, meta
 <style>${CSS}</style>
 </head>
 <body>
-<header id="summary" data-cells="${summary.cells}" data-passed="${summary.passed}" data-failed="${summary.failed}" data-skipped="${summary.skipped}">
+<header id="summary" data-verdict="${verdict}" data-cells="${summary.cells}" data-passed="${summary.passed}" data-failed="${summary.failed}" data-skipped="${summary.skipped}">
 <h1>${h(title)}</h1>
-<p class="verdict ${summary.failed ? "fail" : "pass"}">${summary.failed ? "FAIL" : "PASS"}: ${h(summaryText(summary))}</p>
+<p class="verdict ${verdict}">${h(VERDICT_TEXT[verdict])}: ${h(summaryText(summary))}${verdict === "none" ? `; ${h(NOTHING_JUDGED)}` : ""}</p>
 ${(meta.notes ?? []).map((x) => `<p class="note">${h(x)}</p>`).join("\n")}${meta.generatedAt ? `<p class="note">generated ${h(meta.generatedAt)}</p>` : ""}
 <nav><a href="#failures">failing cells (${failing.length})</a><a href="#matrix">matrix</a><a href="#memory">memory per rank</a><a href="#comm">collectives per rank</a></nav>
 </header>

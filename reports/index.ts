@@ -18,7 +18,7 @@ import { renderJunit } from "./junit.ts";
 import { renderMarkdown } from "./markdown.ts";
 import { renderHtml } from "./html.ts";
 import type { CellJson } from "../harness/results/schema.ts";
-import type { ReportMeta } from "./common.ts";
+import { runVerdict, type ReportMeta } from "./common.ts";
 
 export type { ReportMeta } from "./common.ts";
 export type { CellJson, ResultFile } from "../harness/results/schema.ts";
@@ -56,9 +56,15 @@ function fileReporter(
   };
 }
 
+/** The summary with its verdict spelled out, so that a script reading it cannot take nothing for a pass. */
+function summaryWithVerdict(cells: readonly CellJson[], summary: RunSummary) {
+  const verdict = runVerdict(cells, summary);
+  return { ...summary, verdict: verdict === "none" ? "no verdict" : verdict };
+}
+
 export const REPORTERS: Record<string, Reporter> = {
   json: fileReporter("json", "results.json", "the --json shape: every cell, its checks, memory and collectives", (cells, summary) =>
-    JSON.stringify({ cells, summary }, null, 2) + "\n",
+    JSON.stringify({ cells, summary: summaryWithVerdict(cells, summary) }, null, 2) + "\n",
   ),
   junit: fileReporter("junit", "junit.xml", "JUnit XML: a testsuite per subject, a testcase per cell and check", renderJunit),
   md: fileReporter("md", "summary.md", "Markdown for CI job summaries: subjects x layouts, then the failing cells", (c, s, m) => renderMarkdown(c, s, m)),

@@ -1,10 +1,11 @@
 /**
  * JUnit XML, as CI systems read it (the Jenkins/Surefire schema's required fields): one <testsuite> per
  * subject, one <testcase> per cell and check (classname = the cell id, name = the check id), <failure>
- * with a message attribute and the full message as text, <skipped> with its reason.
+ * with a message attribute and the full message as text, <skipped> with its reason. A run in which no
+ * check ran gets one <testcase> with an <error>, so that a CI page never shows it green.
  */
 import type { RunSummary } from "../harness/results/types.ts";
-import { describeRun, firstLine, type ReportMeta } from "./common.ts";
+import { describeRun, firstLine, NOTHING_JUDGED, runVerdict, summaryText, VERDICT_TEXT, type ReportMeta } from "./common.ts";
 import type { CellJson } from "../harness/results/schema.ts";
 
 /** Characters XML 1.0 cannot carry at all (most C0 controls, lone surrogates, U+FFFE/U+FFFF). */
@@ -30,11 +31,22 @@ function seconds(ms: number): string {
   return (ms / 1000).toFixed(3);
 }
 
-export function renderJunit(cells: readonly CellJson[], _summary: RunSummary, meta: ReportMeta = {}): string {
+/** The suite that stands for a run nothing judged: zero tests would read as success. */
+function noVerdictSuite(summary: RunSummary): string {
+  const message = VERDICT_TEXT.none;
+  return (
+    `  <testsuite name="clip-parity" tests="1" failures="0" errors="1" skipped="0" time="0.000">\n` +
+    `    <testcase name="verdict" classname="clip-parity" time="0.000">\n` +
+    `      <error message="${attr(message)}" type="no-verdict">${xmlEscape(`${NOTHING_JUDGED}: ${summaryText(summary)}`)}</error>\n` +
+    `    </testcase>\n  </testsuite>`
+  );
+}
+
+export function renderJunit(cells: readonly CellJson[], summary: RunSummary, meta: ReportMeta = {}): string {
   const bySubject = new Map<string, CellJson[]>();
   for (const c of cells) bySubject.set(c.subject, [...(bySubject.get(c.subject) ?? []), c]);
   const suites: string[] = [];
-  const total = { tests: 0, failures: 0, skipped: 0, time: 0 };
+  const total = { tests: 0, failures: 0, errors: 0, skipped: 0, time: 0 };
   for (const [subject, list] of bySubject) {
     const cases: string[] = [];
     const n = { tests: 0, failures: 0, skipped: 0, time: 0 };
@@ -67,10 +79,15 @@ export function renderJunit(cells: readonly CellJson[], _summary: RunSummary, me
         `  </testsuite>`,
     );
   }
+  if (runVerdict(cells, summary) === "none") {
+    suites.push(noVerdictSuite(summary));
+    total.tests++;
+    total.errors++;
+  }
   const name = ["clip-parity", describeRun(meta)].filter(Boolean).join(" ");
   return (
     `<?xml version="1.0" encoding="UTF-8"?>\n` +
-    `<testsuites name="${attr(name)}" tests="${total.tests}" failures="${total.failures}" errors="0" skipped="${total.skipped}" time="${seconds(total.time)}">\n` +
+    `<testsuites name="${attr(name)}" tests="${total.tests}" failures="${total.failures}" errors="${total.errors}" skipped="${total.skipped}" time="${seconds(total.time)}">\n` +
     (suites.length ? suites.join("\n") + "\n" : "") +
     `</testsuites>\n`
   );

@@ -4,20 +4,11 @@
  * reproduces each. Long runs are cut (GitHub keeps 1 MiB of summary per step) with a count of the rest.
  */
 import type { RunSummary } from "../harness/results/types.ts";
-import { counts, describeRun, failedChecks, gridOf, messageBody, summaryText, type ReportMeta } from "./common.ts";
+import { counts, describeRun, failedChecks, gridOf, messageBody, NOTHING_JUDGED, runVerdict, summaryText, VERDICT_TEXT, type ReportMeta } from "./common.ts";
+import { mdCell, mdCode, mdFence, mdText } from "./escape.ts";
 import type { CellJson } from "../harness/results/schema.ts";
 
-/** Escapes text for a Markdown table cell. */
-export function mdCell(text: string): string {
-  return text.replace(/\\/g, "\\\\").replace(/\|/g, "\\|").replace(/\r?\n/g, "<br>");
-}
-
-/** A fenced block that no line of `text` can close early. */
-function fence(text: string, info = ""): string {
-  let ticks = "```";
-  while (text.includes(ticks)) ticks += "`";
-  return `${ticks}${info}\n${text}\n${ticks}`;
-}
+const VERDICT_MARK = { pass: "✅", fail: "❌", none: "⛔" } as const;
 
 export interface MarkdownOptions {
   /** At most this many failing cells are listed in full (default 50). */
@@ -28,14 +19,14 @@ export function renderMarkdown(cells: readonly CellJson[], summary: RunSummary, 
   const maxFailures = options.maxFailures ?? 50;
   const out: string[] = [];
   const what = describeRun(meta);
-  const verdict = summary.failed ? "❌ FAIL" : "✅ PASS";
-  out.push(`## ${meta.title ?? "clip-parity"}${what ? `: ${what}` : ""}`, "");
-  out.push(`**${verdict}**: ${summaryText(summary)}`, "");
-  for (const note of meta.notes ?? []) out.push(`> ${note}`, "");
+  const verdict = runVerdict(cells, summary);
+  out.push(`## ${mdText(meta.title ?? "clip-parity")}${what ? `: ${mdText(what)}` : ""}`, "");
+  out.push(`**${VERDICT_MARK[verdict]} ${VERDICT_TEXT[verdict]}**: ${summaryText(summary)}${verdict === "none" ? `; ${NOTHING_JUDGED}` : ""}`, "");
+  for (const note of meta.notes ?? []) out.push(`> ${mdCell(note)}`, "");
 
   const grid = gridOf(cells);
   if (cells.length) {
-    out.push(`| subject \\ layout | ${grid.layouts.map(mdCell).join(" | ")} |`);
+    out.push(`| subject \\ layout | ${grid.layouts.map(mdText).join(" | ")} |`);
     out.push(`|---|${grid.layouts.map(() => "---").join("|")}|`);
     for (const subject of grid.subjects) {
       const row = grid.cells.get(subject)!;
@@ -46,7 +37,7 @@ export function renderMarkdown(cells: readonly CellJson[], summary: RunSummary, 
         const mark = n.fail ? "❌" : n.pass ? "✅" : "⏭️";
         return `${mark} ${n.pass}/${list.length}${n.fail ? ` (${n.fail} failed)` : ""}`;
       });
-      out.push(`| ${mdCell(subject)} | ${entries.join(" | ")} |`);
+      out.push(`| ${mdText(subject)} | ${entries.join(" | ")} |`);
     }
     out.push("", "Each entry: passed cells / cells of that subject on that layout (models, dtypes, norms, regimes).", "");
   }
@@ -55,11 +46,11 @@ export function renderMarkdown(cells: readonly CellJson[], summary: RunSummary, 
   if (failing.length) {
     out.push(`### Failing cells (${failing.length})`, "");
     for (const c of failing.slice(0, maxFailures)) {
-      out.push(`#### \`${c.id}\``, "");
+      out.push(`#### ${mdCode(c.id)}`, "");
       for (const check of failedChecks(c)) {
-        out.push(`- **${mdCell(check.id)}**`, "", fence(messageBody(check.message)), "");
+        out.push(`- **${mdText(check.id)}**`, "", mdFence(messageBody(check.message)), "");
       }
-      if (c.repro) out.push("Reproduce:", "", fence(c.repro, "sh"), "");
+      if (c.repro) out.push("Reproduce:", "", mdFence(c.repro, "sh"), "");
     }
     if (failing.length > maxFailures) out.push(`… and ${failing.length - maxFailures} more failing cells (see the JSON or HTML report).`, "");
   }

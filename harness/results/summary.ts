@@ -1,4 +1,7 @@
-/** How a run is counted: a cell fails when any check fails, is skipped when every check skipped. */
+/**
+ * How a run is counted: a cell fails when any check fails, is skipped when no check ran (every check
+ * skipped, or none at all: a cell nothing judged never counts as passed).
+ */
 import type { CheckResult, RunSummary } from "./types.ts";
 
 export function cellFailed(r: { readonly checks: readonly Pick<CheckResult, "status">[] }): boolean {
@@ -6,7 +9,15 @@ export function cellFailed(r: { readonly checks: readonly Pick<CheckResult, "sta
 }
 
 export function cellSkipped(r: { readonly checks: readonly Pick<CheckResult, "status">[] }): boolean {
-  return r.checks.length > 0 && r.checks.every((c) => c.status === "skip");
+  return r.checks.every((c) => c.status === "skip");
+}
+
+/** The verdict over a set of cells: "none" when no check ran at all, so that nothing never reads as PASS. */
+export type Verdict = "pass" | "fail" | "none";
+
+export function verdictOf(results: readonly { readonly checks: readonly Pick<CheckResult, "status">[] }[]): Verdict {
+  if (results.some(cellFailed)) return "fail";
+  return results.some((r) => !cellSkipped(r)) ? "pass" : "none";
 }
 
 export function summarize(results: readonly { readonly checks: readonly Pick<CheckResult, "status">[] }[]): RunSummary {
