@@ -5,11 +5,16 @@
  *     Merges shards into one file: cells in the order of the files, a cell present in several files
  *     kept once when it is the same (timing aside) and refused (exit 2) when it differs; the summary
  *     is recomputed from the cells. (A cell a matrix lists twice stays twice, as in its own file.)
+ *     The same shard given twice (one file twice, or two files holding the same cells) is refused
+ *     (exit 2): it would count its cells twice or stand in for a shard that is missing.
  *
  *   clip-parity report --results FILE [--report json,junit,md,html] [--out DIR] [--title TEXT]
  *     Renders reports from a file (e.g. the merged nightly results). Exit 0 once written.
  */
+import { realpathSync } from "node:fs";
+import { resolve } from "node:path";
 import { InputError } from "../harness/errors.ts";
+import { escapeControls } from "../harness/results/controls.ts";
 import { cellDifference, formatResultFile, readResultFile, summarizeJson, type CellJson, type ResultFile } from "../harness/results/schema.ts";
 import { assertWritableDir, assertWritableFile, writeFileAtomic } from "../harness/util/fs.ts";
 import { parseReporters, REPORTER_NAMES, writeReports, DEFAULT_OUT_DIR } from "../reports/index.ts";
@@ -17,11 +22,44 @@ import { summaryText } from "../reports/common.ts";
 import { parseCommand, parseCommandLine, str, type CommandSpec } from "./args.ts";
 
 export interface MergeInput {
+  /** As given: what messages name. */
   path: string;
   data: ResultFile;
+  /** The file itself (its real path), when it differs from `path` resolved. */
+  file?: string;
+}
+
+/** The cell ids of a file, in one order, as a key: two files with the same key hold the same shard. */
+function cellSetKey(data: ResultFile): string {
+  return JSON.stringify([...new Set(data.cells.map((c) => c.id))].sort());
+}
+
+/**
+ * One shard given twice would have its cells taken as "listed twice by the matrix" (one file twice:
+ * counted twice) or as agreeing duplicates (a copy: kept once, hiding the shard that is missing), so
+ * both are refused. Files that overlap in part (matrices that share cells) still merge.
+ */
+function assertDistinctShards(inputs: readonly MergeInput[]): void {
+  const byFile = new Map<string, string>();
+  const byCells = new Map<string, string>();
+  for (const { path, data, file } of inputs) {
+    const key = file ?? resolve(path);
+    const same = byFile.get(key);
+    if (same !== undefined) throw new InputError(escapeControls(`merge: ${same} and ${path} are the same file; give each shard once`));
+    byFile.set(key, path);
+    if (data.cells.length === 0) continue; // an empty shard duplicates nothing
+    const cells = cellSetKey(data);
+    const twin = byCells.get(cells);
+    const n = new Set(data.cells.map((c) => c.id)).size;
+    if (twin !== undefined) {
+      throw new InputError(escapeControls(`merge: ${twin} and ${path} hold the same ${n} cell${n === 1 ? "" : "s"} (the same shard twice?); give each shard once`));
+    }
+    byCells.set(cells, path);
+  }
 }
 
 export function mergeResults(inputs: readonly MergeInput[]): { file: ResultFile; duplicates: number } {
+  assertDistinctShards(inputs);
   const cells: CellJson[] = [];
   const from = new Map<string, { cell: CellJson; path: string }>();
   let duplicates = 0;
@@ -34,7 +72,8 @@ export function mergeResults(inputs: readonly MergeInput[]): { file: ResultFile;
       }
       if (seen) {
         const diff = cellDifference(seen.cell, cell);
-        if (diff) throw new InputError(`merge: cell ${cell.id} is in ${seen.path} and in ${path} with different content (${diff})`);
+        // the id and the values come from the files: escaped, as they end up on a terminal
+        if (diff) throw new InputError(escapeControls(`merge: cell ${cell.id} is in ${seen.path} and in ${path} with different content (${diff})`));
         duplicates++;
         continue;
       }
@@ -50,7 +89,7 @@ const mergeSpec: CommandSpec = {
   summary: "Merges result files (shards of one run) into one; a cell in several files must be the same in each.",
   flags: { out: { type: "string", value: "FILE", description: "the merged result file", required: true } },
   positionals: "FILE...",
-  notes: "exit status: 0 merged, 2 bad input (a file that is not a result file, or a cell that differs between files)",
+  notes: "exit status: 0 merged, 2 bad input (a file that is not a result file, a cell that differs between files, or the same shard twice)",
 };
 
 export const merge = {
@@ -60,7 +99,7 @@ export const merge = {
     const out = str(values, "out")!;
     if (positionals.length === 0) throw new InputError("merge: no result files given\nusage: clip-parity merge --out FILE FILE...");
     assertWritableFile(out, "--out");
-    const inputs = positionals.map((path) => ({ path, data: readResultFile(path) }));
+    const inputs = positionals.map((path) => ({ path, data: readResultFile(path), file: realpathSync(path) }));
     const { file, duplicates } = mergeResults(inputs);
     writeFileAtomic(out, formatResultFile(file));
     process.stdout.write(

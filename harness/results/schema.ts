@@ -6,6 +6,7 @@
 import { readFileSync } from "node:fs";
 import { z } from "zod";
 import { InputError } from "../errors.ts";
+import { escapeControls } from "./controls.ts";
 import { layoutFields } from "../layout/schema.ts";
 import { cellFailed, summarize } from "./summary.ts";
 import type { RunSummary } from "./types.ts";
@@ -134,14 +135,16 @@ export function parseResultFile(raw: unknown, where: string): ResultFile {
     const issues = parsed.error.issues;
     const lines = issues.slice(0, 5).map((i) => `  ${issuePath(i.path)}: ${i.message}`);
     if (issues.length > 5) lines.push(`  ... and ${issues.length - 5} more`);
-    throw new InputError(`${where} is not a clip-parity result file (the --json shape):\n${lines.join("\n")}`);
+    // field names come from the file: escaped, as they end up on a terminal
+    throw new InputError(`${escapeControls(where)} is not a clip-parity result file (the --json shape):\n${lines.map((l) => escapeControls(l)).join("\n")}`);
   }
   // A matrix may list one cell twice; the same cell run twice must agree (timing aside).
   const seen = new Map<string, CellJson>();
   for (const c of parsed.data.cells) {
     const first = seen.get(c.id);
     const diff = first && cellDifference(first, c);
-    if (diff) throw new InputError(`${where}: cell ${c.id} appears twice with different content (${diff})`);
+    // the id and the values come from the file: escaped, as they end up on a terminal
+    if (diff) throw new InputError(escapeControls(`${where}: cell ${c.id} appears twice with different content (${diff})`));
     if (!first) seen.set(c.id, c);
   }
   return parsed.data;
