@@ -3,6 +3,8 @@
 //
 // - resolve: `clip-parity/<path>` means this installation's <path>, wherever the importing file is
 //   (a subject outside the repository has no node_modules/clip-parity to find).
+// - resolve: a module imported by a rank's instance of a subject module (`?clip-parity-rank=N`, registry.ts)
+//   is that rank's own too, unless it is the harness's or a package's: ranks of one cell share no state.
 // - load: a .ts or .js subject outside a `"type": "module"` package is still an ES module (the
 //   README's examples use import/export); without this, Node would treat it as CommonJS.
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -12,7 +14,27 @@ import { existsSync, readFileSync } from "node:fs";
 const ROOT = resolvePath(dirname(fileURLToPath(import.meta.url)), "../..");
 const PREFIX = "clip-parity/";
 
+const RANK_QUERY = "clip-parity-rank";
+const HARNESS = join(ROOT, "harness") + sep;
+
+/** The rank query of a parent module's URL, or null. */
+function rankOf(parentURL) {
+  if (!parentURL || !parentURL.startsWith("file:")) return null;
+  return new URL(parentURL).searchParams.get(RANK_QUERY);
+}
+
 export async function resolve(specifier, context, next) {
+  const resolved = await resolveOwn(specifier, context, next);
+  const rank = rankOf(context.parentURL);
+  if (rank === null || !resolved.url.startsWith("file:")) return resolved;
+  const url = new URL(resolved.url);
+  const path = fileURLToPath(url);
+  if (path.startsWith(HARNESS) || path.includes(`${sep}node_modules${sep}`) || url.searchParams.has(RANK_QUERY)) return resolved;
+  url.searchParams.set(RANK_QUERY, rank);
+  return { ...resolved, url: url.href };
+}
+
+async function resolveOwn(specifier, context, next) {
   if (specifier === "clip-parity" || specifier.startsWith(PREFIX)) {
     const rest = specifier === "clip-parity" ? "harness/clip/api.ts" : specifier.slice(PREFIX.length);
     const path = join(ROOT, rest);

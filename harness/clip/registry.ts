@@ -162,12 +162,25 @@ function describe(v: unknown): string {
   }
 }
 
+/** The query that gives each rank its own instance of a subject module (and of the modules it imports). */
+export const RANK_QUERY = "clip-parity-rank";
+
+/**
+ * The URL a subject module is imported from: with a rank, a URL of that rank's own, so that the ranks
+ * of one cell share no module state (loader-hooks.mjs carries the query to the modules it imports).
+ */
+function moduleUrl(path: string, rank: number | undefined): string {
+  const url = pathToFileURL(path);
+  if (rank !== undefined) url.searchParams.set(RANK_QUERY, String(rank));
+  return url.href;
+}
+
 /**
  * A built-in subject by name, or a user subject from a module path (relative to the working
  * directory; `.ts` works because the harness runs under tsx/vitest), or `torch:<module>:<function>`: a
  * Python function run by the PyTorch adapter (harness/external/torch/subject.ts).
  */
-export async function loadSubject(spec: string): Promise<Subject> {
+export async function loadSubject(spec: string, options: { rank?: number } = {}): Promise<Subject> {
   if (typeof spec !== "string" || spec.length === 0) {
     throw new InputError(`subject: expected a built-in name or a module path; got ${describe(spec)}`);
   }
@@ -190,7 +203,7 @@ export async function loadSubject(spec: string): Promise<Subject> {
   if (!existsSync(path)) throw new InputError(`subject module ${spec} (${path}) could not be loaded: no such file`);
   let mod: Record<string, unknown>;
   try {
-    mod = (await import(pathToFileURL(path).href)) as Record<string, unknown>;
+    mod = (await import(moduleUrl(path, options.rank))) as Record<string, unknown>;
   } catch (err) {
     let why = describeLoadError(err);
     // Node's SyntaxError from an ES module carries no location: esbuild's parse of the same file does.

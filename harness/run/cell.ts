@@ -13,7 +13,7 @@ import { validateLayout, worldSize } from "../layout/layout.ts";
 import { getModel } from "../model/models.ts";
 import type { ModelManifest } from "../model/manifest.ts";
 import { planWorld, type LocalParam } from "../model/plan.ts";
-import { f32Below, regimeSpec } from "../clip/regimes.ts";
+import { maxNormOf, regimeSpec } from "../clip/regimes.ts";
 import { computeReference, type Reference } from "../clip/reference.ts";
 import { World } from "../world/world.ts";
 import { clipArgs, meshesOf, rankContext } from "../world/context.ts";
@@ -25,6 +25,8 @@ import type { CellResult, CellTimings, RankMemory } from "../results/types.ts";
 import { deepFreeze } from "../util/freeze.ts";
 import { dumpCell } from "./dump.ts";
 import { gradSpecs } from "../clip/finalize.ts";
+import { subjectRunning } from "../util/watch.ts";
+import { describeValue } from "./thrown.ts";
 
 export interface RunCellOptions {
   budgets?: Budgets;
@@ -47,11 +49,6 @@ export interface RunCellOptions {
   plan?: LocalParam[][];
   /** The command line printed to reproduce the cell, when `reproCommand` cannot express it. */
   repro?: string;
-  /**
-   * Told when the subject's code starts and stops running (the clip), so that a supervisor can hold
-   * the subject, and only the subject, to a wall-clock limit.
-   */
-  onSubject?: (running: boolean) => void;
   /** The backend's limit on live bytes (DEFAULT_MAX_LIVE_BYTES). */
   maxLiveBytes?: number;
 }
@@ -90,6 +87,16 @@ export function cellTensorHash(ctx: Pick<CheckContext, "backend" | "plan" | "gra
   return h.digest("hex").slice(0, 16);
 }
 
+/** An external subject's run, held to the subject's wall-clock limit like a clip on the simulated world. */
+async function runExternal(external: NonNullable<Subject["external"]>, cell: Parameters<NonNullable<Subject["external"]>>[0]) {
+  subjectRunning(true);
+  try {
+    return await external(cell);
+  } finally {
+    subjectRunning(false);
+  }
+}
+
 export async function runCell(cell: Cell, options: RunCellOptions): Promise<CellResult> {
   const started = performance.now();
   const timings: CellTimings = { plan: 0, reference: 0, allocate: 0, generate: 0, subject: 0, collectives: 0, checks: 0, free: 0, total: 0 };
@@ -123,7 +130,7 @@ export async function runCell(cell: Cell, options: RunCellOptions): Promise<Cell
 
   const reference =
     backendKind === "meta" ? NO_REFERENCE : computeReference(model, cell.dtype, cell.normType, cell.regime, cell.seed, step);
-  const maxNorm = cell.maxNorm ?? (regime.maxNorm === "boundary" ? f32Below(reference.totalNorm) : regime.maxNorm);
+  const maxNorm = maxNormOf(cell, reference.totalNorm);
   const errorIfNonfinite = cell.errorIfNonfinite ?? regime.errorIfNonfinite;
   const clipCoef = clipCoefficient(maxNorm, reference.totalNorm);
   lap("reference");
@@ -173,11 +180,8 @@ export async function runCell(cell: Cell, options: RunCellOptions): Promise<Cell
 
     const meshes = meshesOf(layout);
     const sim = new World(world, backend);
-    options.onSubject?.(true);
     // An external subject (the PyTorch adapter) runs the whole cell itself, outside the simulated world.
-    const external = subject.external
-      ? await subject.external({ cell, layout, world, params: views, maxNorm, normType: cell.normType, errorIfNonfinite, backend, timeoutMs: options.timeoutMs })
-      : undefined;
+    const external = subject.external ? await runExternal(subject.external.bind(subject), { cell, layout, world, params: views, maxNorm, normType: cell.normType, errorIfNonfinite, backend, timeoutMs: options.timeoutMs }) : undefined;
     const run = external
       ? { ranks: external.ranks, liveness: external.liveness, comm: external.comm }
       : await sim.run(
@@ -185,7 +189,8 @@ export async function runCell(cell: Cell, options: RunCellOptions): Promise<Cell
             subject.clip(rankContext(rank, layout, meshes, sim, backend, plan), clipArgs(views[rank], { maxNorm, normType: cell.normType, errorIfNonfinite })),
           { timeoutMs: options.timeoutMs },
         );
-    options.onSubject?.(false);
+    // what a rank returned instead of a number is kept as a line saying what it was (never the value itself)
+    for (const o of run.ranks) if (o.value !== undefined && typeof o.value !== "number") o.value = describeValue(o.value) as never;
     backend.markStage("after clip");
     lap("subject");
     timings.collectives = sim.collectiveMs;

@@ -14,7 +14,7 @@ import type { CellResult, RunSummary } from "../results/types.ts";
 import { summarize } from "../results/summary.ts";
 import { runCell } from "./cell.ts";
 import { goldenSession, type GoldenSession } from "./golden.ts";
-import { probeSubjects, WorkerPool, type CellJob, type PoolOptions } from "./pool.ts";
+import { CELL_DEADLINE_PHASES, cellOutcome, DEFAULT_TIMEOUT_MS, estimateCellBytes, isolationCheck, probeSubjects, referenceKey, runJobs, type CellJobInput, type Job } from "./pool.ts";
 import { resolveBackend, selectCells, type RunLimits } from "./policy.ts";
 import type { Shard } from "./shard.ts";
 
@@ -117,13 +117,13 @@ export async function prepareRun(matrix: Matrix, options: RunMatrixOptions = {})
   const golden = goldenSession({ mode: options.golden, matrix: matrix.name, backend, partial, dir: options.goldenDir, env: options.env, out: options.goldenOut });
   const specs = [...new Set(cells.map((c) => c.subject))];
   // A user module runs its top level when imported: only ever inside a worker, under a time limit.
-  await probeSubjects(specs.filter(isSubjectPath), options.timeoutMs ?? DEFAULT_TIMEOUT_MS);
+  await probeSubjects(specs.filter(isSubjectPath), options.timeoutMs ?? DEFAULT_TIMEOUT_MS, options.workerHeapMb);
   const subjects = new SubjectCache();
   for (const s of specs) if (!isSubjectPath(s)) await subjects.get(s);
   return { matrix, backend, cells, budgets: matrix.budgets, golden, subjects };
 }
 
-export const DEFAULT_TIMEOUT_MS = 60_000;
+export { DEFAULT_TIMEOUT_MS } from "./pool.ts";
 
 /** Runs a prepared run's cells and finishes it (golden verdict, summary, hooks). */
 export async function executeRun(run: PreparedRun, options: RunMatrixOptions = {}, hooks: RunHooks = {}): Promise<RunOutput> {
@@ -133,8 +133,7 @@ export async function executeRun(run: PreparedRun, options: RunMatrixOptions = {
   const slots: (CellResult | undefined)[] = new Array(total);
   let done = 0;
   let stopped = false;
-  const jobs: CellJob[] = cells.map((cell, index) => ({
-    index,
+  const inputs: CellJobInput[] = cells.map((cell, index) => ({
     cell,
     options: {
       backend,
@@ -153,24 +152,41 @@ export async function executeRun(run: PreparedRun, options: RunMatrixOptions = {
   // Subjects that run outside this process (torchrun) share one adapter session: in order, here.
   // With workers: 0 every cell runs here.
   const inProcess = options.workers === 0;
-  const inline = jobs.filter((j) => inProcess || isExternalSpec(j.cell.subject));
-  const pooled = jobs.filter((j) => !inProcess && !isExternalSpec(j.cell.subject));
-  const pool = new WorkerPool(pooled.length, {
-    workers: options.workers,
-    timeoutMs: options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
-    memoryBudgetBytes: options.memoryBudgetBytes,
-    heapMb: options.workerHeapMb,
-  } satisfies PoolOptions);
+  const indices = inputs.map((_, i) => i);
+  const inline = indices.filter((i) => inProcess || isExternalSpec(inputs[i]!.cell.subject));
+  const pooled = indices.filter((i) => !inProcess && !isExternalSpec(inputs[i]!.cell.subject));
+  // cells of one reference next to each other, the first of each group in matrix order (worker caches)
+  const firstAt = new Map<string, number>();
+  for (const i of pooled) if (!firstAt.has(referenceKey(cells[i]!))) firstAt.set(referenceKey(cells[i]!), i);
+  pooled.sort((a, b) => firstAt.get(referenceKey(cells[a]!))! - firstAt.get(referenceKey(cells[b]!))! || a - b);
+  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  const jobs: Job[] = pooled.map((i) => ({
+    index: i,
+    kind: "cell",
+    input: inputs[i],
+    bytes: estimateCellBytes(cells[i]!),
+    affinity: referenceKey(cells[i]!),
+    deadlineMs: timeoutMs * CELL_DEADLINE_PHASES,
+  }));
   await Promise.all([
-    pool.run(pooled, ended, () => stopped, (job) => hooks.onCellStart?.(job.cell, job.index, total)),
+    runJobs(jobs, {
+      workers: options.workers,
+      timeoutMs,
+      memoryBudgetBytes: options.memoryBudgetBytes,
+      heapMb: options.workerHeapMb,
+      onStart: (job) => hooks.onCellStart?.(cells[job.index]!, job.index, total),
+      onOutcome: (job, o) => ended(job.index, cellOutcome(inputs[job.index]!, o)),
+      stop: () => stopped,
+    }),
     (async () => {
-      for (const job of inline) {
+      for (const i of inline) {
         if (stopped) break;
-        hooks.onCellStart?.(job.cell, job.index, total);
-        const result = await runCell(job.cell, { ...job.options, subject: await run.subjects.get(job.cell.subject) });
+        const input = inputs[i]!;
+        hooks.onCellStart?.(input.cell, i, total);
+        const result = await runCell(input.cell, { ...input.options, subject: await run.subjects.get(input.cell.subject) });
         // as a worker reports it: the subject ran to its end here (nothing to isolate it from)
-        if (inProcess && !isExternalSpec(job.cell.subject)) result.checks.push({ id: "isolation", status: "pass", message: "" });
-        ended(job.index, result);
+        if (inProcess && !isExternalSpec(input.cell.subject)) result.checks.push(isolationCheck(null));
+        ended(i, result);
       }
     })(),
   ]);

@@ -1,34 +1,42 @@
 /**
- * A cell worker: a thread that runs cells for the pool (pool.ts), so that a subject that misbehaves
- * takes down at most this thread, never the harness. Whatever way the subject ends its turn is told
- * to the pool, which fails the cell's `isolation` check with it and replaces the worker:
+ * A worker: a thread that runs jobs for the pool (pool.ts), so that a subject that misbehaves takes
+ * down at most this thread, never the harness, and cannot reach the verdict:
  *
- * - an uncaught exception or an unhandled rejection (a throw inside setTimeout, a forgotten promise);
- * - process.exit() (reported with where it was called);
- * - timers or other handles left running after the clip returned (they would fire into a later cell);
- * - a loop that never yields, or running out of heap: the pool sees these from outside.
+ * - The pool's port arrives in workerData before any subject code loads and is kept in this module's
+ *   scope; the realm is sealed (seal.ts) before the pool hears "ready": intrinsics and the harness's
+ *   exports are frozen, globals closed.
+ * - Each rank of a cell gets its own instance of a user subject's modules (registry.ts), so ranks meet
+ *   only through the collectives.
+ * - Whatever way the subject ends its turn is told to the pool, which makes it the job's `isolation`
+ *   fault and replaces the worker: an uncaught exception or an unhandled rejection, process.exit()
+ *   (with where it was called), timers or other handles left running after the job; a loop that never
+ *   yields, or running out of heap, the pool sees from outside.
  *
- * Protocol (structured-clone messages on parentPort): in: { type: "run", job }; out: { type: "ready" },
- * { type: "subject", index, running }, { type: "result", index, result, recycle? }, { type: "crash",
- * index, what }. One cell at a time.
+ * Protocol (structured-clone messages on the private port, pool.ts `WorkerMessage`): in: { type: "run",
+ * job }; out: "ready", "subject" (a subject phase starts or ends), "result" (once per job), "failed"
+ * (bad input: the caller raises it), "crash". One job at a time.
  */
-import { parentPort } from "node:worker_threads";
-import type { CellResult } from "../results/types.ts";
+import { workerData, type MessagePort } from "node:worker_threads";
+import type { Subject } from "../clip/api.ts";
+import { isSubjectPath, loadSubject } from "../clip/registry.ts";
+import type { TrainCell } from "../resume/train-parity.ts";
+import type { ResumeCell } from "../resume/resume.ts";
+import type { FuzzJobInput } from "../fuzz/fuzz.ts";
+import type { PlanJobInput } from "./plan.ts";
+import { watchSubject } from "../util/watch.ts";
 import { runCell } from "./cell.ts";
-import { SubjectCache } from "./runner.ts";
-import type { CellJob, WorkerMessage } from "./pool.ts";
+import type { CellJobInput, Job, SubjectInfo, WorkerMessage } from "./pool.ts";
+import { sealWorker } from "./seal.ts";
+import { harnessModules } from "./harness-modules.ts";
+import { describeThrown, withoutRankQuery } from "./thrown.ts";
 
-const port = parentPort!;
-const post = (m: WorkerMessage) => port.postMessage(m);
-const subjects = new SubjectCache();
+const port = (workerData as { port: MessagePort }).port;
+// Bound now: after the seal a subject can no longer replace them, but it could have shadowed them on `process`.
+const post = port.postMessage.bind(port) as (m: WorkerMessage) => void;
+const activeResources = process.getActiveResourcesInfo.bind(process);
+const realExit = process.exit.bind(process);
+const immediate = setImmediate;
 let current: number | null = null;
-
-/** "TypeError: x is not a function (at my-clip.ts:12:7)": the message and the innermost frame outside node. */
-export function describeThrown(err: unknown): string {
-  if (!(err instanceof Error)) return `a non-Error value was thrown: ${String(err)}`;
-  const frame = (err.stack ?? "").split("\n").slice(1).map((l) => l.trim()).find((l) => l.startsWith("at ") && !l.includes("node:"));
-  return `${err.name}: ${err.message}${frame ? ` (${frame})` : ""}`;
-}
 
 function crash(what: string): never {
   post({ type: "crash", index: current, what });
@@ -36,10 +44,9 @@ function crash(what: string): never {
   throw new Error("unreachable");
 }
 
-const realExit = process.exit.bind(process);
 process.exit = ((code?: number) => {
   const where = (new Error().stack ?? "").split("\n").slice(2).map((l) => l.trim()).find((l) => !l.includes("node:")) ?? "";
-  crash(`the subject called process.exit(${code ?? ""})${where ? ` ${where}` : ""}`);
+  crash(`the subject called process.exit(${code ?? ""})${where ? ` ${withoutRankQuery(where)}` : ""}`);
 }) as typeof process.exit;
 process.on("uncaughtException", (err) => crash(`uncaught exception in the subject's thread: ${describeThrown(err)}`));
 process.on("unhandledRejection", (reason) => crash(`unhandled promise rejection in the subject's thread: ${describeThrown(reason)}`));
@@ -47,7 +54,7 @@ process.on("unhandledRejection", (reason) => crash(`unhandled promise rejection 
 /** Live handles by kind (Timeout, Immediate, FSReqCallback...), to find what a subject left running. */
 function handles(): Map<string, number> {
   const m = new Map<string, number>();
-  for (const kind of process.getActiveResourcesInfo()) m.set(kind, (m.get(kind) ?? 0) + 1);
+  for (const kind of activeResources()) m.set(kind, (m.get(kind) ?? 0) + 1);
   return m;
 }
 
@@ -57,53 +64,102 @@ function leftRunning(before: Map<string, number>): string[] {
   return out;
 }
 
-async function run(job: CellJob): Promise<void> {
+/** Subject instances by spec and rank: a user module is imported once per rank of this worker. */
+const instances = new Map<string, Promise<Subject>>();
+
+function instance(spec: string, rank: number): Promise<Subject> {
+  const key = isSubjectPath(spec) ? `${rank}\t${spec}` : spec;
+  let s = instances.get(key);
+  if (!s) instances.set(key, (s = loadSubject(spec, isSubjectPath(spec) ? { rank } : {})));
+  return s;
+}
+
+/**
+ * The subject a job runs: a built-in one as it is; a user module as one instance per rank behind a
+ * subject that calls the rank's own instance (the rank comes from the harness's context, and each rank's
+ * instance is imported on its first call).
+ */
+async function subjectFor(spec: string): Promise<Subject> {
+  index.running(true); // loading a module runs its top level
+  try {
+    const first = await instance(spec, 0);
+    if (!isSubjectPath(spec)) return first;
+    return Object.freeze({
+      ...first,
+      clip: async (ctx, args) => (await instance(spec, ctx.rank)).clip(ctx, args),
+      ...(first.afterInit ? { afterInit: async (ctx, args) => (await instance(spec, ctx.rank)).afterInit!(ctx, args) } : {}),
+    } satisfies Subject);
+  } finally {
+    index.running(false);
+  }
+}
+
+/** Tells the pool when subject code starts and stops running (its phase limit). */
+const index = {
+  running(on: boolean) {
+    if (current !== null) post({ type: "subject", index: current, running: on });
+  },
+};
+
+type Handler = (input: never) => Promise<unknown>;
+
+/** What each job kind runs: the same harness functions the library exposes, loaded on first use. */
+const HANDLERS: Record<Job["kind"], Handler> = {
+  probe: async (spec: string): Promise<SubjectInfo> => {
+    const s = await subjectFor(spec);
+    return { name: s.name, tolerance: s.tolerance, catchBy: s.catchBy ? [...s.catchBy] : undefined, shape: s.shape };
+  },
+  cell: async ({ cell, options }: CellJobInput) => runCell(cell, { ...options, subject: await subjectFor(cell.subject) }),
+  plan: async (input: PlanJobInput) => {
+    const { planSubject } = await import("./plan.ts");
+    return planSubject(input, await subjectFor(input.subject));
+  },
+  train: async (cell: TrainCell) => {
+    const { runTrain } = await import("../resume/train-parity.ts");
+    return runTrain(cell, { subject: await subjectFor(cell.subject) });
+  },
+  resume: async (input: { cell: ResumeCell; dir?: string; fromExisting?: boolean }) => {
+    const { runResume } = await import("../resume/resume.ts");
+    return runResume(input.cell, { subject: await subjectFor(input.cell.subject), dir: input.dir, fromExisting: input.fromExisting });
+  },
+  replay: async (input: { path: string; subject?: string }) => {
+    const { replayCaseFile } = await import("../fuzz/replay.ts");
+    return replayCaseFile(input.path, { subject: input.subject, load: subjectFor });
+  },
+  fuzz: async (input: FuzzJobInput) => {
+    const { fuzzJob } = await import("../fuzz/fuzz.ts");
+    return fuzzJob(input, await subjectFor(input.subject));
+  },
+};
+
+async function run(job: Job): Promise<void> {
   current = job.index;
   const before = handles();
-  let result: CellResult;
+  let result: unknown;
   try {
-    post({ type: "subject", index: job.index, running: true }); // loading a module runs its top level
-    const subject = await subjects.get(job.cell.subject);
-    post({ type: "subject", index: job.index, running: false });
-    result = await runCell(job.cell, {
-      ...job.options,
-      subject,
-      onSubject: (running) => post({ type: "subject", index: job.index, running }),
-    });
+    const handler = HANDLERS[job.kind];
+    if (!handler) throw new Error(`internal: no handler for job kind "${job.kind}"`);
+    result = await handler(job.input as never);
   } catch (err) {
-    post({ type: "crash", index: job.index, what: `the cell could not run: ${describeThrown(err)}` });
+    const e = err as Error & { code?: string; exitCode?: number };
+    if (e instanceof Error && typeof e.exitCode === "number" && e.exitCode === 2) {
+      post({ type: "failed", index: job.index, error: { message: e.message, code: e.code ?? null, exitCode: 2 } });
+    } else {
+      post({ type: "crash", index: job.index, what: `the ${job.kind === "cell" ? "cell" : job.kind} could not run: ${describeThrown(err)}` });
+    }
     current = null;
     return;
   }
-  // A rejection nobody awaited is reported once the microtasks drain: let that happen inside this cell.
-  await new Promise((r) => setImmediate(r));
-  const left = leftRunning(before);
-  if (left.length) {
-    result.checks.push({
-      id: "isolation",
-      status: "fail",
-      message: `the subject left ${left.join(", ")} running after its clip returned (they would fire into a later cell); its worker was replaced`,
-    });
-  } else {
-    result.checks.push({ id: "isolation", status: "pass", message: "" });
-  }
-  post({ type: "result", index: job.index, result, recycle: left.length > 0 });
+  // A rejection nobody awaited is reported once the microtasks drain: let that happen inside this job.
+  await new Promise((r) => immediate(r));
+  post({ type: "result", index: job.index, result, left: leftRunning(before) });
   current = null;
 }
 
-/** Loads a subject module and reports whether it is a usable subject (prepareRun, before any cell). */
-async function probe(spec: string): Promise<void> {
-  try {
-    await subjects.get(spec);
-    post({ type: "probed", spec, error: null });
-  } catch (err) {
-    const e = err as Error & { code?: string; exitCode?: number };
-    post({ type: "probed", spec, error: { message: e instanceof Error ? e.message : String(err), code: e.code ?? null, exitCode: e.exitCode ?? null } });
-  }
-}
+watchSubject((on) => index.running(on));
+sealWorker(await harnessModules());
 
-port.on("message", (m: { type: "run"; job: CellJob } | { type: "probe"; spec: string }) => {
+port.on("message", (m: { type: "run"; job: Job }) => {
   if (m.type === "run") void run(m.job);
-  else if (m.type === "probe") void probe(m.spec);
 });
 post({ type: "ready" });

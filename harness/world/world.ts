@@ -8,6 +8,7 @@
  * rank can make progress, and reported as a liveness failure naming the ranks, the group and the
  * call; a wall-clock limit catches subjects that wait on something else entirely.
  */
+import { subjectRunning } from "../util/watch.ts";
 import type { Exact, ReduceOp, Tensor } from "../clip/api.ts";
 import type { Group } from "../layout/mesh.ts";
 import { DTYPE_BYTES, type Backend } from "../backend/backend.ts";
@@ -192,6 +193,7 @@ export class World {
         resolve();
       }, timeoutMs);
     });
+    subjectRunning(true);
     const all = Promise.all(
       outcomes.map(async (o) => {
         try {
@@ -204,7 +206,7 @@ export class World {
         this.checkProgress();
       }),
     );
-    await Promise.race([all, timeout]);
+    await Promise.race([all, timeout]).finally(() => subjectRunning(false));
     clearTimeout(timer);
     return { ranks: outcomes, liveness: this.failure, comm: this.comm };
   }
