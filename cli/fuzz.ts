@@ -11,9 +11,10 @@
  * caught), 2 bad input.
  */
 import { InputError } from "../harness/errors.ts";
-import { BUILTIN_SUBJECTS, CORRECT_SUBJECTS, KNOWN_BAD_SUBJECTS, loadSubject } from "../harness/clip/registry.ts";
+import { BUILTIN_SUBJECTS, CORRECT_SUBJECTS, KNOWN_BAD_SUBJECTS } from "../harness/clip/registry.ts";
 import { caseSize } from "../harness/fuzz/case.ts";
-import { DEFAULT_OUT_DIR, envSeed, fuzzSubject, SELF_TEST_RUNS } from "../harness/fuzz/fuzz.ts";
+import { DEFAULT_OUT_DIR, envSeed, fuzzIsolated, SELF_TEST_RUNS } from "../harness/fuzz/fuzz.ts";
+import { DEFAULT_TIMEOUT_MS, probeSubjects } from "../harness/run/pool.ts";
 import { printReplay } from "../harness/fuzz/replay.ts";
 import { parseCommand, parseInteger, str, type CommandSpec } from "./args.ts";
 
@@ -42,9 +43,14 @@ function parseSeed(text: string | undefined): number {
   return negative ? -n : n;
 }
 
+/** A user subject's catchBy, read in a worker (its module never loads in this thread). */
+async function probeCatchBy(spec: string): Promise<readonly string[] | undefined> {
+  const [info] = await probeSubjects([spec], DEFAULT_TIMEOUT_MS);
+  return info?.catchBy;
+}
+
 export async function run(argv: string[]): Promise<number> {
   const out = process.stdout;
-  const err = process.stderr;
   const v = parseCommand(spec, argv);
   const subjects = v.subject as string[] | undefined;
   if (typeof v.replay === "string") {
@@ -55,6 +61,7 @@ export async function run(argv: string[]): Promise<number> {
   const seed = parseSeed(str(v, "seed"));
   const outDir = (v.out as string | undefined) ?? DEFAULT_OUT_DIR;
   const quiet = Boolean(v.quiet);
+  if (subjects?.length) await probeSubjects(subjects.filter((n) => !Object.hasOwn(BUILTIN_SUBJECTS, n)), DEFAULT_TIMEOUT_MS);
 
   if (v["self-test"]) {
     const runs = v.runs === undefined ? SELF_TEST_RUNS : parseInteger(str(v, "runs")!, "--runs", { min: 1 });
@@ -62,10 +69,14 @@ export async function run(argv: string[]): Promise<number> {
     out.write(`fuzz self-test: each known-bad subject must fail one of its own checks within ${runs} cases (seed ${seed})\n`);
     let missed = 0;
     for (const name of names) {
-      const subject = await loadSubject(name);
-      const targets = subject.catchBy ?? [];
+      const targets = (Object.hasOwn(BUILTIN_SUBJECTS, name) ? BUILTIN_SUBJECTS[name]!.catchBy : (await probeCatchBy(name))) ?? [];
       if (!targets.length) throw new InputError(`--self-test: subject ${name} declares no catchBy checks`);
-      const r = await fuzzSubject(subject, { seed, numRuns: runs, targets, outDir });
+      const { result: r, fault } = await fuzzIsolated({ subject: name, params: { seed, numRuns: runs, targets, outDir, subjectSpec: name } });
+      if (!r) {
+        missed++;
+        out.write(`MISSED ${name}: isolation: ${fault}\n`);
+        continue;
+      }
       if (!r.counterexample) {
         missed++;
         out.write(`MISSED ${name}: no case of ${runs} failed ${targets.join(" or ")}\n`);
@@ -74,8 +85,8 @@ export async function run(argv: string[]): Promise<number> {
       const ce = r.counterexample;
       const s = caseSize(ce.fuzzCase);
       out.write(
-        `caught ${name} by ${[...new Set(ce.violations.map((x) => x.id))].join(", ")} at case ${r.details.numRuns}, ` +
-          `shrunk ${r.details.numShrinks} times to ${s.ranks} ranks, ${s.params} params, ${s.elements} elements (${(r.ms / 1000).toFixed(1)} s)\n`,
+        `caught ${name} by ${[...new Set(ce.violations.map((x) => x.id))].join(", ")} at case ${r.numRuns}, ` +
+          `shrunk ${r.numShrinks} times to ${s.ranks} ranks, ${s.params} params, ${s.elements} elements (${(r.ms / 1000).toFixed(1)} s)\n`,
       );
       if (!quiet) out.write(`  ${ce.message.split("\n").filter((l) => /counterexample|replay:|built-in/.test(l)).map((l) => l.trim()).join("\n  ")}\n`);
     }
@@ -89,26 +100,16 @@ export async function run(argv: string[]): Promise<number> {
   const started = performance.now();
   let failed = 0;
   for (const name of names) {
-    const subject = Object.hasOwn(BUILTIN_SUBJECTS, name) ? BUILTIN_SUBJECTS[name]! : await loadSubject(name);
-    let done = 0;
-    const tty = !quiet && err.isTTY;
-    const r = await fuzzSubject(subject, {
-      seed,
-      numRuns: runs,
-      outDir,
-      subjectSpec: name,
-      onRun: tty
-        ? () => {
-            if (++done % 100 === 0) err.write(`\r  ${name}: ${done} runs`);
-          }
-        : undefined,
-    });
-    if (tty) err.write("\r\x1b[K");
-    if (r.counterexample) {
+    // the whole search runs in a worker: the subject's code never runs in this thread
+    const { result: r, fault } = await fuzzIsolated({ subject: name, params: { seed, numRuns: runs, outDir, subjectSpec: name } });
+    if (!r) {
+      failed++;
+      out.write(`FAIL ${name}: isolation: ${fault}\n`);
+    } else if (r.counterexample) {
       failed++;
       out.write(`FAIL ${r.counterexample.message}\n`);
     } else {
-      out.write(`pass ${name}: ${r.details.numRuns} cases in ${(r.ms / 1000).toFixed(1)} s\n`);
+      out.write(`pass ${name}: ${r.numRuns} cases in ${(r.ms / 1000).toFixed(1)} s\n`);
     }
   }
   out.write(`${names.length - failed} of ${names.length} subjects passed; ${((performance.now() - started) / 1000).toFixed(1)} s in all\n`);

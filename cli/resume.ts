@@ -5,14 +5,14 @@
 import { InputError } from "../harness/errors.ts";
 import { parseLayout, formatLayout } from "../harness/layout/layout.ts";
 import { getModel } from "../harness/model/models.ts";
-import { loadSubject } from "../harness/clip/registry.ts";
+import { resumeIsolated, sectionCheck } from "../harness/run/isolated.ts";
 import { ALL_REGIMES, type Regime } from "../harness/clip/regimes.ts";
 import { DTYPES, formatNorm } from "../harness/spec/cell.ts";
 import { ADAMW } from "../harness/resume/adamw.ts";
 import { readIndex } from "../harness/resume/checkpoint.ts";
 import { LOADER_NAMES } from "../harness/resume/loaders.ts";
 import { INIT_MODES, type InitMode } from "../harness/resume/train.ts";
-import { DEFAULT_STEPS, runResume, type ResumeCell, type ResumeResult } from "../harness/resume/resume.ts";
+import { DEFAULT_STEPS, resumeCellId, validateResumeCell, type ResumeCell, type ResumeResult } from "../harness/resume/resume.ts";
 import { assertWritableFile, writeJsonAtomic } from "../harness/util/fs.ts";
 import { assertOnlyJsonWithMatrix, parseChoice, parseCommand, parseInteger, parseNormType, str, type CommandSpec } from "./args.ts";
 import { runExpectedSection } from "./section.ts";
@@ -85,8 +85,14 @@ export async function run(argv: string[]): Promise<number> {
     ...(loader !== "correct" ? { loader } : {}),
     ...(s("init") !== undefined ? { init: parseChoice(s("init")!, "--init", INIT_MODES) as InitMode } : {}),
   };
-  const subject = await loadSubject(cell.subject);
-  const r = await runResume(cell, { subject, dir, fromExisting });
+  validateResumeCell(cell);
+  const [o] = await resumeIsolated([{ cell, dir, fromExisting }]);
+  if (!o!.result || o!.fault !== null) {
+    process.stdout.write(`${resumeCellId(cell)}\n  fail isolation: ${o!.fault}\n`);
+    if (jsonPath) writeJsonAtomic(jsonPath, { kind: "resume", results: [{ id: resumeCellId(cell), checks: [sectionCheck(undefined, o!.fault)] }], summary: { cells: 1, passed: 0, failed: 1, skipped: 0 } });
+    return 1;
+  }
+  const r = o!.result;
   printResult(r);
   const failed = r.checks.some((c) => c.status === "fail");
   if (jsonPath) {
@@ -98,13 +104,14 @@ export async function run(argv: string[]): Promise<number> {
 
 async function runResumeMatrix(name: string, jsonPath: string | undefined): Promise<number> {
   const { resumeCases, resumeSections } = await import("../matrix/resume.ts");
-  return runExpectedSection(
+  return runExpectedSection<ReturnType<typeof resumeCases>[number], ResumeResult>(
     {
       kind: "resume",
       matrix: name,
       cases: resumeCases(name),
       sections: Object.keys(resumeSections()),
-      run: async (c) => runResume(c, { subject: await loadSubject(c.subject) }),
+      runAll: async (cases) => resumeIsolated(cases.map((cell) => ({ cell }))),
+      idOf: resumeCellId,
       checkOf: (r) => r.checks[0]!,
     },
     jsonPath,

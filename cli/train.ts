@@ -7,12 +7,12 @@
 import { InputError } from "../harness/errors.ts";
 import { parseLayout } from "../harness/layout/layout.ts";
 import { getModel } from "../harness/model/models.ts";
-import { loadSubject } from "../harness/clip/registry.ts";
+import { sectionCheck, trainIsolated } from "../harness/run/isolated.ts";
 import { ALL_REGIMES, type Regime } from "../harness/clip/regimes.ts";
 import { DTYPES } from "../harness/spec/cell.ts";
 import { ADAMW } from "../harness/resume/adamw.ts";
 import { INIT_MODES, type InitMode } from "../harness/resume/train.ts";
-import { DEFAULT_TRAIN_STEPS, runTrain, type TrainCell, type TrainResult } from "../harness/resume/train-parity.ts";
+import { DEFAULT_TRAIN_STEPS, trainId, validateTrainCell, type TrainCell, type TrainResult } from "../harness/resume/train-parity.ts";
 import { assertWritableFile, writeJsonAtomic } from "../harness/util/fs.ts";
 import { assertOnlyJsonWithMatrix, list, parseChoice, parseCommandLine, parseInteger, parseNormType, str, type CommandSpec } from "./args.ts";
 import { runExpectedSection } from "./section.ts";
@@ -67,8 +67,14 @@ export async function run(argv: string[]): Promise<number> {
     steps: s("steps") === undefined ? DEFAULT_TRAIN_STEPS : parseInteger(s("steps")!, "--steps", { min: 1, max: 1000 }),
     init: parseChoice(s("init") ?? "per-stage", "--init", INIT_MODES) as InitMode,
   };
-  const subject = await loadSubject(cell.subject);
-  const r = await runTrain(cell, { subject });
+  validateTrainCell(cell);
+  const [o] = await trainIsolated([cell]);
+  if (!o!.result || o!.fault !== null) {
+    process.stdout.write(`${trainId(cell)}\n  fail isolation: ${o!.fault}\n`);
+    if (jsonPath) writeJsonAtomic(jsonPath, { kind: "train", results: [{ id: trainId(cell), check: sectionCheck(undefined, o!.fault) }], summary: { cells: 1, passed: 0, failed: 1, skipped: 0 } });
+    return 1;
+  }
+  const r = o!.result;
   printResult(r);
   const failed = r.check.status === "fail";
   if (jsonPath) writeJsonAtomic(jsonPath, { kind: "train", results: [r], summary: { cells: 1, passed: failed ? 0 : 1, failed: failed ? 1 : 0 } });
@@ -77,13 +83,14 @@ export async function run(argv: string[]): Promise<number> {
 
 async function runTrainMatrix(name: string, jsonPath: string | undefined): Promise<number> {
   const { trainCases, trainSections } = await import("../matrix/train.ts");
-  return runExpectedSection(
+  return runExpectedSection<ReturnType<typeof trainCases>[number], TrainResult>(
     {
       kind: "train",
       matrix: name,
       cases: trainCases(name),
       sections: Object.keys(trainSections()),
-      run: async (c) => runTrain(c, { subject: await loadSubject(c.subject) }),
+      runAll: (cases) => trainIsolated(cases),
+      idOf: trainId,
       checkOf: (r) => r.check,
     },
     jsonPath,

@@ -21,6 +21,7 @@ import { caseArb } from "./arbitraries.ts";
 import { caseToFile, describeCase, type FuzzCase } from "./case.ts";
 import { minimize } from "./minimize.ts";
 import { runFuzzCase, type Violation } from "./run.ts";
+import { runOneJob } from "../run/pool.ts";
 
 /** The seed CI uses (stable test names and reproducible runs); CLIP_PARITY_FUZZ_SEED overrides it. */
 export const DEFAULT_SEED = 5_050_505;
@@ -216,4 +217,37 @@ export async function fuzzSubject(subject: Subject, p: FuzzParams): Promise<Fuzz
   if (!details.failed) return { details, ms };
   const counterexample = await explainFailure(details, subject, { outDir: p.outDir, targets: p.targets, runsFlag: ` --runs ${p.numRuns}`, subjectSpec: p.subjectSpec });
   return { details, counterexample, ms };
+}
+
+/** A fuzz run as a worker job (`clip-parity fuzz`): the subject by name, the parameters as plain data. */
+export interface FuzzJobInput {
+  subject: string;
+  params: Omit<FuzzParams, "onRun">;
+}
+
+/** What a fuzz job hands back across the thread: the run's figures and its counterexample, if any. */
+export interface FuzzJobResult {
+  numRuns: number;
+  numShrinks: number;
+  ms: number;
+  counterexample?: Counterexample;
+}
+
+/** Runs in the worker (worker.ts): the whole search, with the subject's instances loaded there. */
+export async function fuzzJob(input: FuzzJobInput, subject: Subject): Promise<FuzzJobResult> {
+  const r = await fuzzSubject(subject, input.params);
+  return { numRuns: r.details.numRuns, numShrinks: r.details.numShrinks, ms: r.ms, ...(r.counterexample ? { counterexample: r.counterexample } : {}) };
+}
+
+/** A case may take its clip's limit; shrinking reruns cases: the deadline of a whole search. */
+const PER_CASE_DEADLINE_MS = 40_000;
+
+/**
+ * Runs a subject's fuzz search in a worker of the pool, like every cell: a subject that exits, hangs
+ * or exhausts its heap ends the search with that fault, and cannot end or hang `clip-parity fuzz`.
+ */
+export async function fuzzIsolated(input: FuzzJobInput, options: { heapMb?: number } = {}): Promise<{ result?: FuzzJobResult; fault: string | null }> {
+  const deadlineMs = Math.max(600_000, input.params.numRuns * PER_CASE_DEADLINE_MS);
+  const o = await runOneJob({ index: 0, kind: "fuzz", input, deadlineMs }, { heapMb: options.heapMb, timeoutMs: 20_000 });
+  return { result: o.result as FuzzJobResult | undefined, fault: o.fault };
 }

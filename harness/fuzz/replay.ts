@@ -4,7 +4,9 @@
  */
 import { readFileSync } from "node:fs";
 import { InputError } from "../errors.ts";
+import type { Subject } from "../clip/api.ts";
 import { loadSubject } from "../clip/registry.ts";
+import { DEFAULT_TIMEOUT_MS, runOneJob } from "../run/pool.ts";
 import { caseFromFile, describeCase, type FuzzCase } from "./case.ts";
 import { runFuzzCase, type FuzzOutcome } from "./run.ts";
 import { replayCommand } from "./fuzz.ts";
@@ -19,10 +21,16 @@ export function readCaseFile(path: string): FuzzCase {
   return caseFromFile(text, `fuzz case file ${path}`);
 }
 
-export async function replayCaseFile(path: string, options: { subject?: string } = {}): Promise<{ fuzzCase: FuzzCase; outcome: FuzzOutcome }> {
+export interface Replay {
+  fuzzCase: FuzzCase;
+  outcome: FuzzOutcome;
+}
+
+/** Runs a case file's case here (in a worker, when the pool runs it: `load` is then the worker's loader). */
+export async function replayCaseFile(path: string, options: { subject?: string; load?: (spec: string) => Promise<Subject> } = {}): Promise<Replay> {
   const loaded = readCaseFile(path);
   const fuzzCase = options.subject ? { ...loaded, subject: options.subject } : loaded;
-  const subject = await loadSubject(fuzzCase.subject);
+  const subject = await (options.load ?? loadSubject)(fuzzCase.subject);
   const outcome = await runFuzzCase(fuzzCase, subject, { repro: replayCommand(path) + (options.subject ? ` --subject ${options.subject}` : "") });
   return { fuzzCase, outcome };
 }
@@ -30,10 +38,16 @@ export async function replayCaseFile(path: string, options: { subject?: string }
 /** Prints a replayed case like `clip-parity cell` does; returns the exit status (1 = a property failed). */
 export async function printReplay(
   path: string,
-  options: { subject?: string; out?: NodeJS.WritableStream; memoryTable?: (r: FuzzOutcome["result"]) => string } = {},
+  options: { subject?: string; out?: NodeJS.WritableStream; memoryTable?: (r: FuzzOutcome["result"]) => string; heapMb?: number } = {},
 ): Promise<number> {
   const out = options.out ?? process.stdout;
-  const { fuzzCase, outcome } = await replayCaseFile(path, options);
+  readCaseFile(path); // bad input is exit 2 here, before a worker starts
+  const o = await runOneJob({ index: 0, kind: "replay", input: { path, subject: options.subject }, deadlineMs: 4 * DEFAULT_TIMEOUT_MS }, { heapMb: options.heapMb });
+  if (o.result === undefined || o.fault !== null) {
+    out.write(`fuzz case ${path}\n  fail isolation: ${o.fault ?? "no result"}\n`);
+    return 1;
+  }
+  const { fuzzCase, outcome } = o.result as Replay;
   const r = outcome.result;
   out.write(`${r.id}  (fuzz case ${path})\n  ${describeCase(fuzzCase)}\n`);
   out.write(`  norm ${r.totalNorm}  reference ${r.referenceNorm}  clip_coef ${r.clipCoef}  max_norm ${r.maxNorm}\n`);

@@ -97,9 +97,13 @@ export function compareTiedCopies(backend: Backend, s: TrainState): string | nul
   return null;
 }
 
-function validateTrainCell(c: TrainCell): void {
-  if (!Array.isArray(c.layouts) || c.layouts.length === 0) throw new InputError("--layouts: give at least one layout (two or more to compare layouts)");
-  for (const l of c.layouts) validateLayout(l);
+/** Refuses a cell that cannot run or could only pass vacuously (exit status 2), naming the field and the value. */
+export function validateTrainCell(c: TrainCell): void {
+  if (!Array.isArray(c.layouts) || c.layouts.length === 0) throw new InputError("--layouts: give two or more distinct layouts to compare");
+  const distinct = new Set(c.layouts.map((l) => formatLayout(validateLayout(l))));
+  if (distinct.size < 2) {
+    throw new InputError(`--layouts: ${[...distinct].join(", ")}: training parity compares two or more distinct layouts; ${distinct.size} given (${c.layouts.length} listed)`);
+  }
   getModel(c.model);
   regimeSpec(c.regime);
   if (!Number.isInteger(c.steps) || c.steps < 1 || c.steps > 1000) throw new InputError(`--steps: ${c.steps} must be an integer in [1, 1000]`);

@@ -8,7 +8,10 @@ import { formatLayout, worldSize, type ValidLayout } from "../layout/layout.ts";
 import type { Cell } from "../spec/cell.ts";
 import type { CellResult } from "../results/types.ts";
 import { runCell } from "./cell.ts";
-import { SubjectCache } from "./runner.ts";
+import type { Subject } from "../clip/api.ts";
+import { isSubjectPath } from "../clip/registry.ts";
+import { ClipParityError } from "../errors.ts";
+import { DEFAULT_TIMEOUT_MS, probeSubjects, WorkerPool } from "./pool.ts";
 
 export interface PlanRank {
   rank: number;
@@ -28,9 +31,41 @@ export interface PlanResult {
 /** Called after each subject's meta run: plan may take long at a scale of thousands of ranks. */
 export type PlanProgress = (subject: string, index: number, total: number, world: number) => void;
 
+/** One subject's meta run, as a worker job: plain data in and out. */
+export interface PlanJobInput {
+  model: string;
+  layout: ValidLayout;
+  dtype: Cell["dtype"];
+  subject: string;
+}
+
+export type PlanSubjectResult = PlanResult["subjects"][number];
+
+/** Runs one subject on the meta backend (in a worker: worker.ts) and keeps what plan reports. */
+export async function planSubject(input: PlanJobInput, subject: Subject): Promise<PlanSubjectResult> {
+  const cell: Cell = { subject: input.subject, layout: input.layout, model: input.model, dtype: input.dtype, normType: 2, regime: "active", seed: 0 };
+  const r: CellResult = await runCell(cell, { backend: "meta", subject, timeoutMs: PLAN_TIMEOUT_MS });
+  const worst = r.memory.reduce((a, b) => (b.scratchPeakBytes > a.scratchPeakBytes ? b : a));
+  return {
+    subject: input.subject,
+    ranks: r.memory.map((m) => ({
+      rank: m.rank,
+      gradBytes: m.gradBytes,
+      scratchPeakBytes: m.scratchPeakBytes,
+      collectives: r.comm[m.rank]!.calls,
+      commBytes: r.comm[m.rank]!.bytes,
+    })),
+    stages: { rank: worst.rank, stages: worst.stages },
+    liveness: r.liveness,
+  };
+}
+
+/** A meta run at the scale of thousands of ranks takes long: an hour per subject phase. */
+const PLAN_TIMEOUT_MS = 3_600_000;
+
 /**
- * Runs each subject once on the meta backend (shapes and bytes, no values). Trusted code only: a
- * plan runs in this process, since it exists to measure the subject's own allocations at scale.
+ * Runs each subject once on the meta backend (shapes and bytes, no values), each in a worker of the
+ * pool like every cell: a subject that exits, hangs or throws outside its clip fails its row, not plan.
  */
 export async function planCells(
   model: string,
@@ -38,30 +73,21 @@ export async function planCells(
   dtype: Cell["dtype"],
   subjects: readonly string[],
   progress?: PlanProgress,
+  options: { heapMb?: number } = {},
 ): Promise<PlanResult> {
   getModel(model);
-  const cache = new SubjectCache();
-  for (const name of subjects) await cache.get(name);
+  await probeSubjects(subjects.filter(isSubjectPath), DEFAULT_TIMEOUT_MS, options.heapMb);
   const out: PlanResult = { model, layout: formatLayout(layout), dtype, subjects: [] };
-  for (const [i, name] of subjects.entries()) {
-    progress?.(name, i, subjects.length, worldSize(layout));
-    const subject = await cache.get(name);
-    const cell: Cell = { subject: name, layout, model, dtype, normType: 2, regime: "active", seed: 0 };
-    const r: CellResult = await runCell(cell, { backend: "meta", subject, timeoutMs: 3_600_000 });
-    const worst = r.memory.reduce((a, b) => (b.scratchPeakBytes > a.scratchPeakBytes ? b : a));
-    out.subjects.push({
-      subject: name,
-      ranks: r.memory.map((m) => ({
-        rank: m.rank,
-        gradBytes: m.gradBytes,
-        scratchPeakBytes: m.scratchPeakBytes,
-        collectives: r.comm[m.rank].calls,
-        commBytes: r.comm[m.rank].bytes,
-      })),
-      stages: { rank: worst.rank, stages: worst.stages },
-      liveness: r.liveness,
-    });
+  const pool = new WorkerPool({ workers: 1, timeoutMs: PLAN_TIMEOUT_MS, heapMb: options.heapMb });
+  try {
+    for (const [i, name] of subjects.entries()) {
+      progress?.(name, i, subjects.length, worldSize(layout));
+      const o = await pool.submit({ index: i, kind: "plan", input: { model, layout, dtype, subject: name } satisfies PlanJobInput, deadlineMs: PLAN_TIMEOUT_MS });
+      if (o.fault !== null || o.result === undefined) throw new ClipParityError("E_ISOLATION", `plan: subject ${name}: isolation: ${o.fault ?? "no result"}`, 1);
+      out.subjects.push(o.result as PlanSubjectResult);
+    }
+  } finally {
+    await pool.close();
   }
   return out;
 }
-

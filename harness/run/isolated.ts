@@ -1,0 +1,62 @@
+/**
+ * The commands that run subject code outside `run` (train, resume, their matrix sections) take the same
+ * road as a cell: a worker of the pool, its wall clock, heap limit and isolation fault (pool.ts). And
+ * the rule that says whether a section's case met its expectation, written once for the command line
+ * and the suites.
+ */
+import type { CheckResult } from "../results/types.ts";
+import type { ResumeCell, ResumeResult } from "../resume/resume.ts";
+import type { TrainCell, TrainResult } from "../resume/train-parity.ts";
+import { DEFAULT_TIMEOUT_MS, isolationCheck, runJobs, type Job, type JobOutcome } from "./pool.ts";
+
+/**
+ * A correct case must pass its check and a known-bad one must fail it: a skipped check meets neither,
+ * and a subject that broke out of its worker (`isolation`) was not caught by the check it models.
+ */
+export function expectationMet(expect: "pass" | "fail", check: CheckResult): boolean {
+  return check.id !== "isolation" && check.status === expect;
+}
+
+/** A case's result, or the isolation fault that kept its subject from handing one back. */
+export type Isolated<R> = { result: R; fault: null } | { result?: R; fault: string };
+
+export interface IsolatedOptions {
+  /** Wall-clock limit of one subject phase (a clip, an afterInit), ms. */
+  timeoutMs?: number;
+  heapMb?: number;
+  workers?: number;
+}
+
+function outcome<R>(o: JobOutcome | undefined): Isolated<R> {
+  if (!o) return { fault: "the job did not run" };
+  if (o.fault !== null) return { ...(o.result !== undefined ? { result: o.result as R } : {}), fault: o.fault };
+  if (o.result === undefined) return { fault: "the worker handed back no result" };
+  return { result: o.result as R, fault: null };
+}
+
+/** Each step runs the clip once per layout; the initial sync and the comparisons take a few more phases. */
+function trainDeadline(c: TrainCell, timeoutMs: number): number {
+  return timeoutMs * (c.steps + 2) * Math.max(1, c.layouts.length);
+}
+
+export async function trainIsolated(cells: readonly TrainCell[], options: IsolatedOptions = {}): Promise<Isolated<TrainResult>[]> {
+  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  const jobs: Job[] = cells.map((c, index) => ({ index, kind: "train", input: c, deadlineMs: trainDeadline(c, timeoutMs) }));
+  return (await runJobs(jobs, { timeoutMs, heapMb: options.heapMb, workers: options.workers })).map((o) => outcome<TrainResult>(o));
+}
+
+export async function resumeIsolated(
+  inputs: readonly { cell: ResumeCell; dir?: string; fromExisting?: boolean }[],
+  options: IsolatedOptions = {},
+): Promise<Isolated<ResumeResult>[]> {
+  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  // the uninterrupted run, the run to the checkpoint and the resumed run: about three trainings
+  const jobs: Job[] = inputs.map((input, index) => ({ index, kind: "resume", input, deadlineMs: timeoutMs * (input.cell.steps + 2) * 3 }));
+  return (await runJobs(jobs, { timeoutMs, heapMb: options.heapMb, workers: options.workers })).map((o) => outcome<ResumeResult>(o));
+}
+
+/** The check a section reports for a case: its own check, or `isolation` when the subject broke out. */
+export function sectionCheck(own: CheckResult | undefined, fault: string | null): CheckResult {
+  if (fault !== null) return isolationCheck(fault);
+  return own ?? { id: "isolation", status: "fail", message: "no result" };
+}
