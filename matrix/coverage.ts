@@ -12,7 +12,7 @@
 import { CHECK_IDS } from "../harness/checks/index.ts";
 import { clipCoefficient } from "../harness/clip/api.ts";
 import { computeReference } from "../harness/clip/reference.ts";
-import { f32Below, regimeSpec } from "../harness/clip/regimes.ts";
+import { maxNormOf, regimeSpec } from "../harness/clip/regimes.ts";
 import { BUILTIN_SUBJECTS, CORRECT_SUBJECTS } from "../harness/clip/registry.ts";
 import { validateLayout, worldSize, type ValidLayout } from "../harness/layout/layout.ts";
 import { getModel } from "../harness/model/models.ts";
@@ -83,7 +83,7 @@ export function caseFacts(c: Case): CaseFacts {
   const model = getModel(c.model);
   const spec = regimeSpec(c.regime);
   const ref = computeReference(model, c.dtype, c.normType, c.regime, c.seed, c.step ?? 0);
-  const maxNorm = c.maxNorm ?? (spec.maxNorm === "boundary" ? f32Below(ref.totalNorm) : spec.maxNorm);
+  const maxNorm = maxNormOf(c, ref.totalNorm);
   const layout = validateLayout(c.layout);
   return {
     world: worldSize(layout),

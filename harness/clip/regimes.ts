@@ -3,6 +3,7 @@
  * special values, and how max_norm is chosen relative to the norm.
  */
 import { InputError } from "../errors.ts";
+import { formatLayout, type Layout } from "../layout/layout.ts";
 
 /** The regimes every matrix sweep rotates through (their order is the sweep's: keep it). */
 export const REGIMES = [
@@ -33,7 +34,10 @@ export interface RegimeSpec {
   hasGrad(index: number): boolean;
   /** Element 0 of the first logical parameter with a gradient is replaced by this value. */
   special: number | null;
-  /** max_norm, or "boundary": one float32 ulp below the reference norm, so clip_coef is just under 1. */
+  /**
+   * max_norm, or "boundary": the reference norm moved a few float32 ulps down, not at all, or up
+   * (boundaryOffset), so that max_norm does not tell a subject where the norm is.
+   */
   maxNorm: number | "boundary";
   /** Default of error_if_nonfinite for cells of this regime. */
   errorIfNonfinite: boolean;
@@ -65,6 +69,63 @@ const SPECS: Record<Regime, RegimeSpec> = {
 export function regimeSpec(regime: string): RegimeSpec {
   if (!Object.hasOwn(SPECS, regime)) throw new InputError(`regime: "${regime}" is not one of ${ALL_REGIMES.join(", ")}`);
   return SPECS[regime as Regime];
+}
+
+/**
+ * How far, in float32 ulps, the boundary regime moves max_norm from the norm: below, on and above it.
+ * The outer offsets lie outside the fp32 class's band (4 * 2^-24 relative: 2 to 4 ulps), so a subject
+ * that answers from max_norm instead of computing the norm fails the cells that draw them.
+ */
+export const BOUNDARY_OFFSETS = [-8, -2, -1, 0, 1, 2, 8] as const;
+
+/** What max_norm depends on: a cell, a training step's clip, an agreement or export case. */
+export interface MaxNormCase {
+  regime: string;
+  /** Given explicitly (a matrix case, --max-norm): taken as it is. */
+  maxNorm?: number;
+  seed: number;
+  model: string;
+  dtype: string;
+  normType: number;
+  step?: number;
+  /**
+   * The cell's layout, when max_norm may differ between layouts (cells: spreads the offsets over a
+   * matrix that sweeps layouts at one seed); absent where layouts are compared (training parity).
+   */
+  layout?: Layout;
+}
+
+/**
+ * The boundary's offset in float32 ulps, one of BOUNDARY_OFFSETS: drawn from the seed, what the
+ * reference depends on and the layout when given (every subject of one cell gets the same max_norm).
+ * Below, on and above the norm all occur, so a subject that answers from max_norm (`nextUp(maxNorm)`)
+ * fails the boundary cells that draw an outer offset.
+ */
+export function boundaryOffset(c: MaxNormCase): number {
+  let h = 0x811c9dc5;
+  const layout = c.layout ? formatLayout(c.layout) : "";
+  for (const ch of `${c.seed}|${c.model}|${c.dtype}|${c.normType}|${c.step ?? 0}|${layout}`) h = Math.imul(h ^ ch.charCodeAt(0), 0x01000193);
+  // murmur3's finalizer: FNV's low bits alone barely move between keys that differ in one character
+  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
+  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
+  h = (h ^ (h >>> 16)) >>> 0;
+  return BOUNDARY_OFFSETS[h % BOUNDARY_OFFSETS.length]!;
+}
+
+/** The max_norm of a case whose reference norm is `referenceNorm`: the one rule every caller uses. */
+export function maxNormOf(c: MaxNormCase, referenceNorm: number): number {
+  if (c.maxNorm !== undefined) return c.maxNorm;
+  const spec = regimeSpec(c.regime);
+  return spec.maxNorm === "boundary" ? f32Ulps(referenceNorm, boundaryOffset(c)) : spec.maxNorm;
+}
+
+/** The float32 `k` ulps above (k > 0) or below a positive finite float32 `x` (x itself when 0 or not finite). */
+export function f32Ulps(x: number, k: number): number {
+  if (!Number.isFinite(x) || x <= 0) return x;
+  const f = new Float32Array([x]);
+  const u = new Uint32Array(f.buffer);
+  u[0] += k;
+  return f[0]!;
 }
 
 /** The float32 one ulp below a positive finite float32 `x` (x itself when x is 0 or not finite). */

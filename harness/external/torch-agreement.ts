@@ -17,7 +17,7 @@ import { join } from "node:path";
 import { Backend, type GenSpec } from "../backend/backend.ts";
 import { clipCoefficient, type DType } from "../clip/api.ts";
 import { computeReference } from "../clip/reference.ts";
-import { f32Below, regimeSpec, type Regime } from "../clip/regimes.ts";
+import { maxNormOf, regimeSpec, type Regime } from "../clip/regimes.ts";
 import { PROJECT_ROOT, torchOptionsFromEnv } from "./torch/options.ts";
 import { probeTorch } from "./torch/subject.ts";
 import { SINGLE } from "../layout/layout.ts";
@@ -107,7 +107,7 @@ export function runAgreement(cells: readonly AgreementCell[] = AGREEMENT_CELLS):
       const model = getModel(cell.model);
       const spec = regimeSpec(cell.regime);
       const ref = computeReference(model, cell.dtype, cell.normType, cell.regime, cell.seed, 0);
-      const maxNorm = spec.maxNorm === "boundary" ? f32Below(ref.totalNorm) : spec.maxNorm;
+      const maxNorm = maxNormOf({ ...cell, step: 0 }, ref.totalNorm);
       const firstWithGrad = model.params.find((p) => spec.hasGrad(p.index))?.index ?? -1;
       const genOf = (p: { name: string; index: number }): GenSpec => {
         const g: GenSpec = { seed: BigInt(cell.seed), step: 0, name: p.name, dtype: cell.dtype, exp: spec.exp, mode: spec.mode };

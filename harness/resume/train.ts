@@ -12,7 +12,7 @@ import type { Backend, GenSpec } from "../backend/backend.ts";
 import { validateLayout, worldSize, type Layout, type ValidLayout } from "../layout/layout.ts";
 import type { ModelManifest } from "../model/manifest.ts";
 import { planWorld, type LocalParam } from "../model/plan.ts";
-import { f32Below, regimeSpec, type Regime } from "../clip/regimes.ts";
+import { maxNormOf, regimeSpec, type Regime } from "../clip/regimes.ts";
 import { computeReference } from "../clip/reference.ts";
 import { World } from "../world/world.ts";
 import { clipArgs, meshesOf, rankContext } from "../world/context.ts";
@@ -222,10 +222,8 @@ export async function trainSteps(backend: Backend, s: TrainState, cfg: TrainConf
     // what each copy holds before the clip: the logical gradient, or an optimizer-shaped subject's raw partials
     const specs = gradSpecs(cfg.model, { dtype: cfg.dtype, regime: cfg.regime, seed: cfg.seed, step: t, pp: s.layout.pp, shape: cfg.subject.shape });
     for (const copies of s.ranks) for (const c of copies) if (c.grad) backend.fillGrad(c.grad, specs.input(c.lp), c.lp.block);
-    const maxNorm =
-      regime.maxNorm === "boundary"
-        ? f32Below(computeReference(cfg.model, cfg.dtype, cfg.normType, cfg.regime, cfg.seed, t).totalNorm)
-        : regime.maxNorm;
+    const maxNormCase = { regime: cfg.regime, seed: cfg.seed, model: cfg.model.name, dtype: cfg.dtype, normType: cfg.normType, step: t };
+    const maxNorm = regime.maxNorm === "boundary" ? maxNormOf(maxNormCase, computeReference(cfg.model, cfg.dtype, cfg.normType, cfg.regime, cfg.seed, t).totalNorm) : regime.maxNorm;
     const world = new World(s.world, backend);
     const run = await world.run(
       (rank) =>
