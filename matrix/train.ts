@@ -40,7 +40,7 @@ function cpu(): TrainCase[] {
     tc("bucketed", [PP2_DP2_EP2, "pp4"], 2, "fp32 class: tied copies bitwise, norms within fp32 across layouts", { init: "same" }),
     // known-bad: train.parity must fail
     tc("init-unsynced", [PP2_DP2_EP2, "pp4"], 2, "known-bad: tied copies never synced after per-stage init", { expect: "fail" }),
-    tc("replica-own-coef", [PP2_DP2_EP2], 2, "known-bad: the replica clipped by its own stage's coefficient", { expect: "fail" }),
+    tc("replica-own-coef", [PP2_DP2_EP2, "pp4"], 2, "known-bad: the replica clipped by its own stage's coefficient", { expect: "fail" }),
     tc("finalize-forgotten", [PP2_DP2_EP2, "pp4"], 2, "known-bad: tied gradients clipped unfinalized", { expect: "fail" }),
   ];
 }

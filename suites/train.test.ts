@@ -53,8 +53,8 @@ describe("train.parity reports", () => {
   });
 
   it("a cross-layout difference of an exact-class subject (a stage-dependent clip) at its first step", { timeout: T }, async () => {
-    // replica-own-coef on one layout only: tied copies differ after step 1
-    const one = await runTrain({ ...base, subject: "replica-own-coef", layouts: [parseLayout("pp4")] }, { subject: BUILTIN_SUBJECTS["replica-own-coef"]! });
+    // replica-own-coef: tied copies differ after step 1, in the first layout already
+    const one = await runTrain({ ...base, subject: "replica-own-coef", layouts: [parseLayout("pp4"), parseLayout("pp2")] }, { subject: BUILTIN_SUBJECTS["replica-own-coef"]! });
     expect(one.check.message).toMatch(/^step 1: in pp4, tied copies differ: rank 3 replica mtp\.0\.embed_tokens\.weight param/);
     // a clip that depends on the layout (max_norm nudged by pp) but agrees between tied copies, claiming exact
     const exact = BUILTIN_SUBJECTS.exact!;
@@ -69,8 +69,8 @@ describe("train.parity reports", () => {
   });
 
   it("is deterministic: the same cell twice gives the same norms bitwise", { timeout: T }, async () => {
-    const a = await runTrain({ ...base, layouts: [parseLayout("pp2")] }, { subject: BUILTIN_SUBJECTS["titan-mtp"]! });
-    const b = await runTrain({ ...base, layouts: [parseLayout("pp2")] }, { subject: BUILTIN_SUBJECTS["titan-mtp"]! });
+    const a = await runTrain({ ...base, layouts: [parseLayout("pp2"), parseLayout("pp4")] }, { subject: BUILTIN_SUBJECTS["titan-mtp"]! });
+    const b = await runTrain({ ...base, layouts: [parseLayout("pp2"), parseLayout("pp4")] }, { subject: BUILTIN_SUBJECTS["titan-mtp"]! });
     expect(a.layouts[0]!.norms).toEqual(b.layouts[0]!.norms);
     expect(a.check.status).toBe("pass");
   });
@@ -78,6 +78,8 @@ describe("train.parity reports", () => {
   it("refuses bad input naming the flag", async () => {
     await expect(runTrain({ ...base, steps: 0 }, { subject: BUILTIN_SUBJECTS.exact! })).rejects.toThrow(/--steps/);
     await expect(runTrain({ ...base, layouts: [] }, { subject: BUILTIN_SUBJECTS.exact! })).rejects.toBeInstanceOf(InputError);
+    // one layout, or the same layout twice, compares nothing across layouts: refused, never a vacuous pass
+    await expect(runTrain({ ...base, layouts: [parseLayout("pp2"), parseLayout("pp2")] }, { subject: BUILTIN_SUBJECTS.exact! })).rejects.toThrow(/two or more distinct layouts; 1 given/);
     expect(await main(["train", "--layouts", "pp2", "--init", "random"])).toBe(2);
     expect(await main(["train", "--layouts", "pp3,ep2"])).toBe(2);
     expect(await main(["train", "pp2"])).toBe(2);
