@@ -16,19 +16,19 @@ export default defineCheck({
       for (const p of params) {
         groups.add(reductionGroup(meshes, rank, p, p.placements.map((x) => x.kind !== "replicate")).key);
       }
-      // an optimizer-owned clipper finalizes tied gradients itself: one collective per tie group
+      // an optimizer-owned clipper finalizes tied gradients itself: one collective per tied parameter
+      // whose copies span more than this rank (SPEC §5), even when two of them share the same ranks
       const ties = new Set<string>();
       if (ctx.subject.shape === "optimizer") {
         for (const p of params) {
           if (!p.tieGroup) continue;
-          const g = tieGroup(ctx.plan, meshes, rank, p);
-          if (g.ranks.length > 1) ties.add(g.key);
+          if (tieGroup(ctx.plan, meshes, rank, p).ranks.length > 1) ties.add(p.name);
         }
       }
       const budget = ctx.budgets.collectives ?? Math.max(1, groups.size) + 1 + ties.size;
       const why =
         ctx.budgets.collectives === undefined
-          ? `${Math.max(1, groups.size)} distinct reduction groups + 1 (pp)${ties.size ? ` + ${ties.size} tie group${ties.size > 1 ? "s" : ""} (finalize)` : ""}`
+          ? `${Math.max(1, groups.size)} distinct reduction groups + 1 (pp)${ties.size ? ` + ${ties.size} tied parameter${ties.size > 1 ? "s" : ""} (finalize)` : ""}`
           : "the matrix's budget";
       const c = ctx.comm[rank];
       if (c.calls > budget) {
