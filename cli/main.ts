@@ -3,6 +3,7 @@
  * all running through the library (harness/run). Exit status: 0 when every check passed, 1 when a
  * check failed, 2 for bad input, with a message naming the flag or file, the value and what is allowed.
  */
+import { terminalText } from "../harness/results/controls.ts";
 import { ClipParityError, InputError } from "../harness/errors.ts";
 import { helpText, usageLine, type CommandSpec } from "./args.ts";
 import * as runCmd from "./run.ts";
@@ -58,7 +59,7 @@ export async function main(argv: string[]): Promise<number> {
     return await command.run(rest);
   } catch (err) {
     if (err instanceof ClipParityError) {
-      process.stderr.write(`clip-parity: ${err.message}\n`);
+      process.stderr.write(`clip-parity: ${terminalText(err.message)}\n`);
       return err.exitCode;
     }
     throw err;

@@ -1,19 +1,20 @@
 /** What the command line prints about cells: failures, one cell in full, memory per rank. */
 import type { CellResult } from "../harness/results/types.ts";
 import { cellFailed } from "../harness/results/summary.ts";
+import { escapeControls, terminalText } from "../harness/results/controls.ts";
 
 export function printFailures(results: readonly CellResult[], out: NodeJS.WritableStream): void {
   for (const r of results) {
     if (!cellFailed(r)) continue;
-    out.write(`FAIL ${r.id}\n`);
-    for (const c of r.checks) if (c.status === "fail") out.write(`  ${c.id}: ${c.message.replace(/\n/g, "\n    ")}\n`);
+    out.write(`FAIL ${escapeControls(r.id)}\n`);
+    for (const c of r.checks) if (c.status === "fail") out.write(`  ${c.id}: ${terminalText(c.message).replace(/\n/g, "\n    ")}\n`);
   }
 }
 
 /** One cell as `clip-parity cell` shows it: norms, every check, the phase profile, memory per rank. */
 export function printCell(r: CellResult, out: NodeJS.WritableStream): void {
-  out.write(`${r.id}\n  norm ${r.totalNorm}  reference ${r.referenceNorm}  clip_coef ${r.clipCoef}  max_norm ${r.maxNorm}\n`);
-  for (const c of r.checks) out.write(`  ${c.status.padEnd(4)} ${c.id}${c.message ? `: ${c.message.replace(/\n/g, "\n       ")}` : ""}\n`);
+  out.write(`${escapeControls(r.id)}\n  norm ${r.totalNorm}  reference ${r.referenceNorm}  clip_coef ${r.clipCoef}  max_norm ${r.maxNorm}\n`);
+  for (const c of r.checks) out.write(`  ${c.status.padEnd(4)} ${c.id}${c.message ? `: ${terminalText(c.message).replace(/\n/g, "\n       ")}` : ""}\n`);
   if (r.timings) {
     const t = r.timings;
     const phases = (["plan", "reference", "allocate", "generate", "subject", "collectives", "checks", "free"] as const)

@@ -2,6 +2,7 @@
  * Progress on a terminal (one line rewritten in place) or plain lines when not a TTY (CI logs),
  * so long runs show they are alive without flooding a log.
  */
+import { escapeControls } from "../harness/results/controls.ts";
 import type { RunHooks } from "../harness/run/runner.ts";
 import { cellFailed } from "../harness/results/summary.ts";
 
@@ -18,11 +19,11 @@ export function progressHooks(stream: NodeJS.WriteStream): RunHooks {
     onCellEnd(result, _index, total, done) {
       if (cellFailed(result)) failed++;
       if (tty) {
-        const text = line(done, total, result.id);
+        const text = line(done, total, escapeControls(result.id));
         stream.write(`\r\x1b[2K${text.slice(0, (stream.columns ?? 120) - 1)}`);
         if (done === total) stream.write("\n");
       } else if (done === total || done % Math.max(1, Math.ceil(total / 20)) === 0) {
-        stream.write(`${line(done, total, result.id)}\n`);
+        stream.write(`${line(done, total, escapeControls(result.id))}\n`);
       }
     },
   };

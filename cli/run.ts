@@ -2,7 +2,7 @@
 import { combineHooks, runMatrix, type RunMatrixOptions } from "../harness/run/runner.ts";
 import { parseBackend } from "../harness/run/policy.ts";
 import { formatShard, parseShard } from "../harness/run/shard.ts";
-import { summaryLine } from "../harness/results/summary.ts";
+import { verdictOf, summaryLine } from "../harness/results/summary.ts";
 import { jsonReport } from "../harness/results/json.ts";
 import { assertWritableDir, assertWritableFile, writeFileAtomic } from "../harness/util/fs.ts";
 import { resolveMatrix } from "../matrix/index.ts";
@@ -74,5 +74,11 @@ export async function run(argv: string[]): Promise<number> {
   for (const path of (await reports?.finish(output.results, output.summary, output.notes, { backend: output.backend })) ?? []) {
     process.stderr.write(`wrote ${path}\n`);
   }
-  return output.summary.failed ? 1 : 0;
+  if (output.summary.failed) return 1;
+  // every check skipped is no verdict, never a pass: exit 0 means every check that ran passed, and one did
+  if (verdictOf(output.results) === "none") {
+    process.stdout.write("NO VERDICT: nothing was judged (every check of every cell was skipped)\n");
+    return 1;
+  }
+  return 0;
 }
