@@ -3,26 +3,14 @@
  * in one `clip-parity run`: the run ends within the wall-clock limit plus a few seconds, exits 1 with
  * a failing check that names the cause, writes its JSON, and the correct subject's cell still passes.
  */
-import { execFile } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
+import { cli } from "./run-cli.ts";
 
 const ROOT = resolve(import.meta.dirname, "../..");
 const TIMEOUT_S = 2;
-
-export function cli(args: string[], timeoutMs = 120_000): Promise<{ code: number; stdout: string; stderr: string; ms: number }> {
-  const started = performance.now();
-  return new Promise((done) => {
-    const env = { ...process.env };
-    for (const k of Object.keys(env)) if (k.startsWith("CLIP_PARITY_")) delete env[k];
-    execFile(process.execPath, ["bin/clip-parity.js", ...args], { cwd: ROOT, timeout: timeoutMs, env }, (err, stdout, stderr) => {
-      const code = err ? (typeof err.code === "number" ? err.code : -1) : 0;
-      done({ code, stdout, stderr, ms: performance.now() - started });
-    });
-  });
-}
 
 function matrix(subject: string): string {
   const dir = mkdtempSync(join(tmpdir(), "cp-iso-"));
