@@ -160,8 +160,8 @@ export function parseChoice<T extends string>(text: string, flag: string, allowe
  * cell flag given beside it is refused instead of silently ignored.
  */
 export function assertOnlyJsonWithMatrix(v: Values, positionals: readonly string[], section: string): void {
-  const other = Object.keys(v).filter((k) => k !== "matrix" && k !== "json" && v[k] !== undefined);
+  const other = Object.keys(v).filter((k) => k !== "matrix" && k !== "json" && k !== "subject" && v[k] !== undefined);
   if (other.length || positionals.length) {
-    throw new InputError(`--matrix runs a whole ${section} section; it takes only --json (got ${other.map((o) => `--${o}`).concat(positionals).join(", ")})`);
+    throw new InputError(`--matrix runs a whole ${section} section; it takes only --json and --subject (got ${other.map((o) => `--${o}`).concat(positionals).join(", ")})`);
   }
 }

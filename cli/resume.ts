@@ -5,7 +5,7 @@
 import { InputError } from "../harness/errors.ts";
 import { parseLayout, formatLayout } from "../harness/layout/layout.ts";
 import { getModel } from "../harness/model/models.ts";
-import { resumeIsolated, sectionCheck } from "../harness/run/isolated.ts";
+import { resumeIsolated, sectionCheck, subjectInfo } from "../harness/run/isolated.ts";
 import { ALL_REGIMES, type Regime } from "../harness/clip/regimes.ts";
 import { DTYPES, formatNorm } from "../harness/spec/cell.ts";
 import { ADAMW } from "../harness/resume/adamw.ts";
@@ -39,7 +39,7 @@ export const spec: CommandSpec = {
     init: { type: "string", value: INIT_MODES.join("|"), description: "initial values of the uninterrupted run (train: docs/train.md)", default: "same" },
     loader: { type: "string", value: LOADER_NAMES.join("|"), description: "a known-bad loader that resume.equal must catch", default: "correct" },
     json: { type: "string", value: "FILE", description: "write the result as JSON" },
-    matrix: { type: "string", value: "NAME", description: "run the resume section of a matrix (cpu): correct cells must pass, known-bad loaders fail" },
+    matrix: { type: "string", value: "NAME", description: "run the resume section of a matrix (cpu): correct cells must pass, known-bad loaders fail; with --subject, every correct cell's configuration with that subject" },
   },
   notes: "exit status: 0 passed (or skipped), 1 resume.equal failed, 2 bad input or a refused checkpoint",
 };
@@ -52,7 +52,7 @@ export async function run(argv: string[]): Promise<number> {
   const matrix = s("matrix");
   if (matrix !== undefined) {
     assertOnlyJsonWithMatrix(v, [], "resume");
-    return runResumeMatrix(matrix, jsonPath);
+    return runResumeMatrix(matrix, jsonPath, s("subject"));
   }
   const fromExisting = v["from-existing"] === true;
   const dir = s("dir");
@@ -102,13 +102,15 @@ export async function run(argv: string[]): Promise<number> {
   return failed ? 1 : 0;
 }
 
-async function runResumeMatrix(name: string, jsonPath: string | undefined): Promise<number> {
-  const { resumeCases, resumeSections } = await import("../matrix/resume.ts");
+/** A matrix's resume section; with a subject, every correct case's configuration with that subject. */
+export async function runResumeMatrix(name: string, jsonPath: string | undefined, subject?: string): Promise<number> {
+  const { resumeCases, resumeCasesFor, resumeSections } = await import("../matrix/resume.ts");
+  const info = subject === undefined ? undefined : await subjectInfo(subject); // bad input is exit 2 first
   return runExpectedSection<ReturnType<typeof resumeCases>[number], ResumeResult>(
     {
       kind: "resume",
       matrix: name,
-      cases: resumeCases(name),
+      cases: subject === undefined ? resumeCases(name) : resumeCasesFor(name, subject, info?.tolerance),
       sections: Object.keys(resumeSections()),
       runAll: async (cases) => resumeIsolated(cases.map((cell) => ({ cell }))),
       idOf: resumeCellId,

@@ -10,6 +10,10 @@ import { REPORTER_NAMES, reportSession } from "../reports/index.ts";
 import { EXIT_STATUS, list, parseCommand, parseInteger, str, type CommandSpec } from "./args.ts";
 import { progressHooks } from "./progress.ts";
 import { printFailures } from "./print.ts";
+import { runTrainMatrix } from "./train.ts";
+import { runResumeMatrix } from "./resume.ts";
+import { subjectInfo } from "../harness/run/isolated.ts";
+import { isExternalSpec } from "../harness/clip/registry.ts";
 
 export const spec: CommandSpec = {
   name: "run",
@@ -35,6 +39,25 @@ export const spec: CommandSpec = {
   },
   notes: EXIT_STATUS,
 };
+
+/**
+ * The main job judges an optimizer-owned subject by every section its shape can be judged by: besides
+ * the matrix's cells (the finalize ones among them), the matrix's train and resume sections run with it
+ * (an init sync, a flag never reset after step 1, a checkpoint: only these show). A whole run only: a
+ * filter or a shard selects cells. Returns 1 when a section's expectation was not met.
+ */
+async function runOptimizerSections(matrix: string, results: readonly { cell: { subject: string } }[]): Promise<number> {
+  const { trainSections } = await import("../matrix/train.ts");
+  const { resumeSections } = await import("../matrix/resume.ts");
+  let unmet = 0;
+  for (const spec of new Set(results.map((r) => r.cell.subject))) {
+    if (isExternalSpec(spec) || (await subjectInfo(spec)).shape !== "optimizer") continue;
+    process.stdout.write(`${spec} is an optimizer-owned clipper: the ${matrix} matrix's train and resume sections run with it\n`);
+    if (Object.hasOwn(trainSections(), matrix)) unmet |= await runTrainMatrix(matrix, undefined, spec);
+    if (Object.hasOwn(resumeSections(), matrix)) unmet |= await runResumeMatrix(matrix, undefined, spec);
+  }
+  return unmet;
+}
 
 /** The options of a run from its flags, every value checked before anything runs (exit 2). */
 export function runOptions(v: Record<string, unknown>, flag = (f: string) => `--${f}`): RunMatrixOptions {
@@ -74,7 +97,8 @@ export async function run(argv: string[]): Promise<number> {
   for (const path of (await reports?.finish(output.results, output.summary, output.notes, { backend: output.backend })) ?? []) {
     process.stderr.write(`wrote ${path}\n`);
   }
-  if (output.summary.failed) return 1;
+  const sections = str(v, "filter") === undefined && options.shard === undefined ? await runOptimizerSections(matrix.name, output.results) : 0;
+  if (output.summary.failed || sections) return 1;
   // every check skipped is no verdict, never a pass: exit 0 means every check that ran passed, and one did
   if (verdictOf(output.results) === "none") {
     process.stdout.write("NO VERDICT: nothing was judged (every check of every cell was skipped)\n");

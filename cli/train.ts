@@ -7,7 +7,7 @@
 import { InputError } from "../harness/errors.ts";
 import { parseLayout } from "../harness/layout/layout.ts";
 import { getModel } from "../harness/model/models.ts";
-import { sectionCheck, trainIsolated } from "../harness/run/isolated.ts";
+import { sectionCheck, subjectInfo, trainIsolated } from "../harness/run/isolated.ts";
 import { ALL_REGIMES, type Regime } from "../harness/clip/regimes.ts";
 import { DTYPES } from "../harness/spec/cell.ts";
 import { ADAMW } from "../harness/resume/adamw.ts";
@@ -34,7 +34,7 @@ export const spec: CommandSpec = {
     init: { type: "string", value: INIT_MODES.join("|"), description: "initial values: per PP stage (tied copies start different) or the same everywhere", default: "per-stage" },
     seed: { type: "string", value: "N", description: "generator seed", default: "0" },
     json: { type: "string", value: "FILE", description: "write the result as JSON" },
-    matrix: { type: "string", value: "NAME", description: "run the train section of a matrix (cpu): correct cells must pass, known-bad ones fail" },
+    matrix: { type: "string", value: "NAME", description: "run the train section of a matrix (cpu): correct cells must pass, known-bad ones fail; with --subject, every correct cell's configuration with that subject" },
   },
   positionals: "[SPEC...]",
   notes: "layouts may follow --layouts separated by spaces: --layouts pp2,dp_shard2,ep2 pp4\nexit status: 0 parity, 1 a difference, 2 bad input",
@@ -48,7 +48,7 @@ export async function run(argv: string[]): Promise<number> {
   const matrix = s("matrix");
   if (matrix !== undefined) {
     assertOnlyJsonWithMatrix(v, positionals, "train");
-    return runTrainMatrix(matrix, jsonPath);
+    return runTrainMatrix(matrix, jsonPath, s("subject"));
   }
   const layoutTexts = [...(list(v, "layouts") ?? []), ...positionals];
   if (list(v, "layouts") === undefined) {
@@ -81,13 +81,15 @@ export async function run(argv: string[]): Promise<number> {
   return failed ? 1 : 0;
 }
 
-async function runTrainMatrix(name: string, jsonPath: string | undefined): Promise<number> {
-  const { trainCases, trainSections } = await import("../matrix/train.ts");
+/** A matrix's train section; with a subject, every correct case's configuration with that subject. */
+export async function runTrainMatrix(name: string, jsonPath: string | undefined, subject?: string): Promise<number> {
+  const { trainCases, trainCasesFor, trainSections } = await import("../matrix/train.ts");
+  if (subject !== undefined) await subjectInfo(subject); // bad input (no such subject, a module that does not load) is exit 2 first
   return runExpectedSection<ReturnType<typeof trainCases>[number], TrainResult>(
     {
       kind: "train",
       matrix: name,
-      cases: trainCases(name),
+      cases: subject === undefined ? trainCases(name) : trainCasesFor(name, subject),
       sections: Object.keys(trainSections()),
       runAll: (cases) => trainIsolated(cases),
       idOf: trainId,

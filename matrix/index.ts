@@ -11,6 +11,8 @@ import { formatLayout, parseLayout, validateLayout, type Layout } from "../harne
 import { MODEL_NAMES } from "../harness/model/models.ts";
 import { cellId, DTYPES, formatNorm, type Case, type Matrix } from "../harness/spec/cell.ts";
 import { DEFAULT_LIMITS } from "../harness/run/policy.ts";
+import { CORRECT_SUBJECTS, OPTIMIZER_SUBJECTS } from "../harness/clip/registry.ts";
+import { finalizeMatrix } from "./finalize.ts";
 
 export type { Case, Matrix } from "../harness/spec/cell.ts";
 
@@ -135,9 +137,17 @@ function builtin(): Record<string, Matrix> {
   return {
     cpu: {
       name: "cpu",
-      description: "world sizes 1 to 8, both debug models, f32 and bf16, norms 2, 1 and inf, every regime; clip corners in every dtype for p 2, 1, inf, 1.5, 3",
+      description: "world sizes 1 to 8, both debug models, f32 and bf16, norms 2, 1 and inf, every regime; clip corners in every dtype for p 2, 1, inf, 1.5, 3; the finalize cells",
       backend: "cpu",
-      cases: uniqueCases([...sweep(CPU_LAYOUTS, 0), ...nonfiniteNoError(["single", "pp2,tp2", "dp_shard3"], 0), ...clipCorners(CORNER_LAYOUTS, 0)]),
+      cases: uniqueCases([
+        ...sweep(CPU_LAYOUTS, 0),
+        ...nonfiniteNoError(["single", "pp2,tp2", "dp_shard3"], 0),
+        ...clipCorners(CORNER_LAYOUTS, 0),
+        // tied copies with their own partial gradients: where an optimizer-owned clipper's finalize shows
+        ...finalizeMatrix().cases,
+      ]),
+      // every correct subject, the optimizer-owned one too: its train and resume sections run with it (cli/run.ts)
+      subjects: [...CORRECT_SUBJECTS, ...OPTIMIZER_SUBJECTS],
     },
     gpu1: { name: "gpu1", description: "one rank", backend: "cuda", cases: sweep(GPU_LAYOUTS.gpu1, 0) },
     gpu4: {

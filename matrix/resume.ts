@@ -10,7 +10,7 @@
  */
 import { CORRECT_SUBJECTS } from "../harness/clip/registry.ts";
 import { parseLayout } from "../harness/layout/layout.ts";
-import type { ResumeCell } from "../harness/resume/resume.ts";
+import { resumeCellId, type ResumeCell } from "../harness/resume/resume.ts";
 
 export interface ResumeCase extends ResumeCell {
   /** "pass": resume.equal must pass; "fail": a known-bad loader it must catch. */
@@ -95,4 +95,23 @@ export function resumeSections(): Record<string, ResumeCase[]> {
 /** The resume cases of a matrix (empty for a matrix without a resume section). */
 export function resumeCases(matrix: string): ResumeCase[] {
   return Object.hasOwn(resumeSections(), matrix) ? resumeSections()[matrix]! : [];
+}
+
+/**
+ * The resume section for one subject (`resume --matrix NAME --subject S`, and the main job for an
+ * optimizer-owned subject): every correct case's configuration run with S, once each; all must pass.
+ * Bitwise equality after a change of layout is asked only of `exact` subjects, so for any other class
+ * each configuration resumes in its own layout.
+ */
+export function resumeCasesFor(matrix: string, subject: string, tolerance: string | undefined): ResumeCase[] {
+  const seen = new Set<string>();
+  const out: ResumeCase[] = [];
+  for (const c of resumeCases(matrix)) {
+    if (c.expect !== "pass") continue;
+    const { resumeLayout, ...rest } = c;
+    const mine: ResumeCase = { ...rest, ...(tolerance === "exact" && resumeLayout ? { resumeLayout } : {}), subject, note: `${c.note} (the configuration of ${c.subject}'s case)` };
+    const id = resumeCellId(mine);
+    if (!seen.has(id) && seen.add(id)) out.push(mine);
+  }
+  return out;
 }

@@ -5,7 +5,7 @@
  * known-bad optimizer-owned clippers each on a cell where train.parity must fail.
  */
 import { parseLayout } from "../harness/layout/layout.ts";
-import type { TrainCell } from "../harness/resume/train-parity.ts";
+import { trainId, type TrainCell } from "../harness/resume/train-parity.ts";
 
 export interface TrainCase extends TrainCell {
   /** "pass": train.parity must pass; "fail": a known-bad subject it must catch. */
@@ -53,4 +53,20 @@ export function trainSections(): Record<string, TrainCase[]> {
 
 export function trainCases(matrix: string): TrainCase[] {
   return Object.hasOwn(trainSections(), matrix) ? trainSections()[matrix]! : [];
+}
+
+/**
+ * The train section for one subject (`train --matrix NAME --subject S`, and the main job for an
+ * optimizer-owned subject): every correct case's configuration run with S, once each; all must pass.
+ */
+export function trainCasesFor(matrix: string, subject: string): TrainCase[] {
+  const seen = new Set<string>();
+  const out: TrainCase[] = [];
+  for (const c of trainCases(matrix)) {
+    if (c.expect !== "pass") continue;
+    const mine: TrainCase = { ...c, subject, note: `${c.note} (the configuration of ${c.subject}'s case)` };
+    const id = trainId(mine);
+    if (!seen.has(id) && seen.add(id)) out.push(mine);
+  }
+  return out;
 }

@@ -7,7 +7,8 @@
 import type { CheckResult } from "../results/types.ts";
 import type { ResumeCell, ResumeResult } from "../resume/resume.ts";
 import type { TrainCell, TrainResult } from "../resume/train-parity.ts";
-import { DEFAULT_TIMEOUT_MS, isolationCheck, runJobs, type Job, type JobOutcome } from "./pool.ts";
+import { BUILTIN_SUBJECTS, isSubjectPath, loadSubject } from "../clip/registry.ts";
+import { DEFAULT_TIMEOUT_MS, isolationCheck, probeSubjects, runJobs, type Job, type JobOutcome, type SubjectInfo } from "./pool.ts";
 
 /**
  * A correct case must pass its check and a known-bad one must fail it: a skipped check meets neither,
@@ -59,4 +60,11 @@ export async function resumeIsolated(
 export function sectionCheck(own: CheckResult | undefined, fault: string | null): CheckResult {
   if (fault !== null) return isolationCheck(fault);
   return own ?? { id: "isolation", status: "fail", message: "no result" };
+}
+
+/** What the harness needs to know of a subject (its shape, its class) without running its code here. */
+export async function subjectInfo(spec: string): Promise<SubjectInfo> {
+  if (isSubjectPath(spec)) return (await probeSubjects([spec], DEFAULT_TIMEOUT_MS))[0]!;
+  const s = Object.hasOwn(BUILTIN_SUBJECTS, spec) ? BUILTIN_SUBJECTS[spec]! : await loadSubject(spec); // a built-in, or bad input
+  return { name: s.name, tolerance: s.tolerance, catchBy: s.catchBy, shape: s.shape };
 }

@@ -1,0 +1,52 @@
+/**
+ * Issue 22: the main job (`clip-parity run --matrix cpu --subject FILE`) judges an optimizer-owned
+ * clipper by every section its shape can be judged by: the finalize cells of the cpu matrix, and the
+ * train and resume sections run with the subject. Each subject here has a bug written in the shape a
+ * trainer would have it, which the clip regimes alone cannot show (the harness hands the canonical copy
+ * the whole gradient there). Before, the first three passed the main job (exit 0).
+ */
+import { mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { cli } from "../isolation/run-cli.ts";
+
+const S = (name: string) => `./suites/strength/subjects/${name}.ts`;
+const BUGS: [string, RegExp][] = [
+  ["coef-before-finalize", /finalize/], // the finalize cells and the train section
+  ["broadcast-tied", /finalize/],
+  ["init-from-last-stage", /^train\//], // the init sync: training alone shows it
+  ["finalize-once", /finalize/], // a flag set by the first clip: from the second clip on
+];
+
+describe("the main job fails each optimizer-owned bug", () => {
+  it("run --matrix cpu with the four subjects: exit 1, each caught by a cell or a section", { timeout: 900_000 }, async () => {
+    const json = join(mkdtempSync(join(tmpdir(), "cp-main-")), "out.json");
+    const r = await cli(["run", "--matrix", "cpu", ...BUGS.flatMap(([n]) => ["--subject", S(n)]), "--golden", "off", "--json", json, "--quiet"], 900_000);
+    expect(r.code, r.stderr).toBe(1);
+    const cells = JSON.parse(readFileSync(json, "utf8")).cells as { id: string; subject: string; checks: { status: string }[] }[];
+    for (const [name, where] of BUGS) {
+      const failedCells = cells.filter((c) => c.subject === S(name) && c.checks.some((k) => k.status === "fail")).map((c) => c.id);
+      const failedSections = r.stdout.split("\n").filter((l) => l.startsWith("FAIL fail (expected pass)") && l.includes(S(name)));
+      const caught = [...failedCells, ...failedSections.map((l) => l.replace(/^FAIL fail \(expected pass\) /, ""))];
+      expect(caught.length, `${name} passed the main job`).toBeGreaterThan(0);
+      expect(caught.some((id) => where.test(id.replace(`${S(name)}/`, "")) || where.test(id)), `${name}: ${caught.slice(0, 3).join("; ")}`).toBe(true);
+    }
+    expect(r.stdout).toMatch(/is an optimizer-owned clipper: the cpu matrix's train and resume sections run with it/);
+  });
+
+  it("a filtered run selects cells only: no sections", { timeout: 120_000 }, async () => {
+    const r = await cli(["run", "--matrix", "cpu", "--subject", "titan-mtp", "--filter", "/pp4/deepseek-v3-debug/f32/n2/finalize/", "--golden", "off", "--quiet"]);
+    expect(r.code, r.stdout + r.stderr).toBe(0);
+    expect(r.stdout).not.toMatch(/train and resume sections/);
+  });
+
+  it("train --matrix and resume --matrix take --subject", { timeout: 300_000 }, async () => {
+    const t = await cli(["train", "--matrix", "cpu", "--subject", S("init-from-last-stage")]);
+    expect(t.code, t.stdout + t.stderr).toBe(1);
+    expect(t.stdout).toMatch(/FAIL fail \(expected pass\) train\/\.\/suites\/strength\/subjects\/init-from-last-stage\.ts\//);
+    const bad = await cli(["resume", "--matrix", "cpu", "--subject", "no-such-subject"]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/subject "no-such-subject" is not a built-in subject/);
+  });
+});
