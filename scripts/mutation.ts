@@ -15,8 +15,9 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { writeFileAtomic } from "../harness/util/fs.ts";
+import { subjectsOf } from "../harness/run/policy.ts";
 import { formatMutationData, renderStrength, summarizeStryker, unexplained, type MutationData } from "../harness/mutation/report.ts";
-import { CORRECT_SUBJECTS, OPTIMIZER_SUBJECTS } from "../harness/clip/registry.ts";
+import { OPTIMIZER_SUBJECTS } from "../harness/clip/registry.ts";
 import { finalizeMatrix } from "../matrix/finalize.ts";
 import { trainCases } from "../matrix/train.ts";
 import { builtinMatrices } from "../matrix/index.ts";
@@ -28,8 +29,8 @@ const DATA = join(ROOT, "docs/mutation.json");
 const PAGE = join(ROOT, "docs/strength.md");
 
 export function cpuSize(): { cases: number; cells: number } {
-  const cases = builtinMatrices().cpu.cases.length;
-  return { cases, cells: cases * CORRECT_SUBJECTS.length };
+  const cpu = builtinMatrices().cpu!;
+  return { cases: cpu.cases.length, cells: cpu.cases.length * subjectsOf(cpu, undefined).length };
 }
 
 export function suiteText(): string {

@@ -22,6 +22,7 @@ import { builtinMatrices } from "../matrix/index.ts";
 import { finalizeMatrix } from "../matrix/finalize.ts";
 import { runMatrix } from "../harness/run/runner.ts";
 import { runCell } from "../harness/run/cell.ts";
+import { cellId } from "../harness/spec/cell.ts";
 
 const DSV3 = getModel("deepseek-v3-debug");
 const EMB = "tok_embeddings.weight";
@@ -29,10 +30,12 @@ const MTP = "mtp.0.embed_tokens.weight";
 const full = (shape: number[]) => ({ globalShape: shape, start: shape.map(() => 0), len: shape });
 
 describe("finalize: generator", () => {
-  it("keeps the sweep's regimes as they were and adds finalize beside them", () => {
+  it("keeps the sweep's regimes as they were and adds finalize beside them (the cpu matrix holds the finalize section's cells)", () => {
     expect(REGIMES).not.toContain("finalize");
     expect(ALL_REGIMES).toContain("finalize");
-    for (const m of Object.values(builtinMatrices())) expect(m.cases.some((c) => c.regime === "finalize"), m.name).toBe(false);
+    const matrices = builtinMatrices();
+    for (const m of Object.values(matrices)) if (m.name !== "cpu") expect(m.cases.some((c) => c.regime === "finalize"), m.name).toBe(false);
+    expect(matrices.cpu!.cases.filter((c) => c.regime === "finalize").map((c) => cellId({ subject: "", ...c }))).toEqual(finalizeMatrix().cases.map((c) => cellId({ subject: "", ...c })));
     expect(regimeSpec("finalize").tiedExp).toBe(-1);
   });
 
