@@ -124,6 +124,18 @@ function nonfiniteNoError(layouts: string[], seed: number): Case[] {
   );
 }
 
+/**
+ * -Inf in a gradient (issue 22): a signed max for the inf-norm, or a non-finite test on a signed value,
+ * sees a finite norm where |g| has an infinite one. Both norms, with and without error_if_nonfinite.
+ */
+function negativeInfinity(layouts: string[], seed: number): Case[] {
+  return layouts.flatMap((spec) =>
+    [2, Infinity].flatMap((normType) =>
+      [true, false].map((errorIfNonfinite) => ({ layout: parseLayout(spec), model: "llama3-debug", dtype: "f32" as DType, normType, regime: "nonfinite-neginf" as Regime, seed, errorIfNonfinite })),
+    ),
+  );
+}
+
 /** The cases in order, each cell id once (a corner may coincide with a sweep case). */
 export function uniqueCases(cases: readonly Case[]): Case[] {
   const seen = new Set<string>();
@@ -142,6 +154,7 @@ function builtin(): Record<string, Matrix> {
       cases: uniqueCases([
         ...sweep(CPU_LAYOUTS, 0),
         ...nonfiniteNoError(["single", "pp2,tp2", "dp_shard3"], 0),
+        ...negativeInfinity(["single", "pp2,tp2", "dp_shard3"], 0),
         ...clipCorners(CORNER_LAYOUTS, 0),
         // tied copies with their own partial gradients: where an optimizer-owned clipper's finalize shows
         ...finalizeMatrix().cases,

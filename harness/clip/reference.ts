@@ -52,7 +52,7 @@ export function computeReference(
     paramsWithGrad++;
     const gen: GenSpec = specs.logical(p);
     if (!specialDone) {
-      nonfinite += spec.special!; // Inf, or NaN: the exact sum skips it, so account for it here
+      nonfinite += Math.abs(spec.special!); // |±Inf| or NaN: the exact sum skips it, so account for it here
       specialDone = true;
     }
     const count = numel(p.shape);

@@ -19,9 +19,11 @@ export const REGIMES = [
 ] as const;
 /**
  * Regimes outside the sweep's rotation, run by their own matrix sections: `finalize` (SPEC §5: each
- * physical copy of a tied parameter gets its own partial gradient; the logical gradient is their sum).
+ * physical copy of a tied parameter gets its own partial gradient; the logical gradient is their sum),
+ * `nonfinite-neginf` (element 0 of the first parameter with a gradient is -Inf: a norm that takes a
+ * signed max, or a non-finite test written as `x === Infinity` on a signed value, shows there).
  */
-export const EXTRA_REGIMES = ["finalize"] as const;
+export const EXTRA_REGIMES = ["finalize", "nonfinite-neginf"] as const;
 /** Every regime a cell, a matrix file or a command line may name. */
 export const ALL_REGIMES = [...REGIMES, ...EXTRA_REGIMES] as const;
 export type Regime = (typeof ALL_REGIMES)[number];
@@ -61,6 +63,7 @@ const SPECS: Record<Regime, RegimeSpec> = {
   ones: { exp: 0, mode: "ones", hasGrad: all, special: null, maxNorm: 1, errorIfNonfinite: false },
   "nonfinite-inf": { exp: 0, mode: "gen", hasGrad: all, special: Infinity, maxNorm: 1, errorIfNonfinite: true },
   "nonfinite-nan": { exp: 0, mode: "gen", hasGrad: all, special: NaN, maxNorm: 1, errorIfNonfinite: true },
+  "nonfinite-neginf": { exp: 0, mode: "gen", hasGrad: all, special: -Infinity, maxNorm: 1, errorIfNonfinite: true },
   empty: { exp: 0, mode: "gen", hasGrad: () => false, special: null, maxNorm: 1, errorIfNonfinite: false },
   // untied params as in `active`; tied copies' partials at e = -1, so that two of them add exactly
   finalize: { exp: 0, mode: "gen", hasGrad: all, special: null, maxNorm: 1, errorIfNonfinite: false, tiedExp: -1 },
