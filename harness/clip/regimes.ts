@@ -130,12 +130,3 @@ export function f32Ulps(x: number, k: number): number {
   u[0] += k;
   return f[0]!;
 }
-
-/** The float32 one ulp below a positive finite float32 `x` (x itself when x is 0 or not finite). */
-export function f32Below(x: number): number {
-  if (!Number.isFinite(x) || x <= 0) return x;
-  const f = new Float32Array([x]);
-  const u = new Uint32Array(f.buffer);
-  u[0] -= 1;
-  return f[0];
-}

@@ -15,7 +15,7 @@ import { formatLayout, parseLayout, validateLayout, worldSize } from "../../layo
 import { getModel, MODEL_NAMES } from "../../model/models.ts";
 import { planWorld } from "../../model/plan.ts";
 import { computeReference } from "../../clip/reference.ts";
-import { f32Below, REGIMES, regimeSpec, type Regime } from "../../clip/regimes.ts";
+import { maxNormOf, REGIMES, regimeSpec, type Regime } from "../../clip/regimes.ts";
 import { meshesOf, reductionGroup } from "../../world/context.ts";
 import type { DType } from "../../clip/api.ts";
 import { runCell } from "../../run/cell.ts";
@@ -232,7 +232,7 @@ export function buildExport(cell: Cell, subject: TorchSubject, seen: CellResult 
   const regime = regimeSpec(cell.regime);
   const step = cell.step ?? 0;
   const reference = computeReference(model, cell.dtype, cell.normType, cell.regime, cell.seed, step);
-  const maxNorm = cell.maxNorm ?? (regime.maxNorm === "boundary" ? f32Below(reference.totalNorm) : regime.maxNorm);
+  const maxNorm = maxNormOf(cell, reference.totalNorm);
   const errorIfNonfinite = cell.errorIfNonfinite ?? regime.errorIfNonfinite;
   const plan = planWorld(model, layout);
   const meshes = meshesOf(layout);
