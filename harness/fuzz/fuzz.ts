@@ -9,6 +9,7 @@
  *   the replay commands, and a `clip-parity cell` command line on a built-in model when the same
  *   failure shows there too. Used by suites/fuzz (through @fast-check/vitest) and by `npm run fuzz`.
  */
+import { commandLine, shellQuote } from "../util/shell.ts";
 import { createHash } from "node:crypto";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join, relative, resolve } from "node:path";
@@ -53,7 +54,7 @@ function shownPath(path: string): string {
 }
 
 export function replayCommand(path: string): string {
-  return `npx clip-parity cell --file ${shownPath(path)}`;
+  return `npx clip-parity cell --file ${shellQuote(shownPath(path))}`;
 }
 
 /** Thrown by a property: the case broke these properties. */
@@ -154,8 +155,8 @@ export async function explainFailure(
     ...violations.map((v) => `  ${v.id}: ${v.message.replace(/\n/g, "\n    ")}`),
     `  replay file: ${shownPath(path)}`,
     `  replay:      ${replayCommand(path)}`,
-    `               npm run fuzz -- --replay ${shownPath(path)}`,
-    `  search again: npm run fuzz -- --subject ${options.subjectSpec ?? subject.name} --seed ${details.seed}${options.runsFlag ?? ""}`,
+    `               npm run fuzz -- --replay ${shellQuote(shownPath(path))}`,
+    `  search again: ${commandLine("npm run fuzz --", ["--subject", options.subjectSpec ?? subject.name, "--seed", details.seed])}${options.runsFlag ?? ""}`,
     ...builtin.map((b, i) => `  ${i === 0 ? "on a built-in model:" : "                    "} ${b}`),
   ];
   return { fuzzCase: c, violations, path, builtin, message: lines.join("\n") };

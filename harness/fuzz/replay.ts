@@ -2,6 +2,7 @@
  * Replaying a fuzz case file: `clip-parity cell --file FILE` and `npm run fuzz -- --replay FILE`.
  * The file names its subject; `--subject` runs another one on the same case.
  */
+import { shellQuote } from "../util/shell.ts";
 import { readFileSync } from "node:fs";
 import { InputError } from "../errors.ts";
 import type { Subject } from "../clip/api.ts";
@@ -31,7 +32,7 @@ export async function replayCaseFile(path: string, options: { subject?: string; 
   const loaded = readCaseFile(path);
   const fuzzCase = options.subject ? { ...loaded, subject: options.subject } : loaded;
   const subject = await (options.load ?? loadSubject)(fuzzCase.subject);
-  const outcome = await runFuzzCase(fuzzCase, subject, { repro: replayCommand(path) + (options.subject ? ` --subject ${options.subject}` : "") });
+  const outcome = await runFuzzCase(fuzzCase, subject, { repro: replayCommand(path) + (options.subject ? ` --subject ${shellQuote(options.subject)}` : "") });
   return { fuzzCase, outcome };
 }
 

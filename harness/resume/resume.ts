@@ -9,6 +9,7 @@
  * for any other subject a difference after a change of layout is reported as `skip`, with the
  * difference, since its norm may legitimately depend on the partition.
  */
+import { commandLine } from "../util/shell.ts";
 import { mkdtempSync, rmSync, statfsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -91,14 +92,14 @@ export function resumeCellId(c: ResumeCell): string {
 }
 
 export function resumeRepro(c: ResumeCell, dir?: string): string {
-  const args = ["npx clip-parity resume", `--subject ${c.subject}`, `--layout ${formatLayout(c.layout)}`];
-  if (c.resumeLayout && !sameLayout(c.resumeLayout, c.layout)) args.push(`--resume-layout ${formatLayout(c.resumeLayout)}`);
-  args.push(`--model ${c.model}`, `--dtype ${c.dtype}`, `--norm ${formatNorm(c.normType)}`, `--regime ${c.regime}`, `--seed ${c.seed}`);
-  args.push(`--steps ${c.steps}`, `--save-at ${c.saveAt}`);
-  if (c.loader && c.loader !== "correct") args.push(`--loader ${c.loader}`);
-  if (c.init && c.init !== "same") args.push(`--init ${c.init}`);
-  if (dir) args.push(`--dir ${dir}`);
-  return args.join(" ");
+  const args: (string | number)[] = ["--subject", c.subject, "--layout", formatLayout(c.layout)];
+  if (c.resumeLayout && !sameLayout(c.resumeLayout, c.layout)) args.push("--resume-layout", formatLayout(c.resumeLayout));
+  args.push("--model", c.model, "--dtype", c.dtype, "--norm", formatNorm(c.normType), "--regime", c.regime, "--seed", c.seed);
+  args.push("--steps", c.steps, "--save-at", c.saveAt);
+  if (c.loader && c.loader !== "correct") args.push("--loader", c.loader);
+  if (c.init && c.init !== "same") args.push("--init", c.init);
+  if (dir) args.push("--dir", dir);
+  return commandLine("npx clip-parity resume", args);
 }
 
 /** Refuses a cell that cannot run (exit status 2), naming the field and the value. */

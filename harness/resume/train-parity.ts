@@ -13,6 +13,7 @@
  *
  * The first difference is reported as step, layout, tensor, element and both values.
  */
+import { commandLine } from "../util/shell.ts";
 import type { Subject, ToleranceClass } from "../clip/api.ts";
 import { Backend } from "../backend/backend.ts";
 import { fail, globalIndex, NORM_TOLERANCE, pass, sameNorm, type CheckResult } from "../checks/types.ts";
@@ -63,10 +64,9 @@ export function trainId(c: TrainCell): string {
 }
 
 export function trainRepro(c: TrainCell): string {
-  return (
-    `clip-parity train --subject ${c.subject} --layouts ${c.layouts.map((l) => formatLayout(validateLayout(l))).join(" ")} --model ${c.model} ` +
-    `--dtype ${c.dtype} --norm ${formatNorm(c.normType)} --regime ${c.regime} --seed ${c.seed} --steps ${c.steps} --init ${c.init}`
-  );
+  const layouts = c.layouts.map((l) => formatLayout(validateLayout(l)));
+  const args = ["--subject", c.subject, "--layouts", ...layouts, "--model", c.model, "--dtype", c.dtype, "--norm", formatNorm(c.normType)];
+  return commandLine("clip-parity train", [...args, "--regime", c.regime, "--seed", c.seed, "--steps", c.steps, "--init", c.init]);
 }
 
 /** Every replica against its canonical copy (same block): the first difference, or null. */

@@ -3,6 +3,7 @@
  * case is a cell without its subject; a matrix is a named list of cases and the subjects to run on
  * them. Only the description lives here: how a cell runs is harness/run, how it is judged harness/checks.
  */
+import { commandLine } from "../util/shell.ts";
 import type { DType } from "../clip/api.ts";
 import type { Regime } from "../clip/regimes.ts";
 import type { BackendKind } from "../backend/backend.ts";
@@ -63,20 +64,19 @@ export function cellId(c: Cell): string {
 
 /** One command line that reruns this cell alone. */
 export function reproCommand(c: Cell, backend: BackendKind): string {
-  const args = [
-    "npx clip-parity cell",
-    `--subject ${c.subject}`,
-    `--layout ${formatLayout(c.layout)}`,
-    `--model ${c.model}`,
-    `--dtype ${c.dtype}`,
-    `--norm ${formatNorm(c.normType)}`,
-    `--regime ${c.regime}`,
-    `--seed ${c.seed}`,
+  const args: (string | number | boolean)[] = [
+    "--subject", c.subject,
+    "--layout", formatLayout(c.layout),
+    "--model", c.model,
+    "--dtype", c.dtype,
+    "--norm", formatNorm(c.normType),
+    "--regime", c.regime,
+    "--seed", c.seed,
   ];
-  if (c.maxNorm !== undefined) args.push(`--max-norm ${c.maxNorm}`);
-  if (c.errorIfNonfinite !== undefined) args.push(`--error-if-nonfinite ${c.errorIfNonfinite}`);
-  if (backend !== "cpu") args.push(`--backend ${backend}`);
-  return args.join(" ");
+  if (c.maxNorm !== undefined) args.push("--max-norm", c.maxNorm);
+  if (c.errorIfNonfinite !== undefined) args.push("--error-if-nonfinite", c.errorIfNonfinite);
+  if (backend !== "cpu") args.push("--backend", backend);
+  return commandLine("npx clip-parity cell", args);
 }
 
 /** The cells of a matrix: each subject on each case, subject-major. */
