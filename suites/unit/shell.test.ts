@@ -31,7 +31,7 @@ describe("shellQuote", () => {
 
   it("reproduce lines of cells, resume and train quote the subject", () => {
     const subject = "./my dir/$(rm -rf x)'s clip.ts";
-    const cell = { subject, layout: parseLayout("tp2"), model: "llama3-debug", dtype: "f32" as const, normType: 2, regime: "active", seed: 0 };
+    const cell = { subject, layout: parseLayout("tp2"), model: "llama3-debug", dtype: "f32" as const, normType: 2, regime: "active" as const, seed: 0 };
     expect(argvOf(reproCommand(cell, "cpu"), 3).slice(0, 2)).toEqual(["--subject", subject]);
     const resume = { ...cell, steps: 2, saveAt: 1 };
     expect(argvOf(resumeRepro(resume, "/tmp/a b"), 3)).toContain("/tmp/a b");

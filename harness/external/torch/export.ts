@@ -7,6 +7,7 @@
  * The script is adapters/torch/repro_template.py with three holes filled: the cell as JSON (@@CELL@@), the
  * call as Python code generated from the convention (@@CALL@@), and the header (what clip-parity saw).
  */
+import { escapeControls } from "../../results/controls.ts";
 import { readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { InputError } from "../../errors.ts";
@@ -302,13 +303,19 @@ export function buildExport(cell: Cell, subject: TorchSubject, seen: CellResult 
   ].join("\n");
   if (json.includes("'''")) throw new Error("internal: the cell's JSON holds ''' and cannot be embedded");
   const script = readFileSync(TEMPLATE, "utf8")
-    .replace("@@TITLE@@", `Reproduces clip-parity cell ${id}`)
+    // a docstring takes no NUL and shows no control character: both as \x.. text (escapeControls)
+    .replace("@@TITLE@@", () => docstringText(`Reproduces clip-parity cell ${id}`))
     .replace("@@WORLD@@", String(world))
     .replace("@@FILE@@", fileName)
-    .replace("@@SEEN@@", seenText.replace(/\\/g, "\\\\").replace(/"""/g, '\\"\\"\\"'))
+    .replace("@@SEEN@@", () => docstringText(seenText))
     .replace("@@CELL@@", () => json)
     .replace("@@CALL@@", () => call);
   return { cell, script, fileName };
+}
+
+/** Text for the script's docstring: control characters as escapes, backslashes and quotes that cannot end it. */
+function docstringText(text: string): string {
+  return escapeControls(text, "\n").replace(/\\/g, "\\\\").replace(/"""/g, '\\"\\"\\"');
 }
 
 export interface ExportRequest {
