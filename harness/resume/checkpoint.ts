@@ -30,6 +30,7 @@ import type { ModelManifest } from "../model/manifest.ts";
 import type { Block } from "../model/plan.ts";
 import { ADAMW, PARAM_INIT } from "./adamw.ts";
 import { CheckpointError } from "./errors.ts";
+import { InputError } from "../errors.ts";
 import type { CopyState, TrainState } from "./train.ts";
 import { fsyncDir, writeFileAtomic } from "../util/fs.ts";
 
@@ -128,8 +129,105 @@ const numelOf = (xs: readonly number[]) => xs.reduce((a, b) => a * b, 1);
 
 /** Writes `s` (after s.step steps) as a checkpoint in `dir`; returns the index written. */
 export function saveCheckpoint(backend: Backend, s: TrainState, dir: string, info: WriterInfo): CheckpointIndex {
+  try {
+    return writeCheckpoint(backend, s, dir, info);
+  } catch (err) {
+    throw writeFailure(err, dir) ?? err;
+  }
+}
+
+/** Errno codes of a write that the user can fix (a full disk, a read-only or foreign path): exit 2, one line. */
+const WRITE_ERRORS: Record<string, string> = {
+  ENOSPC: "no space left on device",
+  EDQUOT: "disk quota exceeded",
+  EROFS: "read-only file system",
+  EACCES: "permission denied",
+  EPERM: "operation not permitted",
+  ENOTDIR: "a part of the path is a file, not a folder",
+  EISDIR: "a folder stands where a file goes",
+  EEXIST: "a file stands where a folder goes",
+};
+/** The same failures as the native writer words them (Rust's io::Error text, os error numbers of Linux). */
+const NATIVE_WRITE_ERRORS: [RegExp, string][] = [
+  [/os error 28\b|No space left/i, "ENOSPC"],
+  [/os error 122\b|quota exceeded/i, "EDQUOT"],
+  [/os error 30\b|Read-only file system/i, "EROFS"],
+  [/os error 13\b|Permission denied/i, "EACCES"],
+];
+
+/** A write failure as bad input naming the folder and the cause, or null for anything else (a bug). */
+function writeFailure(err: unknown, dir: string): InputError | null {
+  if (err instanceof InputError) return err;
+  if (!(err instanceof Error)) return null;
+  // a Node fs error has the errno code; the native writer's (napi's code "GenericFailure") says it in words
+  const own = (err as NodeJS.ErrnoException).code;
+  const code = own !== undefined && Object.hasOwn(WRITE_ERRORS, own) ? own : NATIVE_WRITE_ERRORS.find(([re]) => re.test(err.message))?.[1];
+  if (!code || !Object.hasOwn(WRITE_ERRORS, code)) return null;
+  return new InputError(`--dir ${dir}: cannot write the checkpoint: ${WRITE_ERRORS[code]} (${code}); nothing of it was kept as a checkpoint`);
+}
+
+/**
+ * The files of `abs` this writer may replace or remove: those a clip-parity checkpoint there lists, and
+ * shards it wrote whose index never landed. A folder that holds anything else is refused (exit 2): a
+ * user's folder is never written into, and no file the harness did not write is ever deleted.
+ */
+function claimCheckpointDir(abs: string, dir: string): Set<string> {
+  if (!existsSync(abs)) {
+    mkdirSync(abs, { recursive: true });
+    return new Set();
+  }
+  if (!statSync(abs).isDirectory()) throw new InputError(`--dir ${dir}: is a file, not a folder; give a new folder, an empty one or a checkpoint's`);
+  const names = readdirSync(abs);
+  const ours = new Set<string>();
+  let listed: Set<string> | null = null;
+  if (names.includes(INDEX_FILE)) {
+    try {
+      listed = new Set(readIndex(abs).files.map((f) => f.file));
+    } catch {
+      listed = null;
+    }
+  }
+  for (const name of names) {
+    if (name === INDEX_FILE && listed) ours.add(name);
+    else if (SHARD_RE.test(name) && (listed?.has(name) || isOurShard(join(abs, name)))) ours.add(name);
+  }
+  const foreign = names.filter((n) => !ours.has(n));
+  if (foreign.length && !listed) {
+    throw new InputError(
+      `--dir ${dir}: the folder is not empty and is not a clip-parity checkpoint (it holds ${foreign.slice(0, 3).map((n) => JSON.stringify(n)).join(", ")}` +
+        `${foreign.length > 3 ? `, ... ${foreign.length} in all` : ""}); give a new folder, an empty one or a checkpoint's`,
+    );
+  }
+  return ours; // in a checkpoint's folder, files it does not list stay untouched
+}
+
+/** Whether a shard file was written by this checkpoint writer: its safetensors metadata says so. */
+function isOurShard(path: string): boolean {
+  try {
+    const fd = openSync(path, "r");
+    try {
+      const len = Buffer.alloc(8);
+      if (readSync(fd, len, 0, 8, 0) !== 8) return false;
+      const n = Number(len.readBigUInt64LE(0));
+      if (n > 1 << 24) return false;
+      const header = Buffer.alloc(n);
+      if (readSync(fd, header, 0, n, 8) !== n) return false;
+      return (JSON.parse(header.toString("utf8")) as { __metadata__?: { format?: string } }).__metadata__?.format === FORMAT;
+    } finally {
+      closeSync(fd);
+    }
+  } catch {
+    return false;
+  }
+}
+
+function writeCheckpoint(backend: Backend, s: TrainState, dir: string, info: WriterInfo): CheckpointIndex {
   const abs = resolve(dir);
-  mkdirSync(abs, { recursive: true });
+  const replaceable = claimCheckpointDir(abs, dir);
+  for (let rank = 0; rank < s.world; rank++) {
+    const file = shardFileName(rank);
+    if (existsSync(join(abs, file)) && !replaceable.has(file)) throw new InputError(`--dir ${dir}: ${file} is there and was not written by clip-parity; it is not overwritten`);
+  }
   rmSync(join(abs, INDEX_FILE), { force: true }); // the commit point goes first
 
   const tensors: CheckpointIndex["tensors"] = {};
@@ -182,7 +280,8 @@ export function saveCheckpoint(backend: Backend, s: TrainState, dir: string, inf
     files.push({ file, rank, bytes: statSync(path).size, sha256: sha256File(path), chunks });
   }
   const keep = new Set(files.map((f) => f.file));
-  for (const f of readdirSync(abs)) if (SHARD_RE.test(f) && !keep.has(f)) rmSync(join(abs, f), { force: true });
+  // the previous checkpoint's shards this one does not reuse (another layout); never a file it did not write
+  for (const f of replaceable) if (SHARD_RE.test(f) && !keep.has(f)) rmSync(join(abs, f), { force: true });
 
   const index: CheckpointIndex = {
     format: FORMAT,
