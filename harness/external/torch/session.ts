@@ -10,8 +10,10 @@ import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readSync, rmSy
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { writeFileAtomic } from "../../util/fs.ts";
-import { ADAPTER, PROJECT_ROOT, type TorchOptions } from "./options.ts";
+import { ADAPTER, ADAPTER_DIR, PROJECT_ROOT, type TorchOptions } from "./options.ts";
 import { checkJob, PROTOCOL_VERSION, readProtocolFile, readySchema, resultSchema, type Job, type Ready, type Result } from "./protocol.ts";
+
+const LAUNCHER = join(ADAPTER_DIR, "launch.py");
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -107,10 +109,13 @@ export class TorchSession {
       // A rank stuck in a collective gives up a little after the harness has ended the session.
       CLIP_PARITY_TORCH_PG_TIMEOUT_S: String(options.cellTimeoutS + 60),
       CLIP_PARITY_TORCH_DEVICE: key.device,
+      ...(options.keep ? { CLIP_PARITY_TORCH_KEEP: "1" } : {}),
     };
+    // launch.py: a child subreaper between this process and torchrun, which kills everything below it
+    // when this process is gone (even by SIGKILL) or ends the session, and then removes the session folder
     const proc = execa(
       key.python,
-      ["-m", "torch.distributed.run", "--standalone", `--nproc-per-node=${key.world}`, ADAPTER, "serve", s.dir],
+      [LAUNCHER, String(process.pid), s.dir, "--", "-m", "torch.distributed.run", "--standalone", `--nproc-per-node=${key.world}`, ADAPTER, "serve", s.dir],
       // A raw file descriptor (execa passes it to the child as is; its types only list stream values): no
       // pipe through this process, so an open session never keeps the harness alive.
       { stdin: "ignore", stdout: fd as unknown as "inherit", stderr: fd as unknown as "inherit", detached: true, reject: false, cleanup: false, env, cwd: PROJECT_ROOT },
@@ -230,10 +235,10 @@ export class TorchSession {
   }
 
   /**
-   * Ends torchrun (its process group) and every rank: torchrun starts each rank in a session of its own, so
-   * the ranks are killed by the pids they wrote when ready (a rank that never got that far, or one whose
-   * torchrun died first, notices that its parent or the session directory is gone, and exits). Then
-   * removes the session directory.
+   * Ends the session: every rank by the pid it wrote when ready (torchrun starts each in a session of its
+   * own), and the launcher, which kills torchrun and everything else below it (a rank that never got that
+   * far, or one whose torchrun died first, notices that its parent or the session directory is gone, and
+   * exits). Then removes the session directory.
    */
   kill(): void {
     live.delete(this);
@@ -247,17 +252,19 @@ export class TorchSession {
       }
     }
     const pid = this.proc?.pid;
-    const signal = (target: number) => {
+    const signal = (target: number, sig: NodeJS.Signals) => {
       try {
-        process.kill(target, "SIGKILL");
+        process.kill(target, sig);
       } catch {
         // already gone
       }
     };
-    // Only while torchrun lives: its ranks are then its children, so their pids cannot have been reused.
+    // Only while the launcher lives: the ranks are then below it, so their pids cannot have been reused.
+    // The ranks die at once; the launcher (SIGTERM) kills whatever else runs below it (a target's own
+    // processes, detached or not) and exits.
     if (pid !== undefined && this.exit === null) {
-      for (const p of pids) if (Number.isInteger(p) && p > 1) signal(p);
-      signal(-pid);
+      for (const p of pids) if (Number.isInteger(p) && p > 1) signal(p, "SIGKILL");
+      signal(pid, "SIGTERM");
     }
     if (!this.options.keep) rmSync(this.dir, { recursive: true, force: true });
   }
