@@ -82,6 +82,6 @@ export async function run(argv: string[]): Promise<number> {
   const result = output.results[0]!;
   printCell(result, process.stdout);
   process.stdout.write(`${summaryLine(output.summary)}\n`);
-  if (jsonPath) writeFileAtomic(jsonPath, JSON.stringify(jsonReport(output.results, output.summary), null, 2) + "\n");
+  if (jsonPath) writeFileAtomic(jsonPath, JSON.stringify(jsonReport(output.results, output.summary, output.catchBy), null, 2) + "\n");
   return output.summary.failed ? 1 : 0;
 }

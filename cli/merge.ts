@@ -62,8 +62,10 @@ export function mergeResults(inputs: readonly MergeInput[]): { file: ResultFile;
   assertDistinctShards(inputs);
   const cells: CellJson[] = [];
   const from = new Map<string, { cell: CellJson; path: string }>();
+  const catchBy: Record<string, string[]> = {};
   let duplicates = 0;
   for (const { path, data } of inputs) {
+    for (const [subject, checks] of Object.entries(data.catchBy ?? {})) catchBy[subject] = [...new Set([...(catchBy[subject] ?? []), ...checks])];
     for (const cell of data.cells) {
       const seen = from.get(cell.id);
       if (seen && seen.path === path) {
@@ -81,7 +83,8 @@ export function mergeResults(inputs: readonly MergeInput[]): { file: ResultFile;
       cells.push(cell);
     }
   }
-  return { file: { cells, summary: { ...summarizeJson(cells) } as ResultFile["summary"] }, duplicates };
+  const summary = { ...summarizeJson(cells) } as ResultFile["summary"];
+  return { file: { cells, summary, ...(Object.keys(catchBy).length ? { catchBy } : {}) }, duplicates };
 }
 
 const mergeSpec: CommandSpec = {
@@ -132,7 +135,7 @@ export const report = {
     assertWritableDir(outDir, "--out");
     const data = readResultFile(str(v, "results")!);
     const title = str(v, "title");
-    const written = await writeReports(reporters, data.cells, summarizeJson(data.cells), outDir, title ? { title } : {});
+    const written = await writeReports(reporters, data.cells, summarizeJson(data.cells), outDir, { ...(title ? { title } : {}), ...(data.catchBy ? { catchBy: data.catchBy } : {}) });
     for (const p of written) process.stdout.write(`wrote ${p}\n`);
     return 0;
   },

@@ -93,8 +93,8 @@ export async function run(argv: string[]): Promise<number> {
   const output = await runMatrix(matrix, options, combineHooks(v.quiet ? undefined : progressHooks(process.stderr), reports?.hooks));
   printFailures(output.results, process.stdout);
   process.stdout.write(`${summaryLine(output.summary)}\n`);
-  if (jsonPath) writeFileAtomic(jsonPath, JSON.stringify(jsonReport(output.results, output.summary), null, 2) + "\n");
-  for (const path of (await reports?.finish(output.results, output.summary, output.notes, { backend: output.backend })) ?? []) {
+  if (jsonPath) writeFileAtomic(jsonPath, JSON.stringify(jsonReport(output.results, output.summary, output.catchBy), null, 2) + "\n");
+  for (const path of (await reports?.finish(output.results, output.summary, output.notes, { backend: output.backend, catchBy: output.catchBy })) ?? []) {
     process.stderr.write(`wrote ${path}\n`);
   }
   const sections = str(v, "filter") === undefined && options.shard === undefined ? await runOptimizerSections(matrix.name, output.results) : 0;

@@ -29,7 +29,7 @@ const whole = () => (output ??= executeRun(prepared, options, reports?.hooks));
 afterAll(async () => {
   if (reports && output) {
     const o = await output;
-    await reports.finish(o.results, o.summary, o.notes);
+    await reports.finish(o.results, o.summary, o.notes, { catchBy: o.catchBy });
   }
 });
 

@@ -5,7 +5,8 @@
  * normType is a number or "inf"; non-finite norms are written as the strings "inf", "-inf" and "nan".
  * Each cell also carries ranks, memory (per rank: gradBytes, scratchPeakBytes, budgetBytes, leakedBytes),
  * comm (per rank: collectives, bytes, byKind), repro, durationMs and, when measured, timings (ms per phase)
- * and tensorHash. schema.ts validates it.
+ * and tensorHash. Beside cells and summary, `catchBy` names the run's known-bad subjects and the checks that
+ * must catch each. schema.ts validates it.
  */
 import type { CellResult, RunSummary } from "./types.ts";
 
@@ -57,6 +58,7 @@ export function cellJson(r: CellResult) {
   };
 }
 
-export function jsonReport(results: readonly CellResult[], summary: RunSummary) {
-  return { cells: results.map(cellJson), summary };
+/** `catchBy`: the run's known-bad subjects and the checks that must catch each, so that reports of this file show their failures as expected. */
+export function jsonReport(results: readonly CellResult[], summary: RunSummary, catchBy: Readonly<Record<string, readonly string[]>> = {}) {
+  return { cells: results.map(cellJson), summary, ...(Object.keys(catchBy).length ? { catchBy } : {}) };
 }

@@ -62,9 +62,13 @@ export const cellJsonSchema = z.looseObject({
 
 export const summarySchema = z.looseObject({ cells: count, passed: count, failed: count, skipped: count });
 
+/** subject -> the checks that must catch it, for the run's known-bad subjects; absent in older files. */
+export const catchBySchema = z.record(z.string(), z.array(z.string()));
+
 export const resultFileSchema = z.looseObject({
   cells: z.array(cellJsonSchema),
   summary: summarySchema,
+  catchBy: catchBySchema.optional(),
 });
 
 /** One cell of a result file: what every reporter, `merge` and `gate` work from. */
@@ -119,9 +123,10 @@ export function cellDifference(a: CellJson, b: CellJson): string | null {
  * A result file as `merge` writes it: valid JSON with one cell per line, so that a committed baseline
  * stays compact and its diffs show which cells changed.
  */
-export function formatResultFile(file: { cells: readonly unknown[]; summary: unknown }): string {
+export function formatResultFile(file: { cells: readonly unknown[]; summary: unknown; catchBy?: unknown }): string {
   const cells = file.cells.map((c) => JSON.stringify(c)).join(",\n");
-  return `{"cells": [\n${cells}\n],\n"summary": ${JSON.stringify(file.summary)}}\n`;
+  const catchBy = file.catchBy === undefined ? "" : `,\n"catchBy": ${JSON.stringify(file.catchBy)}`;
+  return `{"cells": [\n${cells}\n],\n"summary": ${JSON.stringify(file.summary)}${catchBy}}\n`;
 }
 
 function issuePath(path: readonly PropertyKey[]): string {

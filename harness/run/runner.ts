@@ -85,6 +85,8 @@ export interface RunOutput {
   summary: RunSummary;
   /** Lines for the reports (the golden's verdict). */
   notes: string[];
+  /** The known-bad subjects of the run (by their spec) and the checks that must catch each. */
+  catchBy: Record<string, string[]>;
 }
 
 export class SubjectCache {
@@ -104,6 +106,8 @@ export interface PreparedRun {
   budgets?: Budgets;
   golden: GoldenSession | null;
   subjects: SubjectCache;
+  /** subject spec -> its declared catchBy, for the subjects that declare one. */
+  catchBy: Record<string, string[]>;
 }
 
 /**
@@ -117,10 +121,19 @@ export async function prepareRun(matrix: Matrix, options: RunMatrixOptions = {})
   const golden = goldenSession({ mode: options.golden, matrix: matrix.name, backend, partial, dir: options.goldenDir, env: options.env, out: options.goldenOut });
   const specs = [...new Set(cells.map((c) => c.subject))];
   // A user module runs its top level when imported: only ever inside a worker, under a time limit.
-  await probeSubjects(specs.filter(isSubjectPath), options.timeoutMs ?? DEFAULT_TIMEOUT_MS, options.workerHeapMb);
+  const userSpecs = specs.filter(isSubjectPath);
+  const infos = await probeSubjects(userSpecs, options.timeoutMs ?? DEFAULT_TIMEOUT_MS, options.workerHeapMb);
+  const catchBy: Record<string, string[]> = {};
+  userSpecs.forEach((spec, i) => {
+    if (infos[i]?.catchBy) catchBy[spec] = [...infos[i]!.catchBy!];
+  });
   const subjects = new SubjectCache();
-  for (const s of specs) if (!isSubjectPath(s)) await subjects.get(s);
-  return { matrix, backend, cells, budgets: matrix.budgets, golden, subjects };
+  for (const s of specs) {
+    if (isSubjectPath(s)) continue;
+    const subject = await subjects.get(s);
+    if (subject.catchBy) catchBy[s] = [...subject.catchBy];
+  }
+  return { matrix, backend, cells, budgets: matrix.budgets, golden, subjects, catchBy };
 }
 
 export { DEFAULT_TIMEOUT_MS } from "./pool.ts";
@@ -192,7 +205,7 @@ export async function executeRun(run: PreparedRun, options: RunMatrixOptions = {
   ]);
   const results = slots.filter((r): r is CellResult => r !== undefined);
   const finished = run.golden ? run.golden.finish(results) : { summary: summarize(results), notes: [] };
-  const output: RunOutput = { matrix: run.matrix.name, backend, results, stopped, summary: finished.summary, notes: finished.notes };
+  const output: RunOutput = { matrix: run.matrix.name, backend, results, stopped, summary: finished.summary, notes: finished.notes, catchBy: run.catchBy };
   await hooks.onRunEnd?.(output);
   return output;
 }
