@@ -19,7 +19,12 @@ export interface ReportMeta {
   generatedAt?: string;
   /** Extra lines (e.g. the golden's verdict) shown under the summary. */
   notes?: string[];
+  /** The known-bad subjects of the run and the checks that must catch each: their failures are shown as expected. */
+  catchBy?: CatchBy;
 }
+
+/** subject -> the checks that must catch it (a known-bad subject's `catchBy`). */
+export type CatchBy = Readonly<Record<string, readonly string[]>>;
 
 export type Outcome = "pass" | "fail" | "skip";
 
