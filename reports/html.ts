@@ -1,24 +1,30 @@
 /**
  * One self-contained HTML page (inline CSS, JS and SVG; a Content-Security-Policy that forbids every
- * fetch, so the page works from a CI artifact, offline, and can never phone home):
+ * fetch, so the page works from a CI artifact, offline, and can never phone home), in the order a person
+ * reads it: the picture first, then the failures grouped, every cell one click away:
  *   #summary        the verdict and counts
- *   #failures       the failing cells first, each with its failed checks and reproduction command
+ *   #filters        subject, check, layout, model and dtype selects and "only failing": they hide grid
+ *                   squares, groups and the cells listed in a group that do not match
  *   #grid           the matrix: rows subjects, columns layouts, one square per cell coloured by outcome;
  *                   each square is a <details> whose panel holds the cell's norms, checks, and per-rank
  *                   memory and collectives
  *   #memory-chart   peak scratch per rank against its budget (log scale), per subject and layout
  *   #comm-chart     collectives per rank, per subject and layout
- * Stable ids and classes (cell pass|fail|skip, data-cell-id, bar over, budget) are what tests and
- * scripts may rely on.
+ *   #failures       failures grouped by subject and check (groups.ts): #unexpected, then #expected (a
+ *                   known-bad subject's failures, each marked with the check it declares); a group shows
+ *                   its cell count, the first message, the command that reruns the first cell, the
+ *                   distinct messages when they differ beyond numbers, and links to each of its cells
+ * Stable ids and classes (cell pass|fail|skip, data-cell-id, article.group with data-subject,
+ * data-check, data-kind, data-cells; bar over, budget) are what tests and scripts may rely on.
  */
 import type { RunSummary } from "../harness/results/types.ts";
 import {
   counts,
   describeRun,
   failedChecks,
+  layoutOf,
   formatBytes,
   gridOf,
-  messageBody,
   NOTHING_JUDGED,
   outcomeOf,
   runVerdict,
@@ -28,6 +34,7 @@ import {
   type ReportMeta,
 } from "./common.ts";
 import { terminalText } from "./escape.ts";
+import { failureDigest, groupKindText, missedText, type FailureDigest, type FailureGroup } from "./groups.ts";
 import type { CellJson } from "../harness/results/schema.ts";
 
 /** Text for an element or attribute: markup characters as entities, control characters as visible escapes. */
@@ -76,7 +83,15 @@ details.cell > .detail { position: fixed; top: .8rem; right: .8rem; bottom: .8re
 dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: 0 .8rem; margin: 0; } dl.facts dt { color: var(--muted); } dl.facts dd { margin: 0; }
 .legend span { display: inline-flex; align-items: center; gap: .3rem; margin-right: 1rem; }
 .swatch { display: inline-block; width: 12px; height: 12px; border-radius: 2px; }
-body.only-fail details.cell:not(.fail) { display: none; }
+[hidden] { display: none !important; }
+#filters { display: flex; flex-wrap: wrap; gap: .4rem 1rem; align-items: center; margin: .4rem 0 .8rem; }
+#filters label { display: inline-flex; gap: .3rem; align-items: center; } #filters select { font: inherit; font-size: 12px; max-width: 16rem; }
+.group { border: 1px solid var(--line); border-left: 4px solid var(--fail); border-radius: 6px; padding: .5rem .8rem; margin: .6rem 0; }
+.group[data-kind="declared"], .group[data-kind="also"] { border-left-color: var(--skip); }
+.group h4 { font-size: .95rem; margin: 0 0 .3rem; } .group h4 .count { font-weight: 400; color: var(--muted); }
+.group .kind { font-size: 12px; color: var(--muted); margin-left: .5rem; } .group[data-kind="unexpected"] .kind { color: var(--fail); font-weight: 600; }
+.group ul.cells { columns: 2 28rem; margin: .3rem 0; font-size: 12px; } .group details > summary { cursor: pointer; color: var(--bar); }
+.missed { color: var(--fail); font-weight: 600; }
 svg text { font: 11px system-ui, sans-serif; fill: var(--ink); }
 svg .axis { stroke: var(--line); } svg .bar { fill: var(--bar); } svg .bar.over { fill: var(--fail); } svg .budget { stroke: var(--ink); stroke-width: 2; }
 svg .row-label { font-weight: 600; } svg .col-label { fill: var(--muted); }
@@ -201,8 +216,35 @@ const SCRIPT = `
   }
   window.addEventListener("hashchange", openFromHash);
   openFromHash();
+  // filters: a square, a listed cell or a group is shown when it matches every select
+  var keys = ["subject", "check", "layout", "model", "dtype"];
+  var selects = keys.map(function (k) { return document.getElementById("filter-" + k); });
   var only = document.getElementById("only-fail");
-  if (only) only.addEventListener("change", function () { document.body.classList.toggle("only-fail", only.checked); });
+  var listed = document.querySelectorAll("#failures li.group-cell");
+  var groups = document.querySelectorAll("#failures article.group");
+  function matches(e, skipCheck) {
+    for (var i = 0; i < keys.length; i++) {
+      var want = selects[i] && selects[i].value;
+      if (!want) continue;
+      if (keys[i] === "check") { if (!skipCheck && (" " + (e.getAttribute("data-failed") || "") + " ").indexOf(" " + want + " ") < 0) return false; }
+      else if (e.getAttribute("data-" + keys[i]) !== want) return false;
+    }
+    return true;
+  }
+  function apply() {
+    var onlyFail = only && only.checked;
+    cells.forEach(function (d) { d.hidden = !(matches(d, false) && (!onlyFail || d.classList.contains("fail"))); });
+    listed.forEach(function (li) { li.hidden = !matches(li, true); });
+    var check = selects[1] && selects[1].value;
+    groups.forEach(function (g) {
+      var shown = g.querySelectorAll("li.group-cell:not([hidden])").length;
+      var out = (check && g.getAttribute("data-check") !== check) || shown === 0;
+      g.hidden = out;
+      var n = g.querySelector(".shown");
+      if (n) n.textContent = shown === Number(g.getAttribute("data-cells")) ? "" : " (" + shown + " shown)";
+    });
+  }
+  selects.concat([only]).forEach(function (s) { if (s) s.addEventListener("change", apply); });
   wire(document.getElementById("failures"));
   document.body.setAttribute("data-ready", "true");
 })();
@@ -225,6 +267,59 @@ function reproBlock(repro: string): string {
   return `<div class="repro"><code class="repro-command">${h(repro)}</code><button type="button" class="copy" data-copy="${h(repro)}">copy</button></div>`;
 }
 
+/** What the filters match on, as attributes of a grid square or a listed cell. */
+function filterAttrs(c: CellJson): string {
+  return `data-subject="${h(c.subject)}" data-layout="${h(layoutOf(c))}" data-model="${h(c.model)}" data-dtype="${h(c.dtype)}" data-failed="${h(failedChecks(c).map((x) => x.id).join(" "))}"`;
+}
+
+function select(key: string, values: Iterable<string>): string {
+  const options = [...new Set(values)].map((v) => `<option value="${h(v)}">${h(v)}</option>`).join("");
+  return `<label>${h(key)} <select id="filter-${key}"><option value="">all</option>${options}</select></label>`;
+}
+
+function filtersBar(cells: readonly CellJson[], grid: Grid): string {
+  return (
+    `<form id="filters" onsubmit="return false">` +
+    select("subject", grid.subjects) +
+    select("check", cells.flatMap((c) => failedChecks(c).map((x) => x.id)).sort()) +
+    select("layout", grid.layouts) +
+    select("model", cells.map((c) => c.model)) +
+    select("dtype", cells.map((c) => c.dtype)) +
+    `<label><input type="checkbox" id="only-fail"> only failing cells</label></form>`
+  );
+}
+
+function groupArticle(g: FailureGroup, index: Map<CellJson, number>): string {
+  const first = g.cells[0]!;
+  const messages =
+    g.messages.length > 1
+      ? `<details class="messages"><summary>${g.messages.length} distinct messages (beyond numbers)</summary>${g.messages.map((m) => `<pre>${h(m)}</pre>`).join("")}</details>`
+      : "";
+  const list = g.cells.map((c) => `<li class="group-cell" ${filterAttrs(c)}><a href="#${cellAnchor(index.get(c)!)}">${h(c.id)}</a></li>`).join("");
+  return (
+    `<article class="group" data-subject="${h(g.subject)}" data-check="${h(g.check)}" data-kind="${g.kind}" data-cells="${g.cells.length}">` +
+    `<h4>${h(g.subject)} · <code class="check">${h(g.check)}</code> <span class="count">${g.cells.length} cell${g.cells.length === 1 ? "" : "s"}<span class="shown"></span></span><span class="kind">${h(groupKindText(g))}</span></h4>` +
+    `<p class="first">first: <a class="first-cell" href="#${cellAnchor(index.get(first)!)}">${h(first.id)}</a></p><pre class="first-message">${h(g.firstMessage)}</pre>` +
+    reproBlock(first.repro) +
+    messages +
+    `<details class="group-cells"><summary>every cell (${g.cells.length})</summary><ul class="cells">${list}</ul></details></article>`
+  );
+}
+
+function failuresSection(digest: FailureDigest, index: Map<CellJson, number>): string {
+  const pairs = (gs: FailureGroup[]) => gs.reduce((n, g) => n + g.cells.length, 0);
+  const parts: string[] = [];
+  parts.push(`<div id="unexpected"><h3>Unexpected failures: ${pairs(digest.unexpected)} (cell, check) pairs in ${digest.unexpected.length} groups</h3>`);
+  for (const m of digest.missed) parts.push(`<p class="missed">missed: ${h(missedText(m))}</p>`);
+  parts.push(digest.unexpected.length ? digest.unexpected.map((g) => groupArticle(g, index)).join("\n") : `<p class="none">None.</p>`, `</div>`);
+  if (digest.expected.length) {
+    parts.push(`<div id="expected"><h3>Known-bad subjects, failing as expected: ${pairs(digest.expected)} (cell, check) pairs in ${digest.expected.length} groups</h3>`);
+    parts.push(`<p class="note">A known-bad subject declares the checks that must catch it (catchBy); its other failing checks are listed as "also failed".</p>`);
+    parts.push(digest.expected.map((g) => groupArticle(g, index)).join("\n"), `</div>`);
+  }
+  return parts.join("\n");
+}
+
 function gridTable(grid: Grid, index: Map<CellJson, number>): string {
   const head = `<tr><th class="corner">subject \\ layout</th>${grid.layouts.map((l) => `<th class="layout" data-layout="${h(l)}">${h(l)}</th>`).join("")}</tr>`;
   const rows = grid.subjects
@@ -237,7 +332,7 @@ function gridTable(grid: Grid, index: Map<CellJson, number>): string {
             .map((c) => {
               const o = outcomeOf(c);
               const i = index.get(c)!;
-              return `<details class="cell ${o}" id="${cellAnchor(i)}" data-index="${i}" data-cell-id="${h(c.id)}"><summary title="${h(`${c.id}: ${o}`)}" aria-label="${h(`${c.id}: ${o}`)}"></summary><div class="detail"></div></details>`;
+              return `<details class="cell ${o}" id="${cellAnchor(i)}" data-index="${i}" data-cell-id="${h(c.id)}" ${filterAttrs(c)}><summary title="${h(`${c.id}: ${o}`)}" aria-label="${h(`${c.id}: ${o}`)}"></summary><div class="detail"></div></details>`;
             })
             .join("");
           return `<td data-layout="${h(layout)}">${squares}</td>`;
@@ -376,19 +471,7 @@ export function renderHtml(cells: readonly CellJson[], summary: RunSummary, meta
   const n = counts(cells);
   const verdict = runVerdict(cells, summary);
 
-  const failures = failing.length
-    ? failing
-        .map(
-          (c) =>
-            `<article class="failure" data-cell-id="${h(c.id)}"><h3><a href="#${cellAnchor(index.get(c)!)}">${h(c.id)}</a></h3><ul>` +
-            failedChecks(c)
-              .map((x) => `<li><code class="check">${h(x.id)}</code><pre>${h(messageBody(x.message))}</pre></li>`)
-              .join("") +
-            `</ul>${reproBlock(c.repro)}</article>`,
-        )
-        .join("\n")
-    : `<p class="none">No failing cells.</p>`;
-
+  const digest = failureDigest(cells, meta.catchBy);
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -404,14 +487,11 @@ export function renderHtml(cells: readonly CellJson[], summary: RunSummary, meta
 <h1>${h(title)}</h1>
 <p class="verdict ${verdict}">${h(VERDICT_TEXT[verdict])}: ${h(summaryText(summary))}${verdict === "none" ? `; ${h(NOTHING_JUDGED)}` : ""}</p>
 ${(meta.notes ?? []).map((x) => `<p class="note">${h(x)}</p>`).join("\n")}${meta.generatedAt ? `<p class="note">generated ${h(meta.generatedAt)}</p>` : ""}
-<nav><a href="#failures">failing cells (${failing.length})</a><a href="#matrix">matrix</a><a href="#memory">memory per rank</a><a href="#comm">collectives per rank</a></nav>
+<nav><a href="#matrix">matrix</a><a href="#memory">memory per rank</a><a href="#comm">collectives per rank</a><a href="#failures">failures by subject and check (${digest.unexpected.length + digest.expected.length} groups, ${failing.length} cells)</a></nav>
 </header>
-<section id="failures"><h2>Failing cells (${failing.length})</h2>
-${failures}
-</section>
 <section id="matrix"><h2>Matrix: subjects × layouts</h2>
-<p class="legend"><span><i class="swatch" style="background:var(--pass)"></i>passed (${n.pass})</span><span><i class="swatch" style="background:var(--fail)"></i>failed (${n.fail})</span><span><i class="swatch" style="background:var(--skip)"></i>skipped (${n.skip})</span>
-<label><input type="checkbox" id="only-fail"> only failing cells</label></p>
+<p class="legend"><span><i class="swatch" style="background:var(--pass)"></i>passed (${n.pass})</span><span><i class="swatch" style="background:var(--fail)"></i>failed (${n.fail})</span><span><i class="swatch" style="background:var(--skip)"></i>skipped (${n.skip})</span></p>
+${filtersBar(cells, grid)}
 <p class="note">One square per cell (model, dtype, norm type, regime, seed); click it for its details.</p>
 <div class="grid-wrap">${gridTable(grid, index)}</div>
 </section>
@@ -423,8 +503,11 @@ ${failures}
 <p class="note">Per subject and layout, each rank's largest number of collectives in one clip over its cells (log scale).</p>
 <div class="chart-wrap">${chart("comm-chart", grid, commBars, "log-count", "collectives per rank")}</div>
 </section>
+<section id="failures"><h2>Failures by subject and check (${failing.length} failing cells, ${digest.pairs} failing checks)</h2>
+${failing.length ? failuresSection(digest, index) : `<p class="none">No failing cells.</p>`}
+</section>
 <script type="application/json" id="cells-data">${scriptJson(cells)}</script>
-<noscript><p class="note">Cell details open with JavaScript; the failing cells above are complete without it.</p></noscript>
+<noscript><p class="note">Cell details and filters need JavaScript; the failure groups above are complete without it.</p></noscript>
 <script>${SCRIPT}</script>
 </body>
 </html>

@@ -63,8 +63,8 @@ function summaryWithVerdict(cells: readonly CellJson[], summary: RunSummary) {
 }
 
 export const REPORTERS: Record<string, Reporter> = {
-  json: fileReporter("json", "results.json", "the --json shape: every cell, its checks, memory and collectives", (cells, summary) =>
-    JSON.stringify({ cells, summary: summaryWithVerdict(cells, summary) }, null, 2) + "\n",
+  json: fileReporter("json", "results.json", "the --json shape: every cell, its checks, memory and collectives", (cells, summary, meta) =>
+    JSON.stringify({ cells, summary: summaryWithVerdict(cells, summary), ...(meta.catchBy && Object.keys(meta.catchBy).length ? { catchBy: meta.catchBy } : {}) }, null, 2) + "\n",
   ),
   junit: fileReporter("junit", "junit.xml", "JUnit XML: a testsuite per subject, a testcase per cell and check", renderJunit),
   md: fileReporter("md", "summary.md", "Markdown for CI job summaries: subjects x layouts, then the failing cells", (c, s, m) => renderMarkdown(c, s, m)),

@@ -1,8 +1,9 @@
 /**
  * JUnit XML, as CI systems read it (the Jenkins/Surefire schema's required fields): one <testsuite> per
- * subject, one <testcase> per cell and check (classname = the cell id, name = the check id), <failure>
- * with a message attribute and the full message as text, <skipped> with its reason. A run in which no
- * check ran gets one <testcase> with an <error>, so that a CI page never shows it green.
+ * subject, one <testcase> per cell (classname = the subject, name = the cell id), a failing cell's
+ * <failure> naming its failing checks in the message attribute and carrying each one's full message as
+ * text; a cell in which every check skipped is <skipped> with the reasons. A run in which no check ran
+ * gets one <testcase> with an <error>, so that a CI page never shows it green.
  */
 import type { RunSummary } from "../harness/results/types.ts";
 import { describeRun, firstLine, NOTHING_JUDGED, runVerdict, summaryText, VERDICT_TEXT, type ReportMeta } from "./common.ts";
@@ -27,10 +28,6 @@ function attr(text: string): string {
   return xmlEscape(text).replace(/\n/g, "&#10;").replace(/\r/g, "&#13;").replace(/\t/g, "&#9;");
 }
 
-function seconds(ms: number): string {
-  return (ms / 1000).toFixed(3);
-}
-
 /** The suite that stands for a run nothing judged: zero tests would read as success. */
 function noVerdictSuite(summary: RunSummary): string {
   const message = VERDICT_TEXT.none;
@@ -51,22 +48,22 @@ export function renderJunit(cells: readonly CellJson[], summary: RunSummary, met
     const cases: string[] = [];
     const n = { tests: 0, failures: 0, skipped: 0, time: 0 };
     for (const cell of list) {
-      const perCheck = (cell.durationMs ?? 0) / Math.max(1, cell.checks.length);
-      for (const check of cell.checks) {
-        n.tests++;
-        n.time += perCheck;
-        const open = `    <testcase name="${attr(check.id)}" classname="${attr(cell.id)}" time="${seconds(perCheck)}"`;
-        if (check.status === "fail") {
-          n.failures++;
-          cases.push(
-            `${open}>\n      <failure message="${attr(firstLine(check.message))}" type="${attr(check.id)}">${xmlEscape(check.message)}</failure>\n    </testcase>`,
-          );
-        } else if (check.status === "skip") {
-          n.skipped++;
-          cases.push(`${open}>\n      <skipped message="${attr(check.message)}"/>\n    </testcase>`);
-        } else {
-          cases.push(`${open}/>`);
-        }
+      n.tests++;
+      const time = (cell.durationMs ?? 0) / 1000;
+      n.time += time;
+      const open = `    <testcase name="${attr(cell.id)}" classname="${attr(subject)}" time="${time.toFixed(3)}"`;
+      const failed = cell.checks.filter((x) => x.status === "fail");
+      if (failed.length) {
+        n.failures++;
+        const message = failed.map((x) => `${x.id}: ${firstLine(x.message)}`).join("; ");
+        const text = failed.map((x) => `${x.id}: ${x.message}`).join("\n\n");
+        cases.push(`${open}>\n      <failure message="${attr(message)}" type="${attr(failed.map((x) => x.id).join(","))}">${xmlEscape(text)}</failure>\n    </testcase>`);
+      } else if (cell.checks.every((x) => x.status === "skip")) {
+        n.skipped++;
+        const reasons = cell.checks.map((x) => `${x.id}: ${x.message}`).join("\n");
+        cases.push(`${open}>\n      <skipped message="${attr(reasons || "no check ran")}"/>\n    </testcase>`);
+      } else {
+        cases.push(`${open}/>`);
       }
     }
     total.tests += n.tests;
@@ -74,7 +71,7 @@ export function renderJunit(cells: readonly CellJson[], summary: RunSummary, met
     total.skipped += n.skipped;
     total.time += n.time;
     suites.push(
-      `  <testsuite name="${attr(subject)}" tests="${n.tests}" failures="${n.failures}" errors="0" skipped="${n.skipped}" time="${seconds(n.time)}">\n` +
+      `  <testsuite name="${attr(subject)}" tests="${n.tests}" failures="${n.failures}" errors="0" skipped="${n.skipped}" time="${n.time.toFixed(3)}">\n` +
         (cases.length ? cases.join("\n") + "\n" : "") +
         `  </testsuite>`,
     );
@@ -87,7 +84,7 @@ export function renderJunit(cells: readonly CellJson[], summary: RunSummary, met
   const name = ["clip-parity", describeRun(meta)].filter(Boolean).join(" ");
   return (
     `<?xml version="1.0" encoding="UTF-8"?>\n` +
-    `<testsuites name="${attr(name)}" tests="${total.tests}" failures="${total.failures}" errors="${total.errors}" skipped="${total.skipped}" time="${seconds(total.time)}">\n` +
+    `<testsuites name="${attr(name)}" tests="${total.tests}" failures="${total.failures}" errors="${total.errors}" skipped="${total.skipped}" time="${total.time.toFixed(3)}">\n` +
     (suites.length ? suites.join("\n") + "\n" : "") +
     `</testsuites>\n`
   );

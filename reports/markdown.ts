@@ -1,18 +1,28 @@
 /**
- * Markdown for CI job summaries ($GITHUB_STEP_SUMMARY): the verdict, a table of subjects by layout
- * with passed/total per entry, then the failing cells with their checks, messages and the command that
- * reproduces each. Long runs are cut (GitHub keeps 1 MiB of summary per step) with a count of the rest.
+ * Markdown for CI job summaries ($GITHUB_STEP_SUMMARY), in the order a person reads it: the verdict, the
+ * subject x layout grid, one table of failures grouped by subject and check (unexpected ones apart from a
+ * known-bad subject's expected ones), and only then, folded inside <details>, every failing cell with its
+ * messages and reproduce command. The part outside <details> stays one screen for a run of a few subjects.
+ * Long runs are cut inside the fold (GitHub keeps 1 MiB of summary per step) with a count of the rest.
  */
 import type { RunSummary } from "../harness/results/types.ts";
-import { counts, describeRun, failedChecks, gridOf, messageBody, NOTHING_JUDGED, runVerdict, summaryText, VERDICT_TEXT, type ReportMeta } from "./common.ts";
+import { counts, describeRun, failedChecks, firstLine, gridOf, messageBody, NOTHING_JUDGED, runVerdict, summaryText, VERDICT_TEXT, type ReportMeta } from "./common.ts";
 import { mdCell, mdCode, mdFence, mdText } from "./escape.ts";
+import { failureDigest, groupKindText, missedText, type FailureGroup } from "./groups.ts";
 import type { CellJson } from "../harness/results/schema.ts";
 
 const VERDICT_MARK = { pass: "✅", fail: "❌", none: "⛔" } as const;
 
 export interface MarkdownOptions {
-  /** At most this many failing cells are listed in full (default 50). */
+  /** At most this many failing cells are listed in full inside the fold (default 50). */
   maxFailures?: number;
+}
+
+function groupRow(g: FailureGroup, kind: boolean): string {
+  const first = g.cells[0]!;
+  const shapes = g.messages.length > 1 ? ` (${g.messages.length} distinct messages)` : "";
+  const cols = [mdText(g.subject), mdCode(g.check, { table: true }), ...(kind ? [mdText(groupKindText(g))] : []), String(g.cells.length), mdCode(first.id, { table: true }), mdCell(firstLine(g.firstMessage)) + shapes];
+  return `| ${cols.join(" | ")} |`;
 }
 
 export function renderMarkdown(cells: readonly CellJson[], summary: RunSummary, meta: ReportMeta = {}, options: MarkdownOptions = {}): string {
@@ -35,16 +45,30 @@ export function renderMarkdown(cells: readonly CellJson[], summary: RunSummary, 
         if (!list) return " ";
         const n = counts(list);
         const mark = n.fail ? "❌" : n.pass ? "✅" : "⏭️";
-        return `${mark} ${n.pass}/${list.length}${n.fail ? ` (${n.fail} failed)` : ""}`;
+        return `${mark} ${n.pass}/${list.length}`;
       });
       out.push(`| ${mdText(subject)} | ${entries.join(" | ")} |`);
     }
     out.push("", "Each entry: passed cells / cells of that subject on that layout (models, dtypes, norms, regimes).", "");
   }
 
+  const digest = failureDigest(cells, meta.catchBy);
+  const head = "| subject | check | cells | first cell | first message |\n|---|---|---|---|---|";
+  if (digest.unexpected.length || digest.missed.length) {
+    out.push(`### Unexpected failures: ${digest.unexpected.reduce((n, g) => n + g.cells.length, 0)} (cell, check) pairs in ${digest.unexpected.length} groups`, "");
+    for (const m of digest.missed) out.push(`- **missed**: ${mdText(missedText(m))}`);
+    if (digest.missed.length) out.push("");
+    if (digest.unexpected.length) out.push(head, ...digest.unexpected.map((g) => groupRow(g, false)), "");
+  }
+  else if (digest.failingCells) out.push("**Unexpected failures: none.**", "");
+  if (digest.expected.length) {
+    out.push(`### Known-bad subjects, failing as expected: ${digest.expected.reduce((n, g) => n + g.cells.length, 0)} (cell, check) pairs in ${digest.expected.length} groups`, "");
+    out.push("| subject | check | why | cells | first cell | first message |\n|---|---|---|---|---|---|", ...digest.expected.map((g) => groupRow(g, true)), "");
+  }
+
   const failing = cells.filter((c) => failedChecks(c).length > 0);
   if (failing.length) {
-    out.push(`### Failing cells (${failing.length})`, "");
+    out.push(`<details><summary>Every failing cell (${failing.length}): messages and the command that reproduces each</summary>`, "");
     for (const c of failing.slice(0, maxFailures)) {
       out.push(`#### ${mdCode(c.id)}`, "");
       for (const check of failedChecks(c)) {
@@ -53,6 +77,7 @@ export function renderMarkdown(cells: readonly CellJson[], summary: RunSummary, 
       if (c.repro) out.push("Reproduce:", "", mdFence(c.repro, "sh"), "");
     }
     if (failing.length > maxFailures) out.push(`… and ${failing.length - maxFailures} more failing cells (see the JSON or HTML report).`, "");
+    out.push("</details>", "");
   }
   return out.join("\n");
 }

@@ -89,16 +89,22 @@ describe("Markdown report", () => {
   const cells = [hostile("fail"), hostile("pass")];
   const md = renderMarkdown(cells, summarizeJson(cells), { title: "t<b>i|tle", matrix: "m*x", notes: ["DRIFT x|<i>\u001b[0m"] });
 
-  it("has no control character anywhere and no HTML outside code blocks but its own <br>", () => {
+  it("has no control character anywhere and no HTML outside code blocks but its own <br> and the <details> fold", () => {
     expect(md).not.toMatch(CONTROL);
-    expect(outsideCode(md).replace(/<br>/g, "")).not.toMatch(/(?<!\\)</);
+    const own = /<br>|<details><summary>|<\/summary>|<\/details>/g;
+    expect(outsideCode(md).replace(own, "")).not.toMatch(/(?<!\\)</);
+    expect(md.match(/<details>/g)).toHaveLength(1);
   });
 
-  it("keeps every table row as wide as its header", () => {
-    const rows = md.split("\n").filter((l) => l.startsWith("|"));
-    expect(rows.length).toBeGreaterThanOrEqual(3);
-    for (const row of rows) expect(rowCells(row), row).toBe(rowCells(rows[0]));
-    expect(rows[2].startsWith(`| ${mdText(SUBJECT)} |`)).toBe(true);
+  it("keeps every table row as wide as its own table's header", () => {
+    const unfenced = md.replace(/^(`{3,})[^\n]*\n[\s\S]*?\n\1$/gm, "");
+    const tables = unfenced.split("\n\n").map((block) => block.split("\n")).filter((rows) => rows[0]!.startsWith("|"));
+    expect(tables.length).toBe(2); // the grid, the failure groups
+    for (const rows of tables) {
+      expect(rows.length).toBeGreaterThanOrEqual(3);
+      for (const row of rows) expect(rowCells(row), row).toBe(rowCells(rows[0]));
+      expect(rows[2].startsWith(`| ${mdText(SUBJECT)} |`)).toBe(true);
+    }
   });
 
   it("keeps a hostile cell id in its heading's line and shows the message as literal text", () => {

@@ -1,75 +1,43 @@
 /**
  * The HTML report of a small real run, rendered in headless Chromium (Debian's chromium package,
  * driven by playwright-core): the grid and the charts are there, a cell's details open on demand, the
- * failing cells come first with their reproduction command, and the page makes no network request.
+ * failures follow grouped by subject and check with the first cell's command, and the page makes no
+ * network request.
  *
- * Skipped, with a message, only when /usr/bin/chromium is absent and CI is not set; under CI=true it
- * always runs (and fails if chromium is missing: `apt-get install -y chromium`).
+ * Skipped, with a message, only when /usr/bin/chromium is absent and CI is not set (browser.ts).
  */
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { BrowserContext, Page } from "playwright-core";
+import type { Page } from "playwright-core";
 import { renderHtml } from "../../reports/html.ts";
-import { isCI } from "../../harness/util/env.ts";
 import type { ResultFile } from "../../harness/results/schema.ts";
+import { openBrowser, openReport, skipBrowser as skip, SKIP_REASON, type Browser } from "./browser.ts";
 import { smallReport } from "./fixtures.ts";
 
-const CHROMIUM = "/usr/bin/chromium";
-const ARGS = [
-  "--headless",
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-quic",
-  "--no-first-run",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-];
-const skip = !existsSync(CHROMIUM) && !isCI();
-const SKIP_REASON = `${CHROMIUM} is absent and CI is not set (install it with: apt-get install -y chromium)`;
 if (skip) console.warn(`suites/reports/html.test.ts: skipping the headless Chromium test: ${SKIP_REASON}`);
 
 describe.skipIf(skip)(`HTML report in headless Chromium${skip ? ` (skipped: ${SKIP_REASON})` : ""}`, () => {
   let report: ResultFile;
-  let context: BrowserContext;
+  let browser: Browser;
   let page: Page;
   let url: string;
-  let userDataDir: string;
-  const requests: string[] = [];
-  const problems: string[] = [];
 
   beforeAll(async () => {
-    expect(existsSync(CHROMIUM), `CI=true: ${CHROMIUM} is required (apt-get install -y chromium)`).toBe(true);
     report = await smallReport();
     const dir = mkdtempSync(join(tmpdir(), "clip-parity-html-"));
     const file = join(dir, "report.html");
     writeFileSync(file, renderHtml(report.cells, report.summary, { matrix: "small", backend: "cpu" }));
     url = pathToFileURL(file).href;
-    userDataDir = mkdtempSync(join(tmpdir(), "clip-parity-chromium-"));
-    const { chromium } = await import("playwright-core");
-    context = await chromium.launchPersistentContext(userDataDir, {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ARGS,
-      viewport: { width: 1400, height: 900 },
-      offline: true,
-    });
-    page = context.pages()[0] ?? (await context.newPage());
-    context.on("request", (r) => requests.push(r.url()));
-    page.on("websocket", (w) => requests.push(w.url()));
-    page.on("pageerror", (e) => problems.push(`pageerror: ${e.message}`));
-    page.on("console", (m) => {
-      if (m.type() === "error" || m.type() === "warning") problems.push(`console ${m.type()}: ${m.text()}`);
-    });
-    await page.goto(url, { waitUntil: "load" });
+    browser = await openBrowser();
+    page = browser.page;
+    await openReport(page, file);
   }, 60_000);
 
   afterAll(async () => {
-    await context?.close();
-    if (userDataDir) rmSync(userDataDir, { recursive: true, force: true });
+    await browser?.close();
   });
 
   it("shows the matrix grid: rows subjects, columns layouts, one square per cell coloured by outcome", async () => {
@@ -111,23 +79,19 @@ describe.skipIf(skip)(`HTML report in headless Chromium${skip ? ` (skipped: ${SK
     expect(Number(await commBar.getAttribute("data-value"))).toBe(hf.comm[0].collectives);
   });
 
-  it("lists the failing cells first, each with its failed checks and reproduction command", async () => {
-    const order = await page.evaluate(() => {
-      const f = document.getElementById("failures")!;
-      const g = document.getElementById("grid")!;
-      return Boolean(f.compareDocumentPosition(g) & Node.DOCUMENT_POSITION_FOLLOWING);
-    });
-    expect(order).toBe(true);
+  it("puts the grid and charts before the failures, grouped by subject and check, each with the first cell's command", async () => {
+    const order = await page.evaluate(() => ["summary", "grid", "memory-chart", "comm-chart", "failures"].map((id) => document.getElementById(id)!.getBoundingClientRect().top + window.scrollY));
+    expect([...order].sort((a, b) => a - b)).toEqual(order);
     const failing = report.cells.filter((c) => c.checks.some((x) => x.status === "fail"));
-    const articles = page.locator("#failures article.failure");
-    expect(await articles.count()).toBe(failing.length);
-    for (const [i, c] of failing.entries()) {
-      const a = articles.nth(i);
-      expect(await a.getAttribute("data-cell-id")).toBe(c.id);
-      expect(await a.locator("code.repro-command").textContent()).toBe(c.repro);
-      const checks = await a.locator("code.check").allTextContents();
-      expect(checks).toEqual(c.checks.filter((x) => x.status === "fail").map((x) => x.id));
-    }
+    const groups = page.locator("#failures article.group");
+    const pairs = failing.flatMap((c) => c.checks.filter((x) => x.status === "fail").map((x) => `${c.subject} ${x.id}`));
+    const counted = await groups.evaluateAll((as) => as.map((a) => [`${a.getAttribute("data-subject")} ${a.getAttribute("data-check")}`, Number(a.getAttribute("data-cells"))] as const));
+    expect(counted.reduce((n, [, k]) => n + k, 0)).toBe(pairs.length);
+    expect(new Set(counted.map(([k]) => k))).toEqual(new Set(pairs));
+    const first = groups.first();
+    const id = await first.locator("a.first-cell").textContent();
+    const cell = report.cells.find((c) => c.id === id)!;
+    expect(await first.locator("code.repro-command").textContent()).toBe(cell.repro);
   });
 
   it("opens a cell's details on demand: checks, per-rank memory and collectives, reproduction", async () => {
@@ -145,8 +109,10 @@ describe.skipIf(skip)(`HTML report in headless Chromium${skip ? ` (skipped: ${SK
     await page.keyboard.press("Escape");
     expect(await panel.isVisible()).toBe(false);
 
-    // the failure list links to the cell, which opens
-    await page.locator(`#failures article.failure[data-cell-id="${hf.id}"] h3 a`).click();
+    // a group lists the cell one click away, and the link opens it
+    const link = page.locator(`#failures article.group[data-check="memory.peak"] li.group-cell a`).filter({ hasText: hf.id });
+    await page.locator(`#failures article.group[data-check="memory.peak"] details.group-cells > summary`).click();
+    await link.click();
     expect(await panel.isVisible()).toBe(true);
     await panel.locator("button.close").click();
     expect(await panel.isVisible()).toBe(false);
@@ -158,9 +124,9 @@ describe.skipIf(skip)(`HTML report in headless Chromium${skip ? ` (skipped: ${SK
   });
 
   it("made no network request and raised no error", async () => {
-    expect(requests.filter((u) => u !== url)).toEqual([]);
+    expect(browser.requests.filter((u) => u !== url)).toEqual([]);
     const resources = await page.evaluate(() => performance.getEntriesByType("resource").map((e) => e.name));
     expect(resources).toEqual([]);
-    expect(problems).toEqual([]);
+    expect(browser.problems).toEqual([]);
   });
 });

@@ -44,26 +44,25 @@ function checkJunitSchema(root: XmlElement): void {
 }
 
 describe("JUnit XML", () => {
-  it("has one testcase per cell and check, a testsuite per subject, and every required field", async () => {
+  it("has one testcase per cell (classname the subject), a testsuite per subject, and every required field", async () => {
     const report = await smallReport();
     const root = parseXml(renderJunit(report.cells, report.summary, { matrix: "small", backend: "cpu" }));
     checkJunitSchema(root);
     const suites = all(root, "testsuite");
     expect(suites.map((s) => s.attrs.name)).toEqual(["reference", "hf-replicate"]);
     const cases = suites.flatMap((s) => all(s, "testcase"));
-    const expected = report.cells.flatMap((c) => c.checks.map((x) => `${c.id} ${x.id}`));
-    expect(cases.map((c) => `${c.attrs.classname} ${c.attrs.name}`)).toEqual(expected);
-    // hf-replicate's known failures carry their message, full text in the body
+    expect(cases.map((c) => `${c.attrs.classname} ${c.attrs.name}`)).toEqual(report.cells.map((c) => `${c.subject} ${c.id}`));
+    // a failing cell: each failing check's id and first line in the message, each full message in the body
     const hf = report.cells.find((c) => c.subject === "hf-replicate" && c.layout.dp_shard === 2)!;
-    for (const id of ["memory.peak", "comm.budget", "scaling.nonempty"]) {
-      const tc = cases.find((c) => c.attrs.classname === hf.id && c.attrs.name === id)!;
-      const f = all(tc, "failure")[0];
-      expect(f, `${id} failure`).toBeDefined();
-      const check = hf.checks.find((x) => x.id === id)!;
-      expect(f.text).toBe(check.message);
-      expect(f.attrs.message).toBe(check.message.split("\n")[0]);
-    }
-    expect(Number(root.attrs.failures)).toBeGreaterThanOrEqual(4);
+    const tc = cases.find((c) => c.attrs.name === hf.id)!;
+    const f = all(tc, "failure")[0];
+    const failed = hf.checks.filter((x) => x.status === "fail");
+    expect(failed.map((x) => x.id)).toEqual(expect.arrayContaining(["memory.peak", "comm.budget", "scaling.nonempty"]));
+    expect(f.attrs.type).toBe(failed.map((x) => x.id).join(","));
+    expect(f.attrs.message).toBe(failed.map((x) => `${x.id}: ${x.message.split("\n")[0]}`).join("; "));
+    for (const x of failed) expect(f.text).toContain(`${x.id}: ${x.message}`);
+    expect(Number(root.attrs.failures)).toBe(report.cells.filter((c) => c.checks.some((x) => x.status === "fail")).length);
+    expect(Number(root.attrs.tests)).toBe(report.cells.length);
   });
 
   it("escapes hostile text and drops characters XML cannot hold", () => {
@@ -74,32 +73,33 @@ describe("JUnit XML", () => {
         { id: "comm.budget", status: "skip", message: nasty },
       ],
     });
-    const xml = renderJunit([cell], summarizeJson([cell]));
+    const skipped = synthCell(`we<ird>&"sub'/tp2`, { checks: [{ id: "comm.budget", status: "skip", message: nasty }] });
+    const xml = renderJunit([cell, skipped], summarizeJson([cell, skipped]));
     const root = parseXml(xml);
     checkJunitSchema(root);
     const tc = all(all(root, "testsuite")[0], "testcase");
     expect(all(root, "testsuite")[0].attrs.name).toBe(`we<ird>&"sub'`);
-    expect(tc[0].attrs.classname).toBe(cell.id);
+    expect(tc[0].attrs.name).toBe(cell.id);
     const clean = nasty.replace(/[\u0001\u0008]/g, "\uFFFD");
-    expect(all(tc[0], "failure")[0].text).toBe(clean);
-    expect(all(tc[0], "failure")[0].attrs.message).toBe(clean.split("\n")[0]);
-    expect(all(tc[1], "skipped")[0].attrs.message).toBe(clean); // newlines kept as &#10; in attributes
+    expect(all(tc[0], "failure")[0].text).toBe(`parity.norm: ${clean}`);
+    expect(all(tc[0], "failure")[0].attrs.message).toBe(`parity.norm: ${clean.split("\n")[0]}`);
+    expect(all(tc[1], "skipped")[0].attrs.message).toBe(`comm.budget: ${clean}`); // newlines kept as &#10; in attributes
     expect(xmlEscape("a&b")).toBe("a&amp;b");
   });
 });
 
 describe("Markdown", () => {
-  it("tables subjects by layout, then lists the failing cells with check, message and reproduction", async () => {
+  it("tables subjects by layout, groups the failures, then folds every failing cell with check, message and reproduction", async () => {
     const report = await smallReport();
     const md = renderMarkdown(report.cells, report.summary, { matrix: "small", backend: "cpu" });
     const lines = md.split("\n");
     const header = lines.find((l) => l.startsWith("| subject"))!;
     expect(header).toBe("| subject \\ layout | single | dp\\_shard2 |"); // "_" escaped: text, never emphasis
     expect(lines).toContain("| reference | ✅ 1/1 | ✅ 1/1 |");
-    expect(lines.find((l) => l.startsWith("| hf-replicate"))).toMatch(/❌ 0\/1 \(1 failed\)/);
+    expect(lines.find((l) => l.startsWith("| hf-replicate"))).toMatch(/❌ 0\/1/);
     expect(md).toContain(`**❌ FAIL**: ${report.summary.cells} cells`);
     const failing = report.cells.filter((c) => c.checks.some((x) => x.status === "fail"));
-    expect(md).toContain(`### Failing cells (${failing.length})`);
+    expect(md).toContain(`<details><summary>Every failing cell (${failing.length})`);
     for (const c of failing) {
       expect(md).toContain(`#### \`${c.id}\``);
       expect(md).toContain(c.repro);
