@@ -95,6 +95,19 @@ export function failureDigest(cells: readonly CellJson[], catchBy: CatchBy = {})
   return { unexpected: all.filter((g) => g.kind === "unexpected"), expected, missed, pairs, failingCells };
 }
 
+/** The headings of the two lists, worded once for the HTML page and the Markdown summary. */
+export function unexpectedHeading(d: FailureDigest): string {
+  return `Unexpected failures: ${pairsIn(d.unexpected)} (cell, check) pairs in ${d.unexpected.length} groups`;
+}
+
+export function expectedHeading(d: FailureDigest): string {
+  return `Known-bad subjects, failing as expected: ${pairsIn(d.expected)} (cell, check) pairs in ${d.expected.length} groups`;
+}
+
+function pairsIn(groups: readonly FailureGroup[]): number {
+  return groups.reduce((n, g) => n + g.cells.length, 0);
+}
+
 /** How a group's kind reads in a report. */
 export function groupKindText(g: Pick<FailureGroup, "kind" | "catchBy">): string {
   if (g.kind === "declared") return "expected: a check its catchBy names";

@@ -34,7 +34,7 @@ import {
   type ReportMeta,
 } from "./common.ts";
 import { terminalText } from "./escape.ts";
-import { failureDigest, groupKindText, missedText, type FailureDigest, type FailureGroup } from "./groups.ts";
+import { expectedHeading, failureDigest, groupKindText, missedText, unexpectedHeading, type FailureDigest, type FailureGroup } from "./groups.ts";
 import type { CellJson } from "../harness/results/schema.ts";
 
 /** Text for an element or attribute: markup characters as entities, control characters as visible escapes. */
@@ -307,13 +307,12 @@ function groupArticle(g: FailureGroup, index: Map<CellJson, number>): string {
 }
 
 function failuresSection(digest: FailureDigest, index: Map<CellJson, number>): string {
-  const pairs = (gs: FailureGroup[]) => gs.reduce((n, g) => n + g.cells.length, 0);
   const parts: string[] = [];
-  parts.push(`<div id="unexpected"><h3>Unexpected failures: ${pairs(digest.unexpected)} (cell, check) pairs in ${digest.unexpected.length} groups</h3>`);
+  parts.push(`<div id="unexpected"><h3>${h(unexpectedHeading(digest))}</h3>`);
   for (const m of digest.missed) parts.push(`<p class="missed">missed: ${h(missedText(m))}</p>`);
   parts.push(digest.unexpected.length ? digest.unexpected.map((g) => groupArticle(g, index)).join("\n") : `<p class="none">None.</p>`, `</div>`);
   if (digest.expected.length) {
-    parts.push(`<div id="expected"><h3>Known-bad subjects, failing as expected: ${pairs(digest.expected)} (cell, check) pairs in ${digest.expected.length} groups</h3>`);
+    parts.push(`<div id="expected"><h3>${h(expectedHeading(digest))}</h3>`);
     parts.push(`<p class="note">A known-bad subject declares the checks that must catch it (catchBy); its other failing checks are listed as "also failed".</p>`);
     parts.push(digest.expected.map((g) => groupArticle(g, index)).join("\n"), `</div>`);
   }
@@ -467,7 +466,6 @@ export function renderHtml(cells: readonly CellJson[], summary: RunSummary, meta
   const index = new Map<CellJson, number>(cells.map((c, i) => [c, i]));
   const what = describeRun(meta);
   const title = `${meta.title ?? "clip-parity"}${what ? `: ${what}` : ""}`;
-  const failing = cells.filter((c) => failedChecks(c).length > 0);
   const n = counts(cells);
   const verdict = runVerdict(cells, summary);
 
@@ -487,7 +485,7 @@ export function renderHtml(cells: readonly CellJson[], summary: RunSummary, meta
 <h1>${h(title)}</h1>
 <p class="verdict ${verdict}">${h(VERDICT_TEXT[verdict])}: ${h(summaryText(summary))}${verdict === "none" ? `; ${h(NOTHING_JUDGED)}` : ""}</p>
 ${(meta.notes ?? []).map((x) => `<p class="note">${h(x)}</p>`).join("\n")}${meta.generatedAt ? `<p class="note">generated ${h(meta.generatedAt)}</p>` : ""}
-<nav><a href="#matrix">matrix</a><a href="#memory">memory per rank</a><a href="#comm">collectives per rank</a><a href="#failures">failures by subject and check (${digest.unexpected.length + digest.expected.length} groups, ${failing.length} cells)</a></nav>
+<nav><a href="#matrix">matrix</a><a href="#memory">memory per rank</a><a href="#comm">collectives per rank</a><a href="#failures">failures by subject and check (${digest.unexpected.length + digest.expected.length} groups, ${digest.failingCells} cells)</a></nav>
 </header>
 <section id="matrix"><h2>Matrix: subjects × layouts</h2>
 <p class="legend"><span><i class="swatch" style="background:var(--pass)"></i>passed (${n.pass})</span><span><i class="swatch" style="background:var(--fail)"></i>failed (${n.fail})</span><span><i class="swatch" style="background:var(--skip)"></i>skipped (${n.skip})</span></p>
@@ -503,8 +501,8 @@ ${filtersBar(cells, grid)}
 <p class="note">Per subject and layout, each rank's largest number of collectives in one clip over its cells (log scale).</p>
 <div class="chart-wrap">${chart("comm-chart", grid, commBars, "log-count", "collectives per rank")}</div>
 </section>
-<section id="failures"><h2>Failures by subject and check (${failing.length} failing cells, ${digest.pairs} failing checks)</h2>
-${failing.length ? failuresSection(digest, index) : `<p class="none">No failing cells.</p>`}
+<section id="failures"><h2>Failures by subject and check (${digest.failingCells} failing cells, ${digest.pairs} failing checks)</h2>
+${digest.failingCells ? failuresSection(digest, index) : `<p class="none">No failing cells.</p>`}
 </section>
 <script type="application/json" id="cells-data">${scriptJson(cells)}</script>
 <noscript><p class="note">Cell details and filters need JavaScript; the failure groups above are complete without it.</p></noscript>

@@ -8,7 +8,7 @@
 import type { RunSummary } from "../harness/results/types.ts";
 import { counts, describeRun, failedChecks, firstLine, gridOf, messageBody, NOTHING_JUDGED, runVerdict, summaryText, VERDICT_TEXT, type ReportMeta } from "./common.ts";
 import { mdCell, mdCode, mdFence, mdText } from "./escape.ts";
-import { failureDigest, groupKindText, missedText, type FailureGroup } from "./groups.ts";
+import { expectedHeading, failureDigest, groupKindText, missedText, unexpectedHeading, type FailureGroup } from "./groups.ts";
 import type { CellJson } from "../harness/results/schema.ts";
 
 const VERDICT_MARK = { pass: "✅", fail: "❌", none: "⛔" } as const;
@@ -55,14 +55,13 @@ export function renderMarkdown(cells: readonly CellJson[], summary: RunSummary, 
   const digest = failureDigest(cells, meta.catchBy);
   const head = "| subject | check | cells | first cell | first message |\n|---|---|---|---|---|";
   if (digest.unexpected.length || digest.missed.length) {
-    out.push(`### Unexpected failures: ${digest.unexpected.reduce((n, g) => n + g.cells.length, 0)} (cell, check) pairs in ${digest.unexpected.length} groups`, "");
+    out.push(`### ${unexpectedHeading(digest)}`, "");
     for (const m of digest.missed) out.push(`- **missed**: ${mdText(missedText(m))}`);
     if (digest.missed.length) out.push("");
     if (digest.unexpected.length) out.push(head, ...digest.unexpected.map((g) => groupRow(g, false)), "");
-  }
-  else if (digest.failingCells) out.push("**Unexpected failures: none.**", "");
+  } else if (digest.failingCells) out.push("**Unexpected failures: none.**", "");
   if (digest.expected.length) {
-    out.push(`### Known-bad subjects, failing as expected: ${digest.expected.reduce((n, g) => n + g.cells.length, 0)} (cell, check) pairs in ${digest.expected.length} groups`, "");
+    out.push(`### ${expectedHeading(digest)}`, "");
     out.push("| subject | check | why | cells | first cell | first message |\n|---|---|---|---|---|---|", ...digest.expected.map((g) => groupRow(g, true)), "");
   }
 
