@@ -15,6 +15,7 @@ import { realpathSync } from "node:fs";
 import { resolve } from "node:path";
 import { InputError } from "../harness/errors.ts";
 import { escapeControls } from "../harness/results/controls.ts";
+import { catchByField } from "../harness/results/json.ts";
 import { cellDifference, formatResultFile, readResultFile, summarizeJson, type CellJson, type ResultFile } from "../harness/results/schema.ts";
 import { assertWritableDir, assertWritableFile, writeFileAtomic } from "../harness/util/fs.ts";
 import { parseReporters, REPORTER_NAMES, writeReports, DEFAULT_OUT_DIR } from "../reports/index.ts";
@@ -84,7 +85,7 @@ export function mergeResults(inputs: readonly MergeInput[]): { file: ResultFile;
     }
   }
   const summary = { ...summarizeJson(cells) } as ResultFile["summary"];
-  return { file: { cells, summary, ...(Object.keys(catchBy).length ? { catchBy } : {}) }, duplicates };
+  return { file: { cells, summary, ...catchByField(catchBy) }, duplicates };
 }
 
 const mergeSpec: CommandSpec = {

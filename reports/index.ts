@@ -12,7 +12,7 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { InputError } from "../harness/errors.ts";
 import type { CellResult, RunSummary } from "../harness/results/types.ts";
-import { cellJson } from "../harness/results/json.ts";
+import { catchByField, cellJson } from "../harness/results/json.ts";
 import { writeFileAtomic } from "../harness/util/fs.ts";
 import { renderJunit } from "./junit.ts";
 import { renderMarkdown } from "./markdown.ts";
@@ -64,7 +64,7 @@ function summaryWithVerdict(cells: readonly CellJson[], summary: RunSummary) {
 
 export const REPORTERS: Record<string, Reporter> = {
   json: fileReporter("json", "results.json", "the --json shape: every cell, its checks, memory and collectives", (cells, summary, meta) =>
-    JSON.stringify({ cells, summary: summaryWithVerdict(cells, summary), ...(meta.catchBy && Object.keys(meta.catchBy).length ? { catchBy: meta.catchBy } : {}) }, null, 2) + "\n",
+    JSON.stringify({ cells, summary: summaryWithVerdict(cells, summary), ...catchByField(meta.catchBy) }, null, 2) + "\n",
   ),
   junit: fileReporter("junit", "junit.xml", "JUnit XML: a testsuite per subject, a testcase per cell and check", renderJunit),
   md: fileReporter("md", "summary.md", "Markdown for CI job summaries: subjects x layouts, then the failing cells", (c, s, m) => renderMarkdown(c, s, m)),

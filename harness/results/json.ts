@@ -59,6 +59,11 @@ export function cellJson(r: CellResult) {
 }
 
 /** `catchBy`: the run's known-bad subjects and the checks that must catch each, so that reports of this file show their failures as expected. */
-export function jsonReport(results: readonly CellResult[], summary: RunSummary, catchBy: Readonly<Record<string, readonly string[]>> = {}) {
-  return { cells: results.map(cellJson), summary, ...(Object.keys(catchBy).length ? { catchBy } : {}) };
+export function jsonReport(results: readonly CellResult[], summary: RunSummary, catchBy?: Readonly<Record<string, readonly string[]>>) {
+  return { cells: results.map(cellJson), summary, ...catchByField(catchBy) };
+}
+
+/** A result file's `catchBy` field: written only when the run had a known-bad subject, so older readers and diffs are unchanged otherwise. */
+export function catchByField<T extends Readonly<Record<string, readonly string[]>>>(catchBy: T | undefined): { catchBy?: T } {
+  return catchBy && Object.keys(catchBy).length ? { catchBy } : {};
 }

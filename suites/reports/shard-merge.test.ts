@@ -102,6 +102,23 @@ describe("merge", () => {
     expect(duplicates).toBe(1);
   });
 
+  it("keeps the shards' catchBy (their union), so a report of the merged file still shows a known-bad subject's failures as expected", async () => {
+    const { file } = mergeResults([
+      { path: "a.json", data: { ...synthFile([X]), catchBy: { "hf-replicate": ["memory.peak"] } } },
+      { path: "b.json", data: { ...synthFile([Z]), catchBy: { "hf-replicate": ["scaling.nonempty", "memory.peak"] } } },
+    ]);
+    expect(file.catchBy).toEqual({ "hf-replicate": ["memory.peak", "scaling.nonempty"] });
+    expect(mergeResults([{ path: "a.json", data: synthFile([X]) }]).file).not.toHaveProperty("catchBy");
+    const dir = tempDir();
+    const merged = join(dir, "m.json");
+    writeFileSync(merged, JSON.stringify(file));
+    const r = await cli(["report", "--results", merged, "--report", "md", "--out", dir]);
+    expect(r.code, r.stderr).toBe(0);
+    const md = readFileSync(join(dir, "summary.md"), "utf8");
+    expect(md).toContain("### Known-bad subjects, failing as expected: 1 (cell, check) pairs in 1 groups");
+    expect(md).not.toContain("### Unexpected failures");
+  });
+
   it("refuses a duplicate with different content, naming the cell, both files and the difference (exit 2)", async () => {
     const dir = tempDir();
     const a = join(dir, "a.json");
