@@ -1,6 +1,6 @@
 /**
- * Failures grouped by subject and check, what a person reads before any single cell: 66 failing cells
- * that repeat four messages are four groups. Every reporter that lists failures groups them here, so the
+ * Failures grouped by subject and check, what a person reads before any single cell: many failing cells
+ * that repeat a few messages are a few groups. Every reporter that lists failures groups them here, so the
  * HTML page, the Markdown summary and the tests count the same groups.
  *
  * A subject that declares `catchBy` (a known-bad subject) is expected to fail: its groups are kept apart
