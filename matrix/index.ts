@@ -5,7 +5,7 @@
 import { readFileSync, statSync } from "node:fs";
 import { z } from "zod";
 import type { DType } from "../harness/clip/api.ts";
-import { ALL_REGIMES, REGIMES, type Regime } from "../harness/clip/regimes.ts";
+import { ALL_REGIMES, boundaryOffset, REGIMES, type Regime } from "../harness/clip/regimes.ts";
 import { InputError } from "../harness/errors.ts";
 import { formatLayout, parseLayout, validateLayout, type Layout } from "../harness/layout/layout.ts";
 import { MODEL_NAMES } from "../harness/model/models.ts";
@@ -136,6 +136,49 @@ function negativeInfinity(layouts: string[], seed: number): Case[] {
   );
 }
 
+/**
+ * max_norm exactly on a small norm, one float32 ulp above it (twice on llama3-debug) and below it (issue 22), for every finite p
+ * of CORNER_NORMS on both debug models: the `boundary-small` regime, whose offset is drawn per cell, on
+ * the first layouts of `layouts` (at `seed`, then the next seeds) that draw 0, +1 and a negative offset. Drawing the layouts (a hash, no
+ * reference) keeps building the matrix cheap; the offset stays a property of the cell, not of its id.
+ */
+export function boundarySmallCorners(layouts: readonly string[], seed: number): Case[] {
+  const cases: Case[] = [];
+  const [on, above, below] = [(u: number) => u === 0, (u: number) => u === 1, (u: number) => u < 0];
+  for (const normType of CORNER_NORMS.filter((p) => Number.isFinite(p))) {
+    for (const model of DEBUG_MODELS) {
+      // one ulp above deepseek-v3-debug's 1-norm (about 8) the + 1e-6 no longer clips: llama3-debug takes two
+      const wanted = model === "llama3-debug" ? [on, above, above, below] : [on, above, below];
+      const taken = new Set<object>();
+      const drawn = [seed, seed + 1, seed + 2].flatMap((s) =>
+        layouts.map((spec) => {
+          const c: Case = { layout: parseLayout(spec), model, dtype: "f32", normType, regime: "boundary-small", seed: s };
+          return { c, ulps: boundaryOffset(c) };
+        }),
+      );
+      for (const want of wanted) {
+        const hit = drawn.find((d) => want(d.ulps) && !taken.has(d));
+        if (!hit) throw new Error(`internal: no layout of ${layouts.join(" ")} draws the wanted boundary offset for ${model} p=${formatNorm(normType)}`);
+        taken.add(hit);
+        cases.push(hit.c);
+      }
+    }
+  }
+  return cases;
+}
+
+/**
+ * NaN with error_if_nonfinite=False for every norm type of CORNER_NORMS (issue 22): torch multiplies every
+ * gradient by a NaN coefficient there, so a `clip_coef < 1` guard (false for NaN) that leaves them as
+ * they were shows. On both debug models, the layouts rotating.
+ */
+function nanNoError(layouts: readonly string[], seed: number): Case[] {
+  let k = 0;
+  return CORNER_NORMS.flatMap((normType) =>
+    DEBUG_MODELS.map((model) => ({ layout: parseLayout(layouts[k++ % layouts.length]!), model, dtype: "f32" as DType, normType, regime: "nonfinite-nan" as Regime, seed, errorIfNonfinite: false })),
+  );
+}
+
 /** The cases in order, each cell id once (a corner may coincide with a sweep case). */
 export function uniqueCases(cases: readonly Case[]): Case[] {
   const seen = new Set<string>();
@@ -149,7 +192,7 @@ function builtin(): Record<string, Matrix> {
   return {
     cpu: {
       name: "cpu",
-      description: "world sizes 1 to 8, both debug models, f32 and bf16, norms 2, 1 and inf, every regime; clip corners in every dtype for p 2, 1, inf, 1.5, 3; the finalize cells",
+      description: "world sizes 1 to 8, both debug models, f32 and bf16, norms 2, 1 and inf, every regime; clip corners in every dtype for p 2, 1, inf, 1.5, 3; the finalize cells; max_norm on, just above and just below a small norm for every finite p; NaN without error for every p",
       backend: "cpu",
       cases: uniqueCases([
         ...sweep(CPU_LAYOUTS, 0),
@@ -158,6 +201,8 @@ function builtin(): Record<string, Matrix> {
         ...clipCorners(CORNER_LAYOUTS, 0),
         // tied copies with their own partial gradients: where an optimizer-owned clipper's finalize shows
         ...finalizeMatrix().cases,
+        ...boundarySmallCorners(CPU_LAYOUTS, 0),
+        ...nanNoError(CORNER_LAYOUTS.slice(2), 0),
       ]),
       // every correct subject, the optimizer-owned one too: its train and resume sections run with it (cli/run.ts)
       subjects: [...CORRECT_SUBJECTS, ...OPTIMIZER_SUBJECTS],
@@ -182,6 +227,8 @@ function builtin(): Record<string, Matrix> {
           REGIMES.map((regime) => ({ layout: parseLayout(spec), model: "llama3-debug", dtype: "f16" as DType, normType: 2, regime, seed: 0 })),
         ),
         ...nonfiniteNoError(CPU_LAYOUTS, 0),
+        ...[0, 3, 6].flatMap((seed) => boundarySmallCorners(CPU_LAYOUTS, seed)),
+        ...nanNoError(CPU_LAYOUTS, 0),
       ]),
     },
   };

@@ -21,9 +21,12 @@ export const REGIMES = [
  * Regimes outside the sweep's rotation, run by their own matrix sections: `finalize` (SPEC §5: each
  * physical copy of a tied parameter gets its own partial gradient; the logical gradient is their sum),
  * `nonfinite-neginf` (element 0 of the first parameter with a gradient is -Inf: a norm that takes a
- * signed max, or a non-finite test written as `x === Infinity` on a signed value, shows there).
+ * signed max, or a non-finite test written as `x === Infinity` on a signed value, shows there),
+ * `boundary-small` (the `inactive` regime's small gradients, e = -20, with max_norm placed as in `boundary`:
+ * torch's `+ 1e-6` still makes clip_coef < 1 when max_norm lies on the norm or just above it, so a
+ * `norm > max_norm` guard written in place of the clamp shows; on a large norm the `+ 1e-6` vanishes).
  */
-export const EXTRA_REGIMES = ["finalize", "nonfinite-neginf"] as const;
+export const EXTRA_REGIMES = ["finalize", "nonfinite-neginf", "boundary-small"] as const;
 /** Every regime a cell, a matrix file or a command line may name. */
 export const ALL_REGIMES = [...REGIMES, ...EXTRA_REGIMES] as const;
 export type Regime = (typeof ALL_REGIMES)[number];
@@ -58,6 +61,7 @@ const SPECS: Record<Regime, RegimeSpec> = {
   // e = -20 puts the norm near 1e-3: far below max_norm 1, so clip_coef clamps to 1.
   inactive: { exp: -20, mode: "gen", hasGrad: all, special: null, maxNorm: 1, errorIfNonfinite: false },
   boundary: { exp: 0, mode: "gen", hasGrad: all, special: null, maxNorm: "boundary", errorIfNonfinite: false },
+  "boundary-small": { exp: -20, mode: "gen", hasGrad: all, special: null, maxNorm: "boundary", errorIfNonfinite: false },
   sparse: { exp: 0, mode: "gen", hasGrad: (i) => i % 3 !== 1, special: null, maxNorm: 1, errorIfNonfinite: false },
   zeros: { exp: 0, mode: "zeros", hasGrad: all, special: null, maxNorm: 1, errorIfNonfinite: false },
   ones: { exp: 0, mode: "ones", hasGrad: all, special: null, maxNorm: 1, errorIfNonfinite: false },
