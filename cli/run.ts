@@ -12,6 +12,7 @@ import { progressHooks } from "./progress.ts";
 import { printFailures } from "./print.ts";
 import { runTrainMatrix } from "./train.ts";
 import { runResumeMatrix } from "./resume.ts";
+import { runRegressionSection } from "./regressions.ts";
 import { subjectInfo } from "../harness/run/isolated.ts";
 import { isExternalSpec } from "../harness/clip/registry.ts";
 
@@ -44,7 +45,8 @@ export const spec: CommandSpec = {
  * The main job judges an optimizer-owned subject by every section its shape can be judged by: besides
  * the matrix's cells (the finalize ones among them), the matrix's train and resume sections run with it
  * (an init sync, a flag never reset after step 1, a checkpoint: only these show). A whole run only: a
- * filter or a shard selects cells. Returns 1 when a section's expectation was not met.
+ * filter or a shard selects cells. Returns 1 when a section's expectation was not met. (Every subject of
+ * a whole run also meets the matrix's regression cells: cli/regressions.ts.)
  */
 async function runOptimizerSections(matrix: string, results: readonly { cell: { subject: string } }[]): Promise<number> {
   const { trainSections } = await import("../matrix/train.ts");
@@ -97,7 +99,8 @@ export async function run(argv: string[]): Promise<number> {
   for (const path of (await reports?.finish(output.results, output.summary, output.notes, { backend: output.backend, catchBy: output.catchBy })) ?? []) {
     process.stderr.write(`wrote ${path}\n`);
   }
-  const sections = str(v, "filter") === undefined && options.shard === undefined ? await runOptimizerSections(matrix.name, output.results) : 0;
+  const whole = str(v, "filter") === undefined && options.shard === undefined;
+  const sections = whole ? (await runRegressionSection(matrix.name, [...new Set(output.results.map((r) => r.cell.subject))])) | (await runOptimizerSections(matrix.name, output.results)) : 0;
   if (output.summary.failed || sections) return 1;
   // every check skipped is no verdict, never a pass: exit 0 means every check that ran passed, and one did
   if (verdictOf(output.results) === "none") {

@@ -9,7 +9,7 @@ import { expectationMet, sectionCheck, type Isolated } from "../harness/run/isol
 import { writeJsonAtomic } from "../harness/util/fs.ts";
 
 export interface SectionRun<C, R> {
-  kind: "resume" | "train";
+  kind: "resume" | "train" | "regression";
   matrix: string;
   cases: readonly C[];
   /** Matrices that have such a section, for the message when `matrix` has none. */

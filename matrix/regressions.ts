@@ -70,3 +70,9 @@ export function loadRegressions(path: string = REGRESSIONS_PATH): Regression[] {
 export function regressionCase(r: Regression, subject: string): FuzzCase {
   return { ...r.fuzzCase, subject };
 }
+
+/** The matrices whose whole run also runs the regression cells with each of its subjects: the main job and nightly. */
+export function regressionSections(): Record<string, Regression[]> {
+  const regressions = loadRegressions();
+  return { cpu: regressions, nightly: regressions };
+}

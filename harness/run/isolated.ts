@@ -1,5 +1,5 @@
 /**
- * The commands that run subject code outside `run` (train, resume, their matrix sections) take the same
+ * The commands that run subject code outside `run` (train, resume, the regression cells) take the same
  * road as a cell: a worker of the pool, its wall clock, heap limit and isolation fault (pool.ts). And
  * the rule that says whether a section's case met its expectation, written once for the command line
  * and the suites.
@@ -7,6 +7,8 @@
 import type { CheckResult } from "../results/types.ts";
 import type { ResumeCell, ResumeResult } from "../resume/resume.ts";
 import type { TrainCell, TrainResult } from "../resume/train-parity.ts";
+import type { FuzzCase } from "../fuzz/case.ts";
+import type { FuzzOutcome } from "../fuzz/run.ts";
 import { BUILTIN_SUBJECTS, isSubjectPath, loadSubject } from "../clip/registry.ts";
 import { DEFAULT_TIMEOUT_MS, isolationCheck, probeSubjects, runJobs, type Job, type JobOutcome, type SubjectInfo } from "./pool.ts";
 
@@ -54,6 +56,16 @@ export async function resumeIsolated(
   // the uninterrupted run, the run to the checkpoint and the resumed run: about three trainings
   const jobs: Job[] = inputs.map((input, index) => ({ index, kind: "resume", input, deadlineMs: timeoutMs * (input.cell.steps + 2) * 3 }));
   return (await runJobs(jobs, { timeoutMs, heapMb: options.heapMb, workers: options.workers })).map((o) => outcome<ResumeResult>(o));
+}
+
+/**
+ * Fixed fuzz cases (the regression cells), each in a worker like a cell. `repro` is the command line a
+ * failing check's message prints.
+ */
+export async function regressionsIsolated(inputs: readonly { fuzzCase: FuzzCase; repro: string }[], options: IsolatedOptions = {}): Promise<Isolated<FuzzOutcome>[]> {
+  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  const jobs: Job[] = inputs.map((input, index) => ({ index, kind: "regression", input, deadlineMs: 4 * timeoutMs }));
+  return (await runJobs(jobs, { timeoutMs, heapMb: options.heapMb, workers: options.workers })).map((o) => outcome<FuzzOutcome>(o));
 }
 
 /** The check a section reports for a case: its own check, or `isolation` when the subject broke out. */

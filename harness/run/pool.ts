@@ -27,7 +27,7 @@ import { cellId, reproCommand, type Budgets, type Cell } from "../spec/cell.ts";
 import type { CellResult, CheckResult } from "../results/types.ts";
 
 /** What a worker can be asked to run; worker.ts maps each kind to the harness function that runs it. */
-export type JobKind = "cell" | "train" | "resume" | "fuzz" | "replay" | "plan" | "probe";
+export type JobKind = "cell" | "train" | "resume" | "fuzz" | "replay" | "regression" | "plan" | "probe";
 
 /** One piece of work for a worker: plain data only (it crosses a thread). */
 export interface Job {

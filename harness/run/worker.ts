@@ -22,6 +22,7 @@ import { isSubjectPath, loadSubject } from "../clip/registry.ts";
 import type { TrainCell } from "../resume/train-parity.ts";
 import type { ResumeCell } from "../resume/resume.ts";
 import type { FuzzJobInput } from "../fuzz/fuzz.ts";
+import type { FuzzCase } from "../fuzz/case.ts";
 import type { PlanJobInput } from "./plan.ts";
 import { watchSubject } from "../util/watch.ts";
 import { runCell } from "./cell.ts";
@@ -125,6 +126,10 @@ const HANDLERS: Record<Job["kind"], Handler> = {
   replay: async (input: { path: string; subject?: string }) => {
     const { replayCaseFile } = await import("../fuzz/replay.ts");
     return replayCaseFile(input.path, { subject: input.subject, load: subjectFor });
+  },
+  regression: async (input: { fuzzCase: FuzzCase; repro: string }) => {
+    const { runFuzzCase } = await import("../fuzz/run.ts");
+    return runFuzzCase(input.fuzzCase, await subjectFor(input.fuzzCase.subject), { repro: input.repro });
   },
   fuzz: async (input: FuzzJobInput) => {
     const { fuzzJob } = await import("../fuzz/fuzz.ts");

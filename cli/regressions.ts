@@ -1,0 +1,72 @@
+/**
+ * The regression section of a matrix (matrix/regressions.json): every fixed fuzz case run with each
+ * subject of a whole `run`, in the pool like a cell. A correct subject must pass every case; the subject
+ * a case was kept for (its `catches`) must fail it. This is how the main job meets the cases no debug-model
+ * cell has: a rank holding only empty shards of its group, sub-meshes, buckets ordered by rank.
+ */
+import { resolve } from "node:path";
+import type { CheckResult } from "../harness/results/types.ts";
+import { describeCase, type FuzzCase } from "../harness/fuzz/case.ts";
+import type { FuzzOutcome } from "../harness/fuzz/run.ts";
+import { isSubjectPath } from "../harness/clip/registry.ts";
+import { regressionsIsolated, type Isolated } from "../harness/run/isolated.ts";
+import { commandLine } from "../harness/util/shell.ts";
+import { regressionCase, regressionSections, type Regression } from "../matrix/regressions.ts";
+import { runExpectedSection } from "./section.ts";
+
+interface RegressionRun {
+  index: number;
+  fuzzCase: FuzzCase;
+  expect: "pass" | "fail";
+}
+
+/** Whether two subject specs name the same subject (module paths compared resolved). */
+function sameSubject(a: string, b: string): boolean {
+  return isSubjectPath(a) && isSubjectPath(b) ? resolve(a) === resolve(b) : a === b;
+}
+
+function regressionRuns(regressions: readonly Regression[], subjects: readonly string[]): RegressionRun[] {
+  return subjects.flatMap((spec) =>
+    regressions.map((r, index) => ({ index, fuzzCase: regressionCase(r, spec), expect: sameSubject(spec, r.catches.subject) ? ("fail" as const) : ("pass" as const) })),
+  );
+}
+
+/** A case's verdict as one check: the first property it broke, or a pass. */
+function outcomeCheck(o: FuzzOutcome): CheckResult {
+  const v = o.violations[0];
+  return v ? { id: v.id, status: "fail", message: v.message } : { id: "regression", status: "pass", message: "" };
+}
+
+type NamedOutcome = FuzzOutcome & { id: string; durationMs: number };
+
+/** An outcome with the id and duration the section prints. */
+function named(o: Isolated<FuzzOutcome>, id: string): Isolated<NamedOutcome> {
+  if (!o.result) return { fault: o.fault ?? "no result" };
+  const result = { ...o.result, id, durationMs: o.result.result.durationMs };
+  return o.fault === null ? { result, fault: null } : { result, fault: o.fault };
+}
+
+const idOf = (r: RegressionRun) => `regression ${r.index}: ${describeCase(r.fuzzCase)}`;
+
+/** Runs the matrix's regression section with `subjects`; 1 when an expectation is not met. */
+export async function runRegressionSection(matrix: string, subjects: readonly string[]): Promise<number> {
+  if (!Object.hasOwn(regressionSections(), matrix)) return 0;
+  const regressions = regressionSections()[matrix]!;
+  process.stdout.write(`the ${matrix} matrix's ${regressions.length} regression cells (matrix/regressions.json) run with each subject\n`);
+  return runExpectedSection<RegressionRun, NamedOutcome>(
+    {
+      kind: "regression",
+      matrix,
+      cases: regressionRuns(regressions, subjects),
+      sections: Object.keys(regressionSections()),
+      runAll: async (runs) => {
+        const repro = (r: RegressionRun) => commandLine("npx clip-parity run", ["--matrix", matrix, "--subject", r.fuzzCase.subject]);
+        const outcomes = await regressionsIsolated(runs.map((r) => ({ fuzzCase: r.fuzzCase, repro: repro(r) })));
+        return outcomes.map((o, i) => named(o, idOf(runs[i]!)));
+      },
+      idOf,
+      checkOf: outcomeCheck,
+    },
+    undefined,
+  );
+}
