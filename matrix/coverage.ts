@@ -20,7 +20,7 @@ import { planWorld, type LocalParam } from "../harness/model/plan.ts";
 import { DTYPES, formatNorm, type Case, type Matrix } from "../harness/spec/cell.ts";
 import { meshesOf, reductionGroup } from "../harness/world/context.ts";
 import { CORNER_NORMS } from "./index.ts";
-import { loadRegressions, type Regression } from "./regressions.ts";
+import { loadRegressions, regressionSections, type Regression } from "./regressions.ts";
 import { fuzzPlan } from "../harness/fuzz/case.ts";
 
 /** What the checks can see of one case. */
@@ -38,9 +38,19 @@ export interface CaseFacts {
   tiedReplica: boolean;
   /** A reduction group where some rank holds only empty shards (of params with a gradient), per mesh. */
   emptyGroup: { dense: boolean; sparse: boolean };
+  /** Two ranks that share two reduction groups: where buckets reduced in a rank-dependent order hang. */
+  sharedGroups: boolean;
+  /** How many float32 ulps max_norm lies above (> 0) or below the reference norm; null when not both finite float32. */
+  maxNormUlps: number | null;
+  /** The regime's special value at element 0 (Infinity, NaN, -Infinity), or null. */
+  special: number | null;
 }
 
-const emptyGroupCache = new Map<string, { dense: boolean; sparse: boolean }>();
+interface GroupFacts {
+  emptyGroup: { dense: boolean; sparse: boolean };
+  sharedGroups: boolean;
+}
+const groupCache = new Map<string, GroupFacts>();
 
 /**
  * Per mesh: is there a reduction group (a set of ranks: what a bucketing subject keys its buckets by)
@@ -68,15 +78,61 @@ export function emptyGroupsOfPlan(plan: readonly (readonly LocalParam[])[], layo
   return out;
 }
 
-function emptyGroups(c: Case, hasGrad: (index: number) => boolean, regime: string): { dense: boolean; sparse: boolean } {
+/**
+ * Whether two ranks share two reduction groups of several ranks whose partial sums may be ordered
+ * differently on the two ranks: the groups' local element counts are ordered differently (an empty
+ * shard against a full one), or lie within a factor of 4 on both (close partials at any finite p). A
+ * subject that issues its bucket collectives in an order taken from its partials hangs there. (On the
+ * debug models one group holds thousands of elements and the other millions, on every rank: their
+ * partials are ordered alike on every rank but for the inf-norm.)
+ */
+export function sharedGroupsOfPlan(plan: readonly (readonly LocalParam[])[], layout: ValidLayout, hasGrad: (index: number) => boolean): boolean {
+  const meshes = meshesOf(layout);
+  const ranksOf = new Map<string, readonly number[]>();
+  const numel = plan.map(() => new Map<string, number>());
+  plan.forEach((params, rank) => {
+    for (const p of params) {
+      if (!p.canonical || !hasGrad(p.index)) continue;
+      const g = reductionGroup(meshes, rank, p, p.placements.map((x) => x.kind !== "replicate"));
+      if (g.ranks.length < 2) continue;
+      ranksOf.set(g.key, g.ranks);
+      numel[rank]!.set(g.key, (numel[rank]!.get(g.key) ?? 0) + p.numel);
+    }
+  });
+  const counts = (rank: number, a: string, b: string) => [numel[rank]!.get(a) ?? 0, numel[rank]!.get(b) ?? 0] as const;
+  const close = ([x, y]: readonly [number, number]) => x > 0 && y > 0 && Math.max(x, y) <= 4 * Math.min(x, y);
+  const keys = [...ranksOf.keys()];
+  for (const [i, a] of keys.entries()) {
+    for (const b of keys.slice(i + 1)) {
+      const both = ranksOf.get(a)!.filter((r) => ranksOf.get(b)!.includes(r));
+      for (const [j, r1] of both.entries()) {
+        for (const r2 of both.slice(j + 1)) {
+          const [c1, c2] = [counts(r1, a, b), counts(r2, a, b)];
+          if (Math.sign(c1[0] - c1[1]) !== Math.sign(c2[0] - c2[1]) || (close(c1) && close(c2))) return true;
+        }
+      }
+    }
+  }
+  return false;
+}
+
+function groupFacts(c: Case, hasGrad: (index: number) => boolean, regime: string): GroupFacts {
   const key = `${c.model}|${JSON.stringify(c.layout)}|${regime}`;
-  let hit = emptyGroupCache.get(key);
+  let hit = groupCache.get(key);
   if (!hit) {
     const layout = validateLayout(c.layout);
-    hit = emptyGroupsOfPlan(planWorld(getModel(c.model), layout), layout, hasGrad);
-    emptyGroupCache.set(key, hit);
+    const plan = planWorld(getModel(c.model), layout);
+    hit = { emptyGroup: emptyGroupsOfPlan(plan, layout, hasGrad), sharedGroups: sharedGroupsOfPlan(plan, layout, hasGrad) };
+    groupCache.set(key, hit);
   }
   return hit;
+}
+
+/** Float32 ulps from `from` to `to`, when both are positive finite float32 values. */
+function f32UlpsBetween(from: number, to: number): number | null {
+  if (!(from > 0 && to > 0 && Number.isFinite(from) && Number.isFinite(to)) || Math.fround(from) !== from || Math.fround(to) !== to) return null;
+  const bits = new Int32Array(new Float32Array([from, to]).buffer);
+  return bits[1]! - bits[0]!;
 }
 
 export function caseFacts(c: Case): CaseFacts {
@@ -95,7 +151,9 @@ export function caseFacts(c: Case): CaseFacts {
     clipCoef: clipCoefficient(maxNorm, ref.totalNorm),
     errorIfNonfinite: c.errorIfNonfinite ?? spec.errorIfNonfinite,
     tiedReplica: layout.pp > 1 && model.ties.some((t) => spec.hasGrad(model.params.find((p) => p.name === t.canonical)!.index)),
-    emptyGroup: emptyGroups(c, spec.hasGrad, c.regime),
+    ...groupFacts(c, spec.hasGrad, c.regime),
+    maxNormUlps: f32UlpsBetween(ref.totalNorm, maxNorm),
+    special: spec.special,
   };
 }
 
@@ -128,6 +186,8 @@ export interface Requirement {
   id: string;
   /** Cases of the matrix that meet it. */
   cases: number;
+  /** Cases it needs (a corner met by one cell alone is met by chance). */
+  min: number;
 }
 
 export interface Coverage {
@@ -136,11 +196,32 @@ export interface Coverage {
   met: number;
 }
 
-/** The requirements and how many of the matrix's cases meet each. */
-export function matrixCoverage(matrix: Pick<Matrix, "name" | "cases" | "subjects">): Coverage {
-  const subjects = matrix.subjects ?? CORRECT_SUBJECTS;
+/** A requirement: what a case must show, and how many cases must show it. */
+interface Want {
+  id: string;
+  holds: (f: CaseFacts) => boolean;
+  min?: number;
+}
+
+/** The structural facts a regression cell (a fuzz case) shows, for the requirements they can meet. */
+function regressionFacts(r: Regression): Pick<CaseFacts, "emptyGroup" | "sharedGroups" | "normType"> {
+  const c = { ...r.fuzzCase, subject: "" };
+  const spec = regimeSpec(c.regime);
+  const plan = fuzzPlan(c);
+  const layout = validateLayout(c.layout);
+  return { emptyGroup: emptyGroupsOfPlan(plan, layout, spec.hasGrad), sharedGroups: sharedGroupsOfPlan(plan, layout, spec.hasGrad), normType: c.normType };
+}
+
+/** Requirements on the shape of the reduction groups: met by model cases and by regression cells alike. */
+const GROUP_WANTS: { id: string; holds: (f: Pick<CaseFacts, "emptyGroup" | "sharedGroups" | "normType">) => boolean; min?: number }[] = [
+  { id: "reduction group with a rank holding only empty shards: dense mesh", holds: (f) => f.emptyGroup.dense },
+  { id: "reduction group with a rank holding only empty shards: sparse mesh", holds: (f) => f.emptyGroup.sparse },
+  { id: "two ranks sharing two reduction groups whose partials may be ordered differently by rank, finite p", holds: (f) => f.sharedGroups && Number.isFinite(f.normType), min: 2 },
+];
+
+function wants(subjects: readonly string[]): Want[] {
   const classes = [...new Set(subjects.map((s) => (Object.hasOwn(BUILTIN_SUBJECTS, s) ? (BUILTIN_SUBJECTS[s]!.tolerance ?? "fp32") : "fp32")))].sort();
-  const reqs: { id: string; holds: (f: CaseFacts) => boolean }[] = [];
+  const reqs: Want[] = [];
   for (const check of CHECK_IDS) for (const cls of classes) reqs.push({ id: `${check} x ${cls}: can fail`, holds: (f) => checkCanFail(check, f) });
   const scaledAt = (f: CaseFacts, dtype: string, p: number) => f.dtype === dtype && f.normType === p && f.paramsWithGrad > 0 && f.referenceFinite;
   for (const dtype of DTYPES) {
@@ -150,9 +231,25 @@ export function matrixCoverage(matrix: Pick<Matrix, "name" | "cases" | "subjects
     }
   }
   for (const p of CORNER_NORMS) reqs.push({ id: `clip_coef = 1 (nothing to scale): p=${formatNorm(p)}`, holds: (f) => f.normType === p && f.paramsWithGrad > 0 && f.clipCoef === 1 });
-  reqs.push({ id: "reduction group with a rank holding only empty shards: dense mesh", holds: (f) => f.emptyGroup.dense });
-  reqs.push({ id: "reduction group with a rank holding only empty shards: sparse mesh", holds: (f) => f.emptyGroup.sparse });
+  // where a `norm > max_norm` guard written for the clamp differs from torch: max_norm on the norm or just above, still clipped
+  for (const p of CORNER_NORMS.filter((q) => Number.isFinite(q))) {
+    const small = (f: CaseFacts, ulps: number) => scaledAt(f, "f32", p) && f.exp < 0 && f.clipCoef < 1 && f.maxNormUlps === ulps;
+    reqs.push({ id: `max_norm equal to a small norm, clip_coef < 1: p=${formatNorm(p)}`, holds: (f) => small(f, 0), min: 2 });
+    reqs.push({ id: `max_norm one ulp above a small norm, clip_coef < 1: p=${formatNorm(p)}`, holds: (f) => small(f, 1), min: 2 });
+  }
+  // torch multiplies by a NaN coefficient there: a `clip_coef < 1` guard leaves the gradients as they were
+  for (const p of CORNER_NORMS) reqs.push({ id: `NaN with error_if_nonfinite=False: p=${formatNorm(p)}`, holds: (f) => f.normType === p && Number.isNaN(f.special ?? 0) && !f.errorIfNonfinite, min: 2 });
+  reqs.push({ id: "non-integer p on a layout of several ranks", holds: (f) => f.normType !== Math.trunc(f.normType) && f.world > 1 && f.paramsWithGrad > 0, min: 6 });
+  for (const g of GROUP_WANTS) reqs.push(g);
+  return reqs;
+}
 
+/**
+ * The requirements and how many of the matrix's cases meet each. A matrix with a regression section
+ * (cpu: its whole run also runs matrix/regressions.json) counts those cells for the group requirements.
+ */
+export function matrixCoverage(matrix: Pick<Matrix, "name" | "cases" | "subjects">, regressions: readonly Regression[] = Object.hasOwn(regressionSections(), matrix.name) ? regressionSections()[matrix.name]! : []): Coverage {
+  const reqs = wants(matrix.subjects ?? CORRECT_SUBJECTS);
   const counts = reqs.map(() => 0);
   for (const c of matrix.cases) {
     const f = caseFacts(c);
@@ -160,31 +257,27 @@ export function matrixCoverage(matrix: Pick<Matrix, "name" | "cases" | "subjects
       if (r.holds(f)) counts[i]!++;
     });
   }
-  const requirements = reqs.map((r, i) => ({ id: r.id, cases: counts[i]! }));
-  return { matrix: matrix.name, requirements, met: requirements.filter((r) => r.cases > 0).length };
+  for (const r of regressions) {
+    const f = regressionFacts(r);
+    for (const g of GROUP_WANTS) if (g.holds(f)) counts[reqs.findIndex((w) => w.id === g.id)]!++;
+  }
+  const requirements = reqs.map((r, i) => ({ id: r.id, cases: counts[i]!, min: r.min ?? 1 }));
+  return { matrix: matrix.name, requirements, met: requirements.filter((r) => r.cases >= r.min).length };
 }
 
 /** The coverage table as `list matrices --coverage` prints it. */
 export function formatCoverage(c: Coverage): string {
   const lines = [`coverage of ${c.matrix}: ${c.met} of ${c.requirements.length} requirements met`];
-  for (const r of c.requirements) lines.push(`  ${r.cases > 0 ? "ok     " : "MISSING"} ${String(r.cases).padStart(5)}  ${r.id}`);
+  for (const r of c.requirements) lines.push(`  ${r.cases >= r.min ? "ok     " : "MISSING"} ${String(r.cases).padStart(5)}  ${r.id}${r.min > 1 ? ` (at least ${r.min})` : ""}`);
   return lines.join("\n") + "\n";
 }
 
-/** What the fixed regression cells (matrix/regressions.json) add: the empty-shard groups the debug models lack. */
+/** What the fixed regression cells (matrix/regressions.json) add: group shapes the debug models lack. */
 export function regressionsCoverage(regressions: readonly Regression[] = loadRegressions()): string {
-  let dense = 0;
-  let sparse = 0;
-  for (const r of regressions) {
-    const c = { ...r.fuzzCase, subject: "" };
-    const spec = regimeSpec(c.regime);
-    const e = emptyGroupsOfPlan(fuzzPlan(c), validateLayout(c.layout), spec.hasGrad);
-    dense += Number(e.dense);
-    sparse += Number(e.sparse);
+  const lines = [`regression cells (matrix/regressions.json): ${regressions.length} cells`];
+  for (const g of GROUP_WANTS) {
+    const n = regressions.filter((r) => g.holds(regressionFacts(r))).length;
+    lines.push(`  ${n > 0 ? "ok     " : "MISSING"} ${String(n).padStart(5)}  ${g.id}`);
   }
-  return (
-    `regression cells (matrix/regressions.json): ${regressions.length} cells\n` +
-    `  ${dense ? "ok     " : "MISSING"} ${String(dense).padStart(5)}  reduction group with a rank holding only empty shards: dense mesh\n` +
-    `  ${sparse ? "ok     " : "MISSING"} ${String(sparse).padStart(5)}  reduction group with a rank holding only empty shards: sparse mesh\n`
-  );
+  return lines.join("\n") + "\n";
 }
