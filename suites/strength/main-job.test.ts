@@ -1,9 +1,11 @@
 /**
- * Issue 22: the main job (`clip-parity run --matrix cpu --subject FILE`) judges an optimizer-owned
- * clipper by every section its shape can be judged by: the finalize cells of the cpu matrix, and the
- * train and resume sections run with the subject. Each subject here has a bug written in the shape a
- * trainer would have it, which the clip regimes alone cannot show (the harness hands the canonical copy
- * the whole gradient there). Before, the first three passed the main job (exit 0).
+ * Issue 22: the main job (`clip-parity run --matrix cpu --subject FILE`) fails every bug it has cells for.
+ * An optimizer-owned clipper is judged by every section its shape can be judged by: the finalize cells of
+ * the cpu matrix, and the train and resume sections run with the subject; the first three subjects below
+ * passed the main job on 1275596. Clip-shaped corner bugs are each caught on the cells meant for them
+ * (a `norm > max_norm` guard, a `clip_coef < 1` guard on NaN, p truncated, a bucket order taken from the
+ * partials, an empty-shard group skipped), the last two by the regression cells a whole run meets.
+ * Each subject here has its bug written in the shape a trainer would have it.
  */
 import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -33,6 +35,29 @@ describe("the main job fails each optimizer-owned bug", () => {
       expect(caught.some((id) => where.test(id.replace(`${S(name)}/`, "")) || where.test(id)), `${name}: ${caught.slice(0, 3).join("; ")}`).toBe(true);
     }
     expect(r.stdout).toMatch(/is an optimizer-owned clipper: the cpu matrix's train and resume sections run with it/);
+  });
+
+  it("run --matrix cpu fails each clip-shaped corner bug on the cells meant for it", { timeout: 900_000 }, async () => {
+    const CORNERS: [string, RegExp][] = [
+      ["guard-gt-max-norm", /\/boundary-small\//], // max_norm on or just above a small norm
+      ["nan-unscaled", /\/n(1|inf|1\.5|3)\/nonfinite-nan\/s0\/noerr$/], // NaN without error at a p other than 2
+      ["p-truncated", /\/n1\.5\//],
+      ["bucket-order-by-rank", /^regression \d+: .* n(2|1\.5) /], // a finite p: the regression section
+      ["skip-empty-bucket", /^regression \d+: /], // no debug-model cell has an empty-shard group
+    ];
+    const json = join(mkdtempSync(join(tmpdir(), "cp-main-")), "out.json");
+    const r = await cli(["run", "--matrix", "cpu", ...CORNERS.flatMap(([n]) => ["--subject", S(n)]), "--golden", "off", "--json", json, "--quiet"], 900_000);
+    expect(r.code, r.stderr).toBe(1);
+    const cells = JSON.parse(readFileSync(json, "utf8")).cells as { id: string; subject: string; checks: { status: string }[] }[];
+    const regressionFailures = r.stdout.split("\n").filter((l) => l.startsWith("FAIL fail (expected pass) regression ")).map((l) => l.replace(/^FAIL fail \(expected pass\) /, ""));
+    for (const [name, where] of CORNERS) {
+      const caught = [
+        ...cells.filter((c) => c.subject === S(name) && c.checks.some((k) => k.status === "fail")).map((c) => c.id),
+        ...regressionFailures.filter((l) => l.includes(` ${S(name)} `)),
+      ];
+      expect(caught.some((id) => where.test(id)), `${name} was not caught where it should be: ${caught.slice(0, 3).join("; ") || "nothing failed"}`).toBe(true);
+    }
+    expect(r.stdout).toMatch(/the cpu matrix's \d+ regression cells \(matrix\/regressions\.json\) run with each subject/);
   });
 
   it("a filtered run selects cells only: no sections", { timeout: 120_000 }, async () => {
