@@ -105,6 +105,15 @@ describe(`PyTorch functions as subjects, through the adapter${torch.skipNote}`, 
     expect(status(r, "parity.ranks")).toBe("pass");
   }, 300_000);
 
+  it.runIf(torch.run)("a signed max for the inf-norm: only -Inf in a gradient shows it (the nonfinite-neginf regime)", async () => {
+    const spec = "torch:clip_targets:signed_max";
+    const at = (regime: Cell["regime"], errorIfNonfinite: boolean) => ({ ...cell(spec, "dp_shard2", "llama3-debug", "f32", Infinity, regime), errorIfNonfinite });
+    const neginf = await run(at("nonfinite-neginf", true));
+    expect(failed(neginf)).toContain("errors.nonfinite");
+    const posinf = await run(at("nonfinite-inf", true));
+    expect(failed(posinf)).toEqual([]);
+  }, 300_000);
+
   it.runIf(torch.run)("a Python exception fails the cell with its message", async () => {
     const r = await run(cell("torch:clip_targets:raises", "dp_shard2,tp2", "llama3-debug", "f32", 2, "active"));
     expect(failed(r)).toContain("parity.norm");
