@@ -18,11 +18,12 @@ const BUGS: [string, RegExp][] = [
   ["coef-before-finalize", /finalize/], // the finalize cells and the train section
   ["broadcast-tied", /finalize/],
   ["init-from-last-stage", /^train\//], // the init sync: training alone shows it
+  ["init-first-chunk", /^train\//], // the init sync of the first FSDP chunk only
   ["finalize-once", /finalize/], // a flag set by the first clip: from the second clip on
 ];
 
 describe("the main job fails each optimizer-owned bug", () => {
-  it("run --matrix cpu with the four subjects: exit 1, each caught by a cell or a section", { timeout: 900_000 }, async () => {
+  it("run --matrix cpu with the five subjects: exit 1, each caught by a cell or a section", { timeout: 900_000 }, async () => {
     const json = join(mkdtempSync(join(tmpdir(), "cp-main-")), "out.json");
     const r = await cli(["run", "--matrix", "cpu", ...BUGS.flatMap(([n]) => ["--subject", S(n)]), "--golden", "off", "--json", json, "--quiet"], 900_000);
     expect(r.code, r.stderr).toBe(1);
