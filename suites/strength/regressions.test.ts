@@ -19,7 +19,7 @@ describe("matrix/regressions.json", () => {
   it("holds the counterexamples of every test-local bug, the empty-shard groups on both meshes among them", () => {
     const bugs = new Set(regressions.map((r) => r.catches.subject));
     expect([...bugs].sort()).toEqual(
-      ["float64-norm", "general-p-as-2", "leader-first-axis", "leaky", "no-eps", "nonfinite-ignored", "skip-empty-bucket"].map((n) => `./suites/strength/subjects/${n}.ts`).sort(),
+      ["bucket-order-by-rank", "float64-norm", "general-p-as-2", "leader-first-axis", "leaky", "no-eps", "nonfinite-ignored", "skip-empty-bucket"].map((n) => `./suites/strength/subjects/${n}.ts`).sort(),
     );
     expect(regressions.filter((r) => r.catches.subject.endsWith("skip-empty-bucket.ts")).map((r) => r.fuzzCase.params.map((p) => p.mesh).join())).toEqual(["dense", "sparse"]);
   });
