@@ -7,10 +7,22 @@ import type { ClipArgs, ParamView, RankContext } from "../../../harness/clip/api
 import type { Group } from "../../../harness/layout/mesh.ts";
 import { combine, counts, localPartial, reduceOp, reductionGroupOf } from "../../../harness/clip/common.ts";
 
-export async function bucketedTotal(rank: RankContext, args: ClipArgs, leaveOut: (p: ParamView) => boolean = () => false): Promise<number> {
+export interface Bucket {
+  group: Group;
+  /** This rank's partial: its power sum (or max) over the bucket's shards. */
+  acc: number;
+}
+
+/** `order` gives the order the buckets' all_reduces are issued in (bucketed: first-seen). */
+export async function bucketedTotal(
+  rank: RankContext,
+  args: ClipArgs,
+  leaveOut: (p: ParamView) => boolean = () => false,
+  order: (buckets: Bucket[]) => Bucket[] = (b) => b,
+): Promise<number> {
   const { params, normType } = args;
   const op = reduceOp(normType);
-  const buckets = new Map<string, { group: Group; acc: number }>();
+  const buckets = new Map<string, Bucket>();
   for (const p of params) {
     if (!counts(p) || leaveOut(p)) continue;
     const group = reductionGroupOf(rank, p);
@@ -19,6 +31,6 @@ export async function bucketedTotal(rank: RankContext, args: ClipArgs, leaveOut:
     buckets.set(group.key, b);
   }
   let total = 0;
-  for (const b of buckets.values()) total = combine(total, await rank.allReduce(b.group, b.acc, op), normType);
+  for (const b of order([...buckets.values()])) total = combine(total, await rank.allReduce(b.group, b.acc, op), normType);
   return rank.allReduce(rank.group("pp"), total, op);
 }
