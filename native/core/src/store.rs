@@ -441,7 +441,8 @@ impl TensorStore for Store {
         if matches!(self.get(dst)?.data, Data::Meta) {
             return Ok(());
         }
-        let mut acc = vec![0f32; n];
+        // -0 is the identity of float addition: a sum of -0s stays -0, as a dist.all_reduce of them does
+        let mut acc = vec![-0f32; n];
         for &s in srcs {
             let t = self.get(s)?;
             with_data!(&t.data, xs => acc.iter_mut().zip(xs.iter()).for_each(|(a, x)| *a += x.to_f32()), meta => ());
@@ -775,7 +776,7 @@ mod tests {
             }
             let want: Vec<f64> = (0..35u64)
                 .map(|i| {
-                    let s = ids.iter().fold(0f32, |a, &id| a + st.get_element(id, i).unwrap() as f32);
+                    let s = ids.iter().fold(-0f32, |a, &id| a + st.get_element(id, i).unwrap() as f32);
                     match dtype {
                         DType::F32 => s as f64,
                         DType::BF16 => bf16::from_f32(s).to_f64(),
@@ -788,6 +789,18 @@ mod tests {
             assert_eq!(got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), want.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), "{dtype:?}");
             let other = st.alloc(0, dtype, &[5, 7]).unwrap();
             assert!(st.sum_tensors(ids[0], &[ids[1], other]).unwrap_err().0.contains("does not match the destination"));
+        }
+    }
+
+    #[test]
+    fn sum_tensors_keeps_negative_zero_and_neg_zeros_is_the_identity() {
+        for dtype in [DType::F32, DType::BF16, DType::F16] {
+            let mut st = Store::new(Backend::Cpu, 1).unwrap();
+            let (a, b) = (st.alloc(0, dtype, &[4]).unwrap(), st.alloc(0, dtype, &[4]).unwrap());
+            st.fill_grad(a, &GenSpec::new(0, 0, "a", dtype, 0, GenMode::NegZeros), &Block::full(&[4])).unwrap();
+            st.fill_grad(b, &GenSpec::new(0, 0, "b", dtype, 0, GenMode::NegZeros), &Block::full(&[4])).unwrap();
+            st.sum_tensors(a, &[a, b]).unwrap(); // -0 + -0 is -0, as dist.all_reduce gives; a +0 start made it +0
+            assert!((0..4).all(|i| st.get_element(a, i).unwrap().to_bits() == (-0f64).to_bits()), "{dtype:?}");
         }
     }
 
