@@ -156,7 +156,7 @@ export interface GenSpec {
   dtype: DType
   /** gradient scale exponent e (integer in [-900, 900]) */
   exp: number
-  mode: "gen" | "ones" | "zeros"
+  mode: "gen" | "ones" | "zeros" | "neg-zeros"
   /** global flat index whose value is replaced by specialValue (nonfinite regimes) */
   specialIndex?: number
   specialValue?: number

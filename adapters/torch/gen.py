@@ -42,12 +42,14 @@ def splitmix64(x: np.ndarray) -> np.ndarray:
 
 def generate(spec: dict, numel: int, chunk: int = 1 << 22) -> torch.Tensor:
     """The full logical gradient of one parameter (flat), in its dtype. `spec` is the harness's GenSpec:
-    seed, step, name, dtype, exp, mode (gen|ones|zeros), optional specialIndex/specialValue."""
+    seed, step, name, dtype, exp, mode (gen|ones|zeros|neg-zeros), optional specialIndex/specialValue."""
     dtype = TORCH_DTYPES[spec["dtype"]]
     if spec["mode"] == "ones":
         out = torch.ones(numel, dtype=dtype)
     elif spec["mode"] == "zeros":
         out = torch.zeros(numel, dtype=dtype)
+    elif spec["mode"] == "neg-zeros":
+        out = torch.full((numel,), -0.0, dtype=dtype)
     else:
         m = MANTISSA[spec["dtype"]]
         key = splitmix64_int((int(spec["seed"]) ^ splitmix64_int(int(spec["step"]) ^ fnv1a64(spec["name"]))) & MASK)

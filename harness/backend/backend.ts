@@ -20,7 +20,7 @@ export interface GenSpec {
   name: string;
   dtype: DType;
   exp: number;
-  mode: "gen" | "ones" | "zeros";
+  mode: "gen" | "ones" | "zeros" | "neg-zeros";
   specialIndex?: number;
   specialValue?: number;
   /**

@@ -73,8 +73,9 @@ export function gradSpecs(
       return { ...base(lp), name: lp.fqn, exp: regime.tiedExp, sumOf: heldCopies(model, cfg.pp, lp) };
     }
     if (lp.canonical) return logical(lp);
-    // a split replica outside finalize: a zero partial (the canonical copy holds the whole gradient)
-    return { seed, step: cfg.step, name: lp.fqn, dtype: cfg.dtype, exp: regime.exp, mode: "zeros" };
+    // a split replica outside finalize: a zero partial (the canonical copy holds the whole gradient), -0 so
+    // that the finalize sum is the canonical gradient bitwise, a -0 element included (-0 + +0 is +0)
+    return { seed, step: cfg.step, name: lp.fqn, dtype: cfg.dtype, exp: regime.exp, mode: "neg-zeros" };
   };
   return { logical, input };
 }

@@ -45,7 +45,7 @@ pub struct GenSpecJs {
     pub dtype: String,
     /// gradient scale exponent e (integer in [-900, 900])
     pub exp: f64,
-    #[napi(ts_type = "\"gen\" | \"ones\" | \"zeros\"")]
+    #[napi(ts_type = "\"gen\" | \"ones\" | \"zeros\" | \"neg-zeros\"")]
     pub mode: String,
     /// global flat index whose value is replaced by specialValue (nonfinite regimes)
     pub special_index: Option<f64>,

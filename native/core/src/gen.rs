@@ -29,15 +29,19 @@ pub enum GenMode {
     Gen,
     Ones,
     Zeros,
+    /// -0 everywhere: the identity of float addition (`x + -0 == x` for every x, -0 included), so a
+    /// zero partial that a finalize sum adds keeps the sign of a -0 gradient, as +0 would not.
+    NegZeros,
 }
 
 impl GenMode {
-    pub const NAMES: &'static str = "gen, ones, zeros";
+    pub const NAMES: &'static str = "gen, ones, zeros, neg-zeros";
     pub fn parse(s: &str) -> Option<GenMode> {
         match s {
             "gen" => Some(GenMode::Gen),
             "ones" => Some(GenMode::Ones),
             "zeros" => Some(GenMode::Zeros),
+            "neg-zeros" => Some(GenMode::NegZeros),
             _ => None,
         }
     }
@@ -108,6 +112,7 @@ impl GenSpec {
             GenMode::Gen => Self::q(key, self.m(), i) as f64 * pow2(self.unit_exp()),
             GenMode::Ones => 1.0,
             GenMode::Zeros => 0.0,
+            GenMode::NegZeros => -0.0,
         }
     }
     /// Whether every generated value is exactly representable in `dt` (so no rounding happens).
@@ -150,6 +155,7 @@ impl GenSpec {
     fn fill_range_plain<T: Elem>(&self, key: u64, start: u64, n: usize, mut put: impl FnMut(usize, T)) {
         match self.mode {
             GenMode::Zeros => (0..n).for_each(|k| put(k, T::from_bits(0))),
+            GenMode::NegZeros => (0..n).for_each(|k| put(k, T::from_f32(-0.0))),
             GenMode::Ones => (0..n).for_each(|k| put(k, T::from_f32(1.0))),
             GenMode::Gen => {
                 let m = self.m();

@@ -106,7 +106,7 @@ pub fn exact_full_with(path: KernelPath, spec: &GenSpec, numel: u64, p: f64) -> 
     let special = spec.special.filter(|&(i, _)| i < numel);
     let mut n = BigUint::zero();
     match spec.mode {
-        GenMode::Zeros => {}
+        GenMode::Zeros | GenMode::NegZeros => {}
         GenMode::Ones => {
             let count = numel - special.is_some() as u64;
             n.add_shifted(count as u128, 1074); // |1|^p = 1 = 2^1074 units
@@ -194,7 +194,7 @@ pub fn max_abs_full_with(path: KernelPath, spec: &GenSpec, numel: u64) -> Result
     let mut best = 0f64;
     if rest > 0 {
         best = match spec.mode {
-            GenMode::Zeros => 0.0,
+            GenMode::Zeros | GenMode::NegZeros => 0.0,
             GenMode::Ones => 1.0,
             GenMode::Gen if !spec.sum_of.is_empty() => {
                 // finalize sums: materialized in chunks (no q shortcut), special skipped

@@ -631,6 +631,7 @@ impl TensorStore for CudaStore {
             // SAFETY: the tensor's whole live buffer.
             GenMode::Zeros => unsafe { self.dev(b.dev).memset0(b.ptr, b.bytes)? },
             GenMode::Ones => self.fill_const(id, from_f32_bits(dtype, 1.0))?,
+            GenMode::NegZeros => self.fill_const(id, from_f32_bits(dtype, -0.0))?,
             GenMode::Gen => match geom_of(block) {
                 Some(g) => {
                     let d = self.dev(b.dev);
@@ -1021,6 +1022,7 @@ fn gen_args(spec: &GenSpec, dt: DType, special: Option<(u64, u32)>) -> GenArgs {
         GenMode::Gen => (0, 0),
         GenMode::Ones => (1, from_f32_bits(dt, 1.0)),
         GenMode::Zeros => (1, 0),
+        GenMode::NegZeros => (1, from_f32_bits(dt, -0.0)),
     };
     let exact = spec.exact_in(dt);
     let unit = pow2(spec.unit_exp());
