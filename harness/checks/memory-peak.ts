@@ -1,6 +1,13 @@
 import { defineCheck, fail, pass } from "./types.ts";
+import { DEFAULT_SCRATCH_SLACK_BYTES, type Budgets } from "../spec/cell.ts";
 
 const fmt = (n: number) => n.toLocaleString("en-US");
+
+function budgetText(b: Budgets): string {
+  if (b.scratchBytes !== undefined) return "the matrix's budget";
+  const slack = b.scratchSlackBytes ?? DEFAULT_SCRATCH_SLACK_BYTES;
+  return `float32 size of its largest local shard + ${slack === DEFAULT_SCRATCH_SLACK_BYTES ? "1 MiB" : `${fmt(slack)} bytes`}`;
+}
 
 /** Scratch during the clip within budget: catches O(global params) gradient replication. */
 export default defineCheck({
@@ -12,7 +19,7 @@ export default defineCheck({
         return fail(
           this.id,
           `rank ${m.rank}: scratch peak ${fmt(m.scratchPeakBytes)} bytes during the clip > budget ` +
-            `${fmt(m.budgetBytes)} bytes (${ctx.budgets.scratchBytes === undefined ? "float32 size of its largest local shard + 1 MiB" : "the matrix's budget"})`,
+            `${fmt(m.budgetBytes)} bytes (${budgetText(ctx.budgets)})`,
         );
       }
     }

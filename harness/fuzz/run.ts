@@ -41,6 +41,13 @@ export interface RunCaseOptions {
   timeoutMs?: number;
 }
 
+/**
+ * The scratch a fuzz case allows above the float32 size of a rank's largest local shard: the cases
+ * hold a few hundred bytes, so the 1 MiB of a model cell would hide a copy of every gradient; a few
+ * scalars' worth is what a correct subject needs beyond one shard.
+ */
+export const FUZZ_SCRATCH_SLACK_BYTES = 64;
+
 export async function runFuzzCase(c: FuzzCase, subject: Subject, options: RunCaseOptions = {}): Promise<FuzzOutcome> {
   const model = fuzzManifest(c);
   const plan = fuzzPlan(c);
@@ -52,6 +59,7 @@ export async function runFuzzCase(c: FuzzCase, subject: Subject, options: RunCas
     plan,
     repro: options.repro,
     timeoutMs: options.timeoutMs ?? 20_000,
+    budgets: { scratchSlackBytes: FUZZ_SCRATCH_SLACK_BYTES },
     inspect: (ctx) => {
       grads = ctx.grads.map((row) => row.map((g) => g !== null));
     },

@@ -20,7 +20,7 @@ import { clipArgs, meshesOf, rankContext } from "../world/context.ts";
 import { CHECKS } from "../checks/index.ts";
 import type { CheckContext } from "../checks/types.ts";
 import { InputError } from "../errors.ts";
-import { DTYPES, cellId, reproCommand, type Budgets, type Cell } from "../spec/cell.ts";
+import { DEFAULT_SCRATCH_SLACK_BYTES, DTYPES, cellId, reproCommand, type Budgets, type Cell } from "../spec/cell.ts";
 import type { CellResult, CellTimings, RankMemory } from "../results/types.ts";
 import { deepFreeze } from "../util/freeze.ts";
 import { dumpCell } from "./dump.ts";
@@ -203,7 +203,7 @@ export async function runCell(cell: Cell, options: RunCellOptions): Promise<Cell
         rank,
         gradBytes: before[rank],
         scratchPeakBytes: external?.memory?.[rank]?.scratchPeakBytes ?? backend.peakBytes(rank) - before[rank],
-        budgetBytes: options.budgets?.scratchBytes ?? largest * DTYPE_BYTES.f32 + 1024 * 1024,
+        budgetBytes: options.budgets?.scratchBytes ?? largest * DTYPE_BYTES.f32 + (options.budgets?.scratchSlackBytes ?? DEFAULT_SCRATCH_SLACK_BYTES),
         leakedBytes: external?.memory?.[rank]?.leakedBytes ?? backend.liveBytes(rank) - before[rank],
         stages: [...backend.stageProfile(rank)],
       };
