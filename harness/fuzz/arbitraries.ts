@@ -16,7 +16,8 @@
  *   expert (sparse) parameters, stages with nothing at all and stages holding only a tied replica
  *   occur; tie groups with replicas on other stages, each replica with its own mesh and placements;
  * - dtypes f32, bf16, f16; norm types 2, 1, inf and 1.5; every regime, error_if_nonfinite default or
- *   false; gradient seeds 0..999.
+ *   false; gradient seeds 0..999;
+ * - for an optimizer-owned subject: replicas placed like their canonical copy (see CaseArbOptions.shape).
  * Tensors stay small (at most 7^3 = 343 elements, at most 6 logical params) so hundreds of cases
  * run in seconds.
  */
@@ -119,13 +120,13 @@ function copyFromRaw(raw: RawCopy, ndim: number, pp: number): FuzzCopy {
   return { stage: raw.stage % pp, mesh, axes, placements };
 }
 
-function paramFromRaw(raw: RawParam, index: number, pp: number): FuzzParam {
+function paramFromRaw(raw: RawParam, index: number, pp: number, mirrored: boolean): FuzzParam {
   const ndim = raw.shape.length;
   const canonical = copyFromRaw(raw, ndim, pp);
   const stages = new Set([canonical.stage]);
   const replicas: FuzzCopy[] = [];
   for (const r of raw.replicas) {
-    const copy = copyFromRaw(r, ndim, pp);
+    const copy = mirrored ? { ...canonical, stage: r.stage % pp } : copyFromRaw(r, ndim, pp);
     if (stages.has(copy.stage)) continue; // same stage = the same tensor; not a separate copy
     stages.add(copy.stage);
     replicas.push(copy);
@@ -136,6 +137,13 @@ function paramFromRaw(raw: RawParam, index: number, pp: number): FuzzParam {
 export interface CaseArbOptions {
   /** The subject every case names. */
   subject: string;
+  /**
+   * The subject's shape. An optimizer-owned clipper finalizes and syncs tied copies elementwise over
+   * their tie group, as trainers do with copies sharded alike (torchtitan's MTP embedding, a tied output
+   * on the last stage): its cases place each replica on its stage's mesh as its canonical copy is
+   * placed.
+   */
+  shape?: "clip" | "optimizer";
 }
 
 /** Fuzz cases for one subject. */
@@ -159,7 +167,7 @@ export function caseArb(options: CaseArbOptions): fc.Arbitrary<FuzzCase> {
         normType: raw.normType,
         regime: raw.regime,
         seed: raw.seed,
-        params: raw.params.map((p, i) => paramFromRaw(p, i, layout.pp)),
+        params: raw.params.map((p, i) => paramFromRaw(p, i, layout.pp, options.shape === "optimizer")),
       };
       // error_if_nonfinite=False on a non-finite regime: NaN/Inf propagate through the scaling.
       if (raw.noError && raw.regime.startsWith("nonfinite")) c.errorIfNonfinite = false;

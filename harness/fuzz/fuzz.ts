@@ -89,7 +89,7 @@ export function fuzzPredicate(subject: Subject, options: PropertyOptions = {}): 
 }
 
 export function fuzzProperty(subject: Subject, options: PropertyOptions = {}): fc.IAsyncProperty<[FuzzCase]> {
-  return fc.asyncProperty(caseArb({ subject: options.subjectSpec ?? subject.name }), fuzzPredicate(subject, options));
+  return fc.asyncProperty(caseArb({ subject: options.subjectSpec ?? subject.name, shape: subject.shape }), fuzzPredicate(subject, options));
 }
 
 export interface Counterexample {

@@ -1,6 +1,7 @@
 /**
  * The fuzz pass of `npm test`: every correct built-in subject holds every fuzz property
- * (harness/fuzz/run.ts) on generated layouts, meshes, placements, stages and tie groups.
+ * (harness/fuzz/run.ts) on generated layouts, meshes, placements, stages and tie groups, the
+ * optimizer-owned `titan-mtp` among them (its cases place replicas like their canonical copy).
  *
  * The seed is fixed (CLIP_PARITY_FUZZ_SEED overrides it), so test names and runs are stable in CI;
  * CLIP_PARITY_FUZZ_RUNS sets the cases per subject (default 300: 1200 cells, a few seconds). A failure
@@ -9,7 +10,7 @@
  */
 import { describe } from "vitest";
 import { it } from "@fast-check/vitest";
-import { BUILTIN_SUBJECTS, CORRECT_SUBJECTS } from "../../harness/clip/registry.ts";
+import { BUILTIN_SUBJECTS, CORRECT_SUBJECTS, OPTIMIZER_SUBJECTS } from "../../harness/clip/registry.ts";
 import { caseArb } from "../../harness/fuzz/arbitraries.ts";
 import { envSeed, fuzzParameters, fuzzPredicate } from "../../harness/fuzz/fuzz.ts";
 
@@ -17,9 +18,9 @@ const seed = envSeed();
 const numRuns = Number(process.env.CLIP_PARITY_FUZZ_RUNS ?? 300);
 
 describe(`fuzz: correct subjects hold every property (${numRuns} cases each)`, () => {
-  for (const name of CORRECT_SUBJECTS) {
+  for (const name of [...CORRECT_SUBJECTS, ...OPTIMIZER_SUBJECTS]) {
     const subject = BUILTIN_SUBJECTS[name]!;
-    it.prop([caseArb({ subject: name })], fuzzParameters(subject, { seed, numRuns }))(
+    it.prop([caseArb({ subject: name, shape: subject.shape })], fuzzParameters(subject, { seed, numRuns }))(
       `${name} (tolerance ${subject.tolerance ?? "fp32"})`,
       fuzzPredicate(subject),
       120_000,

@@ -1,0 +1,48 @@
+/**
+ * Issue 22: what the fuzzer sees beyond the clip bugs of its self-test.
+ * - Memory: its cases hold a few hundred bytes, so the 1 MiB slack of a model cell hid a copy of every
+ *   gradient; the budget of a fuzz case is sized to it (FUZZ_SCRATCH_SLACK_BYTES).
+ * - Optimizer-owned subjects: their cases place a replica as its canonical copy is placed (a tie group is
+ *   the copies of one block), so the correct `titan-mtp` holds every property (suites/fuzz/subjects.test.ts)
+ *   and a tied copy broadcast instead of summed, or a finalize flag never reset, are found.
+ * Each subject here passed the fuzzer on 085b832 (copy-every-grad) or could not be fuzzed there.
+ */
+import { afterAll, describe, expect, it } from "vitest";
+import fc from "fast-check";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { loadSubject } from "../../harness/clip/registry.ts";
+import { caseArb } from "../../harness/fuzz/arbitraries.ts";
+import { envSeed, fuzzSubject } from "../../harness/fuzz/fuzz.ts";
+
+const seed = envSeed();
+const outDir = mkdtempSync(join(tmpdir(), "clip-parity-fuzz-strength-"));
+afterAll(() => rmSync(outDir, { recursive: true, force: true }));
+
+const S = (name: string) => `./suites/strength/subjects/${name}.ts`;
+const CAUGHT: [string, string[]][] = [
+  ["copy-every-grad", ["memory.peak"]],
+  ["broadcast-tied", ["parity.norm", "parity.tensors"]],
+  ["finalize-once", ["parity.tensors", "scaling.replicas"]],
+];
+
+describe("the fuzzer finds memory and optimizer-owned bugs", () => {
+  for (const [name, checks] of CAUGHT) {
+    it(`${name}: caught by ${checks.join(" or ")} within 300 cases`, { timeout: 120_000 }, async () => {
+      const subject = await loadSubject(S(name));
+      const run = await fuzzSubject(subject, { seed, numRuns: 300, targets: checks, outDir, subjectSpec: S(name) });
+      expect(run.details.failed, `no case of 300 (seed ${seed}) failed ${checks.join(" or ")}`).toBe(true);
+      expect(run.counterexample!.violations.map((v) => v.id).some((id) => checks.includes(id))).toBe(true);
+    });
+  }
+
+  it("an optimizer-owned subject's cases place every replica like its canonical copy; a clip subject's need not", () => {
+    const mirrored = (shape: "clip" | "optimizer") =>
+      fc.sample(caseArb({ subject: "s", shape }), { seed, numRuns: 300 }).flatMap((c) => c.params.flatMap((p) => p.replicas.map((r) => JSON.stringify([r.mesh, r.axes, r.placements]) === JSON.stringify([p.mesh, p.axes, p.placements]))));
+    const optimizer = mirrored("optimizer");
+    expect(optimizer.length).toBeGreaterThan(50);
+    expect(optimizer.every(Boolean)).toBe(true);
+    expect(mirrored("clip").some((m) => !m)).toBe(true);
+  });
+});
