@@ -17,7 +17,8 @@
  *   occur; tie groups with replicas on other stages, each replica with its own mesh and placements;
  * - dtypes f32, bf16, f16; norm types 2, 1, inf and 1.5; every regime, error_if_nonfinite default or
  *   false; gradient seeds 0..999;
- * - for an optimizer-owned subject: replicas placed like their canonical copy (see CaseArbOptions.shape).
+ * - for an optimizer-owned subject: tied parameters as trainers tie them (a replica on the last stage,
+ *   placed like its canonical copy) and the finalize regime (see CaseArbOptions.shape).
  * Tensors stay small (at most 7^3 = 343 elements, at most 6 logical params) so hundreds of cases
  * run in seconds.
  */
@@ -120,13 +121,26 @@ function copyFromRaw(raw: RawCopy, ndim: number, pp: number): FuzzCopy {
   return { stage: raw.stage % pp, mesh, axes, placements };
 }
 
-function paramFromRaw(raw: RawParam, index: number, pp: number, mirrored: boolean): FuzzParam {
+/**
+ * An optimizer-owned subject's parameter: tied (when there is a replica to draw and more than one stage)
+ * as trainers tie them, a canonical copy on an earlier stage and one replica on the last stage placed
+ * like it (torchtitan's MTP embedding, a tied output layer).
+ */
+function trainerParamFromRaw(raw: RawParam, index: number, pp: number): FuzzParam {
+  const ndim = raw.shape.length;
+  if (pp === 1 || raw.replicas.length === 0) return { name: `p${index}`, shape: raw.shape.slice(), ...copyFromRaw(raw, ndim, pp), replicas: [] };
+  const canonical = copyFromRaw({ ...raw, stage: raw.stage % (pp - 1) }, ndim, pp);
+  return { name: `p${index}`, shape: raw.shape.slice(), ...canonical, replicas: [{ ...canonical, stage: pp - 1 }] };
+}
+
+function paramFromRaw(raw: RawParam, index: number, pp: number, shape: CaseArbOptions["shape"]): FuzzParam {
+  if (shape === "optimizer") return trainerParamFromRaw(raw, index, pp);
   const ndim = raw.shape.length;
   const canonical = copyFromRaw(raw, ndim, pp);
   const stages = new Set([canonical.stage]);
   const replicas: FuzzCopy[] = [];
   for (const r of raw.replicas) {
-    const copy = mirrored ? { ...canonical, stage: r.stage % pp } : copyFromRaw(r, ndim, pp);
+    const copy = copyFromRaw(r, ndim, pp);
     if (stages.has(copy.stage)) continue; // same stage = the same tensor; not a separate copy
     stages.add(copy.stage);
     replicas.push(copy);
@@ -140,10 +154,15 @@ export interface CaseArbOptions {
   /**
    * The subject's shape. An optimizer-owned clipper finalizes and syncs tied copies elementwise over
    * their tie group, as trainers do with copies sharded alike (torchtitan's MTP embedding, a tied output
-   * on the last stage): its cases place each replica on its stage's mesh as its canonical copy is
-   * placed.
+   * on the last stage): its cases tie parameters that way (trainerParamFromRaw) and add the `finalize`
+   * regime, in which each copy holds its own partial gradient.
    */
   shape?: "clip" | "optimizer";
+}
+
+/** The regimes a subject's cases draw from. */
+export function fuzzRegimes(shape: CaseArbOptions["shape"]): readonly Regime[] {
+  return shape === "optimizer" ? [...REGIMES, "finalize"] : REGIMES;
 }
 
 /** Fuzz cases for one subject. */
@@ -154,7 +173,7 @@ export function caseArb(options: CaseArbOptions): fc.Arbitrary<FuzzCase> {
       params: fc.array(rawParam, { minLength: 1, maxLength: MAX_PARAMS }),
       dtype: fc.constantFrom(...FUZZ_DTYPES),
       normType: fc.constantFrom(...FUZZ_NORMS),
-      regime: fc.constantFrom<Regime>(...REGIMES),
+      regime: fc.constantFrom<Regime>(...fuzzRegimes(options.shape)),
       seed: fc.nat(999),
       noError: fc.boolean(),
     })
@@ -167,7 +186,7 @@ export function caseArb(options: CaseArbOptions): fc.Arbitrary<FuzzCase> {
         normType: raw.normType,
         regime: raw.regime,
         seed: raw.seed,
-        params: raw.params.map((p, i) => paramFromRaw(p, i, layout.pp, options.shape === "optimizer")),
+        params: raw.params.map((p, i) => paramFromRaw(p, i, layout.pp, options.shape)),
       };
       // error_if_nonfinite=False on a non-finite regime: NaN/Inf propagate through the scaling.
       if (raw.noError && raw.regime.startsWith("nonfinite")) c.errorIfNonfinite = false;

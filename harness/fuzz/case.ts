@@ -138,7 +138,8 @@ function kindOf(p: FuzzParam): ParamKind {
 /** A stable short hash of what the reference depends on: the logical params' names and shapes. */
 export function modelName(c: FuzzCase): string {
   const h = createHash("sha256");
-  h.update(JSON.stringify(c.params.map((p) => [p.name, p.shape])));
+  // the tie groups too: in `finalize` a tied parameter's logical gradient is the sum of its copies' partials
+  h.update(JSON.stringify(c.params.map((p) => (p.replicas.length ? [p.name, p.shape, p.replicas.map((r) => replicaFqn(p, r))] : [p.name, p.shape]))));
   return `fuzz-${h.digest("hex").slice(0, 12)}`;
 }
 
@@ -287,7 +288,7 @@ const caseFileSchema = z.strictObject({
   }),
   dtype: z.enum(["f32", "bf16", "f16"]),
   norm: z.union([z.number().positive(), z.literal("inf")]),
-  regime: z.enum(REGIMES),
+  regime: z.enum([...REGIMES, "finalize"]),
   seed: z.number().int().nonnegative(),
   maxNorm: z.number().positive().optional(),
   errorIfNonfinite: z.boolean().optional(),
