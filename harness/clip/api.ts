@@ -214,6 +214,12 @@ export interface ExternalRun {
   memory?: { scratchPeakBytes: number; leakedBytes: number }[];
   /** The tolerance class the subject claims for this cell, when it depends on the cell (e.g. its dtype). */
   tolerance?: ToleranceClass;
+  /**
+   * Why the subject cannot be asked this cell at all (e.g. its clip takes no norm_type): every check is
+   * then skipped with this reason, never judged from the errors a stub raised (an n/a cell that asks for
+   * an error on a non-finite norm would "pass" errors.nonfinite).
+   */
+  notApplicable?: string;
 }
 
 /** Raised by a subject when error_if_nonfinite is set and the total norm is not finite. */

@@ -19,6 +19,7 @@ import { World } from "../world/world.ts";
 import { clipArgs, meshesOf, rankContext } from "../world/context.ts";
 import { CHECKS } from "../checks/index.ts";
 import type { CheckContext } from "../checks/types.ts";
+import { skip } from "../checks/types.ts";
 import { InputError } from "../errors.ts";
 import { DEFAULT_SCRATCH_SLACK_BYTES, DTYPES, cellId, reproCommand, type Budgets, type Cell } from "../spec/cell.ts";
 import type { CellResult, CellTimings, RankMemory } from "../results/types.ts";
@@ -231,7 +232,9 @@ export async function runCell(cell: Cell, options: RunCellOptions): Promise<Cell
       repro,
       budgets: options.budgets ?? {},
     };
+    const notApplicable = external?.notApplicable;
     const checks = CHECKS.map((check) => {
+      if (notApplicable !== undefined) return skip(check.id, `not applicable: ${notApplicable}`);
       const r = check.judge(ctx);
       return r.status === "fail" ? { ...r, message: `${r.message}\n  reproduce: ${repro}` } : r;
     });

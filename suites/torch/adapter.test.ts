@@ -105,6 +105,16 @@ describe(`PyTorch functions as subjects, through the adapter${torch.skipNote}`, 
     expect(status(r, "parity.ranks")).toBe("pass");
   }, 300_000);
 
+  it.runIf(torch.run)("a cell the framework cannot be asked is skipped with the reason, never judged from the stub's errors", async () => {
+    // transformers' Trainer clips by the 2-norm and takes no error_if_nonfinite: the stub raises on every
+    // rank, which errors.nonfinite counted as a pass on a non-finite cell that asks for an error
+    for (const c of [cell("torch:transformers", "dp_shard2", "llama3-debug", "f32", 1, "active"), { ...cell("torch:transformers", "dp_shard2", "llama3-debug", "f32", 2, "nonfinite-nan"), errorIfNonfinite: true }]) {
+      const r = await run(c);
+      expect(r.checks.map((k) => k.status)).toEqual(r.checks.map(() => "skip"));
+      expect(r.checks.every((k) => /^not applicable: its clip takes no /.test(k.message))).toBe(true);
+    }
+  }, 300_000);
+
   it.runIf(torch.run)("a signed max for the inf-norm: only -Inf in a gradient shows it (the nonfinite-neginf regime)", async () => {
     const spec = "torch:clip_targets:signed_max";
     const at = (regime: Cell["regime"], errorIfNonfinite: boolean) => ({ ...cell(spec, "dp_shard2", "llama3-debug", "f32", Infinity, regime), errorIfNonfinite });

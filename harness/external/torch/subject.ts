@@ -225,7 +225,7 @@ async function runExternal(subject: TorchSubject, x: ExternalCell): Promise<Exte
   const na = applicability(subject.convention, { normType: x.normType, regime, errorIfNonfinite: x.errorIfNonfinite });
   if (na) {
     log.notApplicable = na;
-    return fail(`NotApplicable: ${subject.name}: ${na}`, null);
+    return { ...fail(`NotApplicable: ${subject.name}: ${na}`, null), notApplicable: na };
   }
 
   const key = {
