@@ -25,12 +25,20 @@ function comm(calls: number): CommRecord {
   return { calls, bytes: 0, byKind: { all_reduce: { calls, bytes: 0 }, all_gather: k(), broadcast: k(), barrier: k() }, byGroup: {} };
 }
 
-function judge(callsPerRank: number) {
+function judge(callsPerRank: number, opts: { shape?: "clip" | "optimizer"; budgets?: { collectives?: number }; of?: typeof model; record?: (calls: number) => CommRecord } = {}) {
   const layout = parseLayout("pp2");
-  const plan = planWorld(model, layout);
-  const ctx = { cell: { layout }, plan, subject: { shape: "optimizer" }, budgets: {}, comm: plan.map(() => comm(callsPerRank)) } as unknown as CheckContext;
+  const plan = planWorld(opts.of ?? model, layout);
+  const record = opts.record ?? comm;
+  const ctx = { cell: { layout }, plan, subject: { shape: opts.shape ?? "optimizer" }, budgets: opts.budgets ?? {}, comm: plan.map(() => record(callsPerRank)) } as unknown as CheckContext;
   return commBudget.judge(ctx);
 }
+
+const oneTie = new ManifestBuilder("one-tie", 2)
+  .add("tok_embeddings.weight", [16, 8], "embedding", null, "colwise")
+  .linear("layers.0.w", 8, 8, "ffn", 0, "colwise")
+  .linear("layers.1.w", 8, 8, "ffn", 1, "colwise")
+  .tie("tok_embeddings.weight", "mtp.0.tok_embeddings.weight", "colwise")
+  .build("one tied parameter");
 
 describe("comm.budget: finalize collectives", () => {
   it("the plan holds two tied parameters over the same two ranks", () => {
@@ -43,5 +51,28 @@ describe("comm.budget: finalize collectives", () => {
     const over = judge(5);
     expect(over.status).toBe("fail");
     expect(over.message).toMatch(/budget 4 = 1 distinct reduction groups \+ 1 \(pp\) \+ 2 tied parameters \(finalize\)/);
+  });
+});
+
+describe("comm.budget: the budget and what its messages say", () => {
+  it("a clip-shaped subject gets no finalize collectives: 2 pass, 3 fail, each kind counted in the message", () => {
+    const ok = judge(2, { shape: "clip" });
+    expect([ok.status, ok.message]).toEqual(["pass", "at most 2 collectives per rank"]);
+    const mixed = (calls: number): CommRecord => {
+      const k = (n: number) => ({ calls: n, bytes: 0 });
+      return { calls, bytes: 0, byKind: { all_reduce: k(calls - 1), all_gather: k(0), broadcast: k(1), barrier: k(0) }, byGroup: {} };
+    };
+    const over = judge(3, { shape: "clip", record: mixed });
+    expect([over.status, over.message]).toEqual(["fail", "rank 0 issued 3 collectives (2 all_reduce, 1 broadcast) in one clip; budget 2 = 1 distinct reduction groups + 1 (pp)"]);
+  });
+
+  it("one tied parameter is named in the singular", () => {
+    expect(judge(3, { of: oneTie }).status).toBe("pass");
+    expect(judge(4, { of: oneTie }).message).toMatch(/budget 3 = 1 distinct reduction groups \+ 1 \(pp\) \+ 1 tied parameter \(finalize\)$/);
+  });
+
+  it("a matrix's budget replaces the default", () => {
+    expect(judge(7, { budgets: { collectives: 7 } }).status).toBe("pass");
+    expect(judge(8, { budgets: { collectives: 7 } }).message).toMatch(/^rank 0 issued 8 collectives \(8 all_reduce\) in one clip; budget 7 = the matrix's budget$/);
   });
 });
