@@ -38,7 +38,7 @@ export interface CaseFacts {
   tiedReplica: boolean;
   /** A reduction group where some rank holds only empty shards (of params with a gradient), per mesh. */
   emptyGroup: { dense: boolean; sparse: boolean };
-  /** Two ranks that share two reduction groups: where buckets reduced in a rank-dependent order hang. */
+  /** Two ranks share two reduction groups whose partials may be ordered differently on each (sharedGroupsOfPlan). */
   sharedGroups: boolean;
   /** How many float32 ulps max_norm lies above (> 0) or below the reference norm; null when not both finite float32. */
   maxNormUlps: number | null;
@@ -275,8 +275,9 @@ export function formatCoverage(c: Coverage): string {
 /** What the fixed regression cells (matrix/regressions.json) add: group shapes the debug models lack. */
 export function regressionsCoverage(regressions: readonly Regression[] = loadRegressions()): string {
   const lines = [`regression cells (matrix/regressions.json): ${regressions.length} cells`];
+  const facts = regressions.map(regressionFacts);
   for (const g of GROUP_WANTS) {
-    const n = regressions.filter((r) => g.holds(regressionFacts(r))).length;
+    const n = facts.filter((f) => g.holds(f)).length;
     lines.push(`  ${n > 0 ? "ok     " : "MISSING"} ${String(n).padStart(5)}  ${g.id}`);
   }
   return lines.join("\n") + "\n";

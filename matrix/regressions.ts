@@ -71,8 +71,14 @@ export function regressionCase(r: Regression, subject: string): FuzzCase {
   return { ...r.fuzzCase, subject };
 }
 
+let sections: Record<string, Regression[]> | undefined;
+
 /** The matrices whose whole run also runs the regression cells with each of its subjects: the main job and nightly. */
 export function regressionSections(): Record<string, Regression[]> {
-  const regressions = loadRegressions();
-  return { cpu: regressions, nightly: regressions };
+  // read and validated once per process: `run`, coverage and the section runner each ask for it
+  if (!sections) {
+    const regressions = loadRegressions();
+    sections = { cpu: regressions, nightly: regressions };
+  }
+  return sections;
 }
