@@ -29,8 +29,13 @@ export interface CheckContext {
   liveness: string | null;
   memory: RankMemory[];
   comm: CommRecord[];
-  /** The logical gradient of p's logical parameter: what every copy must hold, scaled, after the clip. */
+  /**
+   * What p's copy must hold, scaled, after the clip: the logical gradient of its logical parameter, or
+   * for a copy placed Partial(sum) its own partial (DTensor scales a Partial tensor's local partial).
+   */
   genSpec(p: LocalParam): GenSpec;
+  /** The logical gradient of p's logical parameter (the sum of the partials for a Partial one). */
+  logicalSpec(p: LocalParam): GenSpec;
   /**
    * What p's copy was filled with before the clip: genSpec(p), except an optimizer-shaped subject's
    * tied copies (raw partials: clip/finalize.ts).

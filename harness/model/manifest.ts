@@ -3,6 +3,7 @@
  * and TP style, plus tie groups (one logical parameter, several physical copies on different PP stages).
  */
 import { ModelError } from "../errors.ts";
+import type { AxisName } from "../layout/mesh.ts";
 
 export type ParamKind = "embedding" | "attention" | "ffn" | "expert" | "router" | "norm" | "output" | "mtp";
 
@@ -19,6 +20,12 @@ export interface LogicalParam {
   /** transformer layer index; null for embedding/final norm/output/mtp */
   layer: number | null;
   tp: TpStyle;
+  /**
+   * Mesh axes (of its mesh, without pp) over which its gradient is Partial(sum) instead of the default
+   * placement: each rank along them holds a partial gradient of the full extent, and the logical
+   * gradient is their sum (clip/finalize.ts partialSpecs). Absent: no Partial axis. Never on a tied parameter.
+   */
+  partialOver?: readonly AxisName[];
 }
 
 /** A tied/shared weight: the canonical logical param and its extra physical copies (replicas). */
@@ -90,7 +97,21 @@ export class ManifestBuilder {
     return this;
   }
 
+  /**
+   * Leaves the gradients of the params `which` selects Partial(sum) over `axes` (sequence parallel's
+   * norm weights over tp, before their all-reduce). A tied parameter cannot be Partial: its copies'
+   * gradients are already the finalize regime's partials.
+   */
+  partialOver(which: (p: LogicalParam) => boolean, axes: readonly AxisName[]): this {
+    for (const p of this.params) if (which(p)) p.partialOver = [...axes];
+    return this;
+  }
+
   build(description: string): ModelManifest {
+    for (const t of this.ties) {
+      const p = this.params.find((x) => x.name === t.canonical);
+      if (p?.partialOver) throw new ModelError(`model ${this.name}: ${p.name} is tied and cannot be Partial over ${p.partialOver.join(", ")}`);
+    }
     let total = 0;
     for (const p of this.params) total += numel(p.shape);
     if (!Number.isSafeInteger(total)) throw new ModelError(`model ${this.name}: total ${total} is not exact`);

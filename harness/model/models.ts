@@ -10,6 +10,8 @@
  * | model             | total                | note                                                       |
  * |-------------------|----------------------|------------------------------------------------------------|
  * | llama3-debug      |            6,163,712 | untied                                                     |
+ * | llama3-debug-sp   |            6,163,712 | llama3-debug, norm weights' gradients Partial(sum) over tp |
+ * | llama3-debug-unreduced | 6,163,712       | llama3-debug, every gradient Partial(sum) over dp_replicate |
  * | deepseek-v3-debug |           38,670,080 | 33,014,016 without the MTP layer (5,656,064)               |
  * | qwen3-0.6b        |          596,049,920 | tied: output.weight is a replica of tok_embeddings.weight  |
  * | llama3-8b         |        8,030,261,248 |                                                            |
@@ -23,6 +25,7 @@
  */
 import { ModelError } from "../errors.ts";
 import { ManifestBuilder, type ModelManifest, type ParamKind } from "./manifest.ts";
+import type { AxisName } from "../layout/mesh.ts";
 
 interface DenseCfg {
   name: string;
@@ -38,6 +41,11 @@ interface DenseCfg {
   qkNorm: boolean;
   tied: boolean;
   moe?: { experts: number; hidden: number };
+  /**
+   * Gradients left Partial(sum) over `axes`: every norm weight's (sequence parallel, before its
+   * all-reduce over tp) or every parameter's (HSDP with the dp_replicate all-reduce still to come).
+   */
+  partial?: { which: "norms" | "all"; axes: AxisName[] };
   description: string;
 }
 
@@ -72,6 +80,7 @@ function buildLlamaLike(c: DenseCfg): ModelManifest {
   b.norm("norm", c.dim, null);
   if (c.tied) b.tie("tok_embeddings.weight", "output.weight", "colwise");
   else b.add("output.weight", [c.vocab, c.dim], "output", null, "colwise");
+  if (c.partial) b.partialOver((p) => c.partial!.which === "all" || p.kind === "norm", c.partial.axes);
   return b.build(c.description);
 }
 
@@ -148,21 +157,22 @@ function buildDeepSeek(c: DeepSeekCfg): ModelManifest {
   return b.build(c.description);
 }
 
+const LLAMA3_DEBUG: DenseCfg = {
+  name: "llama3-debug",
+  dim: 256,
+  nLayers: 6,
+  nHeads: 16,
+  nKvHeads: 16,
+  headDim: 16,
+  vocab: 2048,
+  hidden: 768,
+  qkNorm: false,
+  tied: false,
+  description: "torchtitan llama3 debugmodel: dim 256, 6 layers, 16 heads, vocab 2048, ffn 768, untied (6,163,712 params)",
+};
+
 const BUILDERS: Record<string, () => ModelManifest> = {
-  "llama3-debug": () =>
-    buildLlamaLike({
-      name: "llama3-debug",
-      dim: 256,
-      nLayers: 6,
-      nHeads: 16,
-      nKvHeads: 16,
-      headDim: 16,
-      vocab: 2048,
-      hidden: 768,
-      qkNorm: false,
-      tied: false,
-      description: "torchtitan llama3 debugmodel: dim 256, 6 layers, 16 heads, vocab 2048, ffn 768, untied (6,163,712 params)",
-    }),
+  "llama3-debug": () => buildLlamaLike(LLAMA3_DEBUG),
   "deepseek-v3-debug": () =>
     buildDeepSeek({
       name: "deepseek-v3-debug",
@@ -251,6 +261,25 @@ const BUILDERS: Record<string, () => ModelManifest> = {
       description:
         "DeepSeek-V3 671B: hidden 7168, 61 layers (3 dense of 18432), 128 heads, MLA q_lora 1536 kv_lora 512, 256 routed " +
         "experts of 2048 + 1 shared, 1 MTP layer (682,636,465,152 params; 671,026,404,352 without MTP)",
+    }),
+  // Sequence parallel: each tp rank normalises its own slice of the sequence, so every RMSNorm weight's
+  // gradient is a partial sum over tp until it is all-reduced; a clip must sum it over tp first.
+  "llama3-debug-sp": () =>
+    buildLlamaLike({
+      ...LLAMA3_DEBUG,
+      name: "llama3-debug-sp",
+      partial: { which: "norms", axes: ["tp"] },
+      description:
+        "llama3-debug with sequence parallel: every norm weight's gradient Partial(sum) over tp, not yet all-reduced (6,163,712 params)",
+    }),
+  // HSDP before the replicate all-reduce (gradient accumulation, FSDP2's set_requires_all_reduce(False)):
+  // each dp_replicate group holds its own micro-batches' gradient of every parameter.
+  "llama3-debug-unreduced": () =>
+    buildLlamaLike({
+      ...LLAMA3_DEBUG,
+      name: "llama3-debug-unreduced",
+      partial: { which: "all", axes: ["dp_replicate"] },
+      description: "llama3-debug with every gradient Partial(sum) over dp_replicate, not yet all-reduced (6,163,712 params)",
     }),
 };
 

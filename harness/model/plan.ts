@@ -55,6 +55,17 @@ export interface LocalParam {
   block: Block;
   /** product of block.len */
   numel: number;
+  /**
+   * Present when some placement is Partial: this copy's partial, `index` = its row-major coordinate over
+   * the Partial axes (in meshAxes order) of `count` = their product (clip/finalize.ts: what it holds).
+   */
+  partial?: PartialSlot;
+}
+
+/** Which of a Partial(sum) gradient's partials one rank holds. */
+export interface PartialSlot {
+  index: number;
+  count: number;
 }
 
 export const Shard = (dim: number): Placement => ({ kind: "shard", dim });
@@ -104,10 +115,16 @@ const SPARSE_AXES_NO_PP: readonly AxisName[] = SPARSE_STAGE_AXES;
 
 /** Mesh, mesh axes (without pp) and placements of a param (or of a replica: its tp style, the logical shape). */
 export function placementsFor(
-  p: LogicalParam | { tp: TpStyle; shape: number[] },
+  p: LogicalParam | { tp: TpStyle; shape: number[]; partialOver?: readonly AxisName[] },
   l: ValidLayout,
 ): { mesh: MeshName; meshAxes: AxisName[]; placements: Placement[] } {
   const what = "name" in p ? p.name : `a ${p.tp} param`;
+  const d = defaultPlacements(p, what);
+  return { ...d, placements: withPartial(d.placements, d.meshAxes, p.partialOver, what) };
+}
+
+/** SPEC §4's default placements of a TP style. */
+function defaultPlacements(p: { tp: TpStyle; shape: number[] }, what: string): { mesh: MeshName; meshAxes: AxisName[]; placements: Placement[] } {
   const need = (dim: number): Placement => {
     if (dim >= p.shape.length) {
       throw new ModelError(`${what} of shape [${p.shape.join(", ")}] has no dim ${dim} to shard (tp style ${p.tp})`);
@@ -164,6 +181,27 @@ export function localBlock(
   return { globalShape: globalShape.slice(), start, len };
 }
 
+/** The partial held at `coords` (aligned with placements / meshSizes), or undefined without a Partial axis. */
+export function partialSlot(placements: readonly Placement[], meshSizes: readonly number[], coords: readonly number[]): PartialSlot | undefined {
+  let index = 0;
+  let count = 1;
+  placements.forEach((pl, a) => {
+    if (pl.kind !== "partial") return;
+    index = index * meshSizes[a]! + coords[a]!;
+    count *= meshSizes[a]!;
+  });
+  return placements.some((pl) => pl.kind === "partial") ? { index, count } : undefined;
+}
+
+/** Placements with the axes in `partialOver` made Partial (a LogicalParam's unreduced gradient). */
+function withPartial(placements: Placement[], meshAxes: readonly AxisName[], partialOver: readonly AxisName[] | undefined, what: string): Placement[] {
+  if (!partialOver?.length) return placements;
+  for (const a of partialOver) {
+    if (!meshAxes.includes(a)) throw new ModelError(`${what}: partialOver axis "${a}" is not an axis of its mesh (${meshAxes.join(", ")})`);
+  }
+  return placements.map((pl, i) => (partialOver.includes(meshAxes[i]!) ? Partial : pl));
+}
+
 function prod(xs: readonly number[]): number {
   let n = 1;
   for (const x of xs) n *= x;
@@ -210,11 +248,13 @@ class Planner {
     return new Set(this.model.ties.map((t) => t.canonical));
   }
 
-  private placementOf(tp: TpStyle, p: LogicalParam) {
-    const key = `${tp}|${p.shape.length}`;
+  private placementOf(tp: TpStyle, p: LogicalParam, canonical: boolean) {
+    // a replica is never Partial (tied params cannot be: ManifestBuilder.build)
+    const partialOver = canonical ? p.partialOver : undefined;
+    const key = `${tp}|${p.shape.length}|${partialOver?.join(",") ?? ""}`;
     let hit = this.placed.get(key);
     if (!hit) {
-      hit = placementsFor({ tp, shape: p.shape }, this.l);
+      hit = placementsFor({ tp, shape: p.shape, partialOver }, this.l);
       this.placed.set(key, hit);
     }
     return hit;
@@ -234,9 +274,12 @@ class Planner {
     const sparseCoords = sc.slice(1);
     const out: LocalParam[] = [];
     const emit = (p: LogicalParam, fqn: string, tp: TpStyle, canonical: boolean): void => {
-      const pl = this.placementOf(tp, p);
+      const pl = this.placementOf(tp, p, canonical);
       const sparse = pl.mesh === "sparse";
-      const block = localBlock(p.shape, pl.meshAxes, pl.placements, sparse ? sparseSizes : denseSizes, sparse ? sparseCoords : denseCoords);
+      const sizes = sparse ? sparseSizes : denseSizes;
+      const at = sparse ? sparseCoords : denseCoords;
+      const block = localBlock(p.shape, pl.meshAxes, pl.placements, sizes, at);
+      const partial = partialSlot(pl.placements, sizes, at);
       out.push({
         fqn,
         name: p.name,
@@ -251,6 +294,7 @@ class Planner {
         placements: pl.placements.map((x) => ({ ...x })),
         block,
         numel: prod(block.len),
+        ...(partial ? { partial } : {}),
       });
     };
     for (const p of this.byStage[stage]!) emit(p, p.name, p.tp, true);

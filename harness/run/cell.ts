@@ -122,8 +122,8 @@ export async function runCell(cell: Cell, options: RunCellOptions): Promise<Cell
   const regime = regimeSpec(cell.regime);
   const step = cell.step ?? 0;
   const seed = BigInt(cell.seed);
-  // the logical gradient (what checks expect, scaled) and what each copy is filled with (finalize.ts)
-  const { logical: genSpec, input: inputSpec } = gradSpecs(model, { dtype: cell.dtype, regime: cell.regime, seed, step, pp: layout.pp, shape: subject.shape });
+  // the logical gradient, what each copy must hold scaled (a Partial copy: its partial) and what it is filled with (finalize.ts)
+  const { logical: logicalSpec, held: genSpec, input: inputSpec } = gradSpecs(model, { dtype: cell.dtype, regime: cell.regime, seed, step, pp: layout.pp, shape: subject.shape });
 
   const plan = options.plan ? deepFreeze(options.plan) : defaultPlan(model, cell);
   if (plan.length !== world) throw new InputError(`the plan given to runCell has ${plan.length} ranks; the layout has ${world}`);
@@ -228,6 +228,7 @@ export async function runCell(cell: Cell, options: RunCellOptions): Promise<Cell
       memory,
       comm: run.comm,
       genSpec,
+      logicalSpec,
       inputSpec,
       repro,
       budgets: options.budgets ?? {},

@@ -56,12 +56,13 @@ export function dumpCell(dir: string, ctx: CheckContext): void {
     const p = shards[0].p;
     const full = ctx.backend.alloc(0, ctx.cell.dtype, p.block.globalShape);
     const all = p.block.globalShape;
-    ctx.backend.fillGrad(full, ctx.genSpec(p), { globalShape: all, start: all.map(() => 0), len: all });
+    ctx.backend.fillGrad(full, ctx.logicalSpec(p), { globalShape: all, start: all.map(() => 0), len: all });
     before.push({ name, tensor: full });
     const clipped = b.cloneFor(0, full);
     b.scale(clipped, ctx.clipCoef);
     reference.push({ name, tensor: clipped });
-    subject.push({ name, tensor: assemble(ctx, shards, 0) });
+    // a Partial(sum) gradient's ranks hold partials, not pieces: there is no one tensor to assemble
+    if (!(p.partial && p.partial.count > 1)) subject.push({ name, tensor: assemble(ctx, shards, 0) });
   }
   const meta = { cell: cellId(ctx.cell), generator: "clip-parity SPEC §5 splitmix64/fnv1a64" };
   ctx.backend.saveSafetensors(join(dir, "grads.safetensors"), before, meta);

@@ -21,7 +21,7 @@ const shapeOf = (m: ModelManifest, name: string): number[] => findParam(m, name)
 
 describe("model manifests", () => {
   it("lists the built-in models", () => {
-    expect(MODEL_NAMES).toEqual(["llama3-debug", "deepseek-v3-debug", "qwen3-0.6b", "llama3-8b", "qwen3-30b-a3b", "deepseek-v3-671b"]);
+    expect(MODEL_NAMES).toEqual(["llama3-debug", "deepseek-v3-debug", "qwen3-0.6b", "llama3-8b", "qwen3-30b-a3b", "deepseek-v3-671b", "llama3-debug-sp", "llama3-debug-unreduced"]);
   });
   it("has the spec totals exactly", () => {
     expect(getModel("qwen3-0.6b").totalParams).toBe(596_049_920);
