@@ -1,10 +1,12 @@
-import { meshesOf, reductionGroup, tieGroup } from "../world/context.ts";
+import { meshesOf, reductionGroup, summedOverPartial, tieGroup } from "../world/context.ts";
 import { defineCheck, fail, pass } from "./types.ts";
 
 /**
  * Collectives per rank per clip <= distinct reduction groups + 1 (PP), SPEC §10. A group is a set of
- * ranks: the ranks along a parameter's non-Replicate axes. A rank whose stage holds no parameter
- * still gets one group (the stage), so a subject may always reduce once over its stage.
+ * ranks: the ranks along a parameter's Shard axes. A rank whose stage holds no parameter still gets
+ * one group (the stage), so a subject may always reduce once over its stage. A Partial(sum) gradient
+ * whose Partial axes span several ranks adds one: its partials are summed first (one all_reduce of the
+ * tensor, as DTensor's redistribute to Replicate issues), after which those axes hold identical copies.
  */
 export default defineCheck({
   id: "comm.budget",
@@ -13,9 +15,8 @@ export default defineCheck({
     const meshes = meshesOf(ctx.cell.layout);
     for (const [rank, params] of ctx.plan.entries()) {
       const groups = new Set<string>();
-      for (const p of params) {
-        groups.add(reductionGroup(meshes, rank, p, p.placements.map((x) => x.kind !== "replicate")).key);
-      }
+      for (const p of params) groups.add(reductionGroup(meshes, rank, p, p.placements.map((x) => x.kind === "shard")).key);
+      const partialSums = params.filter((p, i) => summedOverPartial(meshes, rank, p) && p.canonical && ctx.grads[rank][i]).length;
       // an optimizer-owned clipper finalizes tied gradients itself: one collective per tied parameter
       // whose copies span more than this rank (SPEC §5), even when two of them share the same ranks
       const ties = new Set<string>();
@@ -25,10 +26,11 @@ export default defineCheck({
           if (tieGroup(ctx.plan, meshes, rank, p).ranks.length > 1) ties.add(p.name);
         }
       }
-      const budget = ctx.budgets.collectives ?? Math.max(1, groups.size) + 1 + ties.size;
+      const budget = ctx.budgets.collectives ?? Math.max(1, groups.size) + 1 + ties.size + partialSums;
       const why =
         ctx.budgets.collectives === undefined
-          ? `${Math.max(1, groups.size)} distinct reduction groups + 1 (pp)${ties.size ? ` + ${ties.size} tied parameter${ties.size > 1 ? "s" : ""} (finalize)` : ""}`
+          ? `${Math.max(1, groups.size)} distinct reduction groups + 1 (pp)${ties.size ? ` + ${ties.size} tied parameter${ties.size > 1 ? "s" : ""} (finalize)` : ""}` +
+            (partialSums ? ` + ${partialSums} Partial gradient${partialSums > 1 ? "s" : ""} (summed over the Partial axes)` : "")
           : "the matrix's budget";
       const c = ctx.comm[rank];
       if (c.calls > budget) {

@@ -36,14 +36,59 @@ export function counts(p: ParamView): p is ParamView & { grad: Tensor } {
   return p.grad !== null && p.canonical;
 }
 
-/** The placements' "reduce" flags: every axis that is not Replicate (aligned with meshAxes). */
+/**
+ * The placements' "reduce" flags: every Shard axis (aligned with meshAxes). A Partial axis is not one:
+ * its partials are summed first (withSummedGrad), after which it holds identical copies, as Replicate does.
+ */
 export function reduceFlags(p: ParamView): boolean[] {
-  return p.placements.map((x) => x.kind !== "replicate");
+  return p.placements.map((x) => x.kind === "shard");
+}
+
+/** Whether the param's gradient is Partial(sum) over some axis of more than one rank: its partials must be summed. */
+export function needsPartialSum(rank: RankContext, p: ParamView): boolean {
+  return p.placements.some((x) => x.kind === "partial") && partialGroupOf(rank, p).ranks.length > 1;
+}
+
+/** The ranks whose partials of p's gradient add up to its logical gradient: those along its Partial axes. */
+export function partialGroupOf(rank: RankContext, p: ParamView): Group {
+  return rank.groupOf(p, p.placements.map((x) => x.kind === "partial"));
+}
+
+/**
+ * Runs `use` on p's logical local gradient: the gradient itself, or for a Partial(sum) one the sum of
+ * the partials over its Partial axes (DTensor's redistribute Partial -> Replicate: one all_reduce on a
+ * scratch copy, freed after `use`). The local partial itself is left as it is, to be scaled later:
+ * scaling is linear, so a Partial gradient stays Partial. Every rank of the Partial axes must call it.
+ */
+export async function withSummedGrad<T>(rank: RankContext, p: ParamView & { grad: Tensor }, use: (g: Tensor) => T): Promise<T> {
+  if (!needsPartialSum(rank, p)) return use(p.grad);
+  const sum = rank.ops.clone(p.grad);
+  try {
+    await rank.allReduceTensor(partialGroupOf(rank, p), sum, "sum");
+    return use(sum);
+  } finally {
+    rank.ops.free(sum);
+  }
+}
+
+/** One tensor's local contribution (localPartial) over its logical gradient (withSummedGrad). */
+export function summedPartial(rank: RankContext, p: ParamView & { grad: Tensor }, normType: number): Promise<number> {
+  return withSummedGrad(rank, p, (g) => localPartial(rank.ops, g, normType));
+}
+
+/**
+ * `measure` of p's logical local gradient on the rank that counts it (isReplicaLeader), null elsewhere;
+ * a Partial gradient is summed on every rank of its Partial axes first, as each of them must take part.
+ */
+export function leaderMeasure<T>(rank: RankContext, p: ParamView & { grad: Tensor }, measure: (g: Tensor) => T): Promise<T | null> {
+  const leader = isReplicaLeader(rank, p);
+  if (!leader && !needsPartialSum(rank, p)) return Promise.resolve(null);
+  return withSummedGrad(rank, p, (g) => (leader ? measure(g) : null));
 }
 
 /**
  * The group a param's local partial must be reduced over: the ranks that differ from this one only on
- * its non-Replicate axes (Replicate axes hold identical copies, which must not be summed again).
+ * its Shard axes (Replicate axes, and Partial axes once summed, hold identical copies, which must not be summed again).
  */
 export function reductionGroupOf(rank: RankContext, p: ParamView): Group {
   return rank.groupOf(p, reduceFlags(p)); // flags aligned with p.meshAxes (a sub-mesh too)
@@ -51,15 +96,15 @@ export function reductionGroupOf(rank: RankContext, p: ParamView): Group {
 
 /**
  * True on the one rank of each set of replicas that counts the param: coordinate 0 on every Replicate
- * axis of its mesh, and on every stage axis its sub-mesh does not span (a DTensor on a sub-mesh has one
- * identical instance per slice of the other axes). Its partial may then be reduced over any group
- * that contains the others.
+ * or Partial axis of its mesh (a Partial one counts once its partials are summed: withSummedGrad), and
+ * on every stage axis its sub-mesh does not span (a DTensor on a sub-mesh has one identical instance per
+ * slice of the other axes). Its partial may then be reduced over any group that contains the others.
  */
 export function isReplicaLeader(rank: RankContext, p: ParamView): boolean {
   const stageAxes: readonly AxisName[] = p.mesh === "sparse" ? SPARSE_STAGE_AXES : STAGE_AXES;
   return stageAxes.every((a) => {
     const i = p.meshAxes.indexOf(a);
-    return (i >= 0 && p.placements[i]!.kind !== "replicate") || rank.coords[a] === 0;
+    return (i >= 0 && p.placements[i]!.kind === "shard") || rank.coords[a] === 0;
   });
 }
 
@@ -107,7 +152,8 @@ export function toBf16(x: number): number {
 
 /**
  * The power sum (or max for inf) over `logical`, per reduction group with exact accumulators, then over
- * pp: bitwise layout-independent (`exact`, `titan-mtp`). Returns the stage's own total (before the pp
+ * pp: bitwise layout-independent (`exact`, `titan-mtp`; a Partial gradient summed first, exactly: two
+ * partials add without rounding). Returns the stage's own total (before the pp
  * all_reduce) and the global one.
  */
 export async function exactPowerSum(rank: RankContext, logical: readonly ParamView[], normType: number): Promise<{ stage: number; total: number }> {
@@ -119,7 +165,7 @@ export async function exactPowerSum(rank: RankContext, logical: readonly ParamVi
       if (!counts(p)) continue;
       const group = reductionGroupOf(rank, p);
       const b = buckets.get(group.key) ?? { group, max: 0 };
-      b.max = Math.max(b.max, ops.maxAbs(p.grad));
+      b.max = Math.max(b.max, await withSummedGrad(rank, p, (g) => ops.maxAbs(g)));
       buckets.set(group.key, b);
     }
     let max = 0;
@@ -131,7 +177,7 @@ export async function exactPowerSum(rank: RankContext, logical: readonly ParamVi
     if (!counts(p)) continue;
     const group = reductionGroupOf(rank, p);
     const b = buckets.get(group.key) ?? { group, acc: ops.exactZero() };
-    b.acc = ops.exactAdd(b.acc, ops.exactSumAbsPow(p.grad, normType));
+    b.acc = ops.exactAdd(b.acc, await withSummedGrad(rank, p, (g) => ops.exactSumAbsPow(g, normType)));
     buckets.set(group.key, b);
   }
   let stage = ops.exactZero();

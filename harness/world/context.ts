@@ -2,7 +2,7 @@
  * Builds what one rank's subject instance sees: coordinates, process groups, ops and collectives.
  */
 import type { ClipArgs, Exact, ParamView, RankContext, ReduceOp, Tensor } from "../clip/api.ts";
-import type { LocalParam } from "../model/plan.ts";
+import type { LocalParam, Placement } from "../model/plan.ts";
 import type { Backend } from "../backend/backend.ts";
 import type { ValidLayout } from "../layout/layout.ts";
 import { coordsOf, denseMesh, groupRanks, makeGroup, sparseMesh, SPARSE_ONLY_AXES, type AxisName, type Group, type Mesh, type MeshName } from "../layout/mesh.ts";
@@ -57,6 +57,15 @@ export function reductionGroup(meshes: Meshes, rank: number, mesh: MeshRef, axes
     if (!m.axes.includes(a)) throw new Error(`mesh ${name} has no axis "${a}" (axes: ${m.axes.join(", ")})`);
   }
   return makeGroup(groupRanks(m, rank, named));
+}
+
+/**
+ * Whether a correct clip sums p's partials before its norm: p is Partial(sum) on some axis and its
+ * Partial axes span more than this rank (on one rank the partial is the logical gradient).
+ */
+export function summedOverPartial(meshes: Meshes, rank: number, p: { mesh: MeshName; meshAxes: readonly AxisName[]; placements: readonly Placement[] }): boolean {
+  if (!p.placements.some((x) => x.kind === "partial")) return false;
+  return reductionGroup(meshes, rank, p, p.placements.map((x) => x.kind === "partial")).ranks.length > 1;
 }
 
 /**

@@ -2,13 +2,13 @@
  * `bucketed`: transformers' clip after PR 46113 (no full replicas any more).
  *
  * Each rank computes norm^p of its LOCAL shards in float64 and adds them into buckets keyed by the
- * process group the shard must be reduced over (the param's mesh and its non-Replicate axes), issues
- * one all_reduce per bucket, adds the buckets, and all_reduces over pp. Only the canonical copy of a
+ * process group the shard must be reduced over (the param's mesh and its Shard axes), issues
+ * one all_reduce per bucket (a Partial(sum) gradient's partials are summed over its Partial axes first), adds the buckets, and all_reduces over pp. Only the canonical copy of a
  * tied parameter counts; every copy is scaled.
  */
 import { defineSubject } from "../api.ts";
 import type { Group } from "../../layout/mesh.ts";
-import { combine, counts, finishClip, localPartial, reduceOp, reductionGroupOf } from "../common.ts";
+import { combine, counts, finishClip, reduceOp, reductionGroupOf, summedPartial } from "../common.ts";
 
 export default defineSubject({
   name: "bucketed",
@@ -22,7 +22,7 @@ export default defineSubject({
       if (!counts(p)) continue; // no grad, or a tied replica: its canonical copy counts
       const group = reductionGroupOf(rank, p);
       const b = buckets.get(group.key) ?? { group, acc: 0 };
-      b.acc = combine(b.acc, localPartial(rank.ops, p.grad, normType), normType);
+      b.acc = combine(b.acc, await summedPartial(rank, p, normType), normType);
       buckets.set(group.key, b);
     }
     let total = 0;

@@ -4,13 +4,13 @@
  * Norms are computed per device mesh: the dense params (DTensors on the dense mesh) and the expert
  * params (on the sparse mesh, EP) separately, each over the "logical subset" of the params (a tied
  * replica is skipped: only the canonical copy counts), each rank counting a shard only where its
- * coordinate is 0 on the param's Replicate axes. The EP and non-EP power sums are combined locally
+ * coordinate is 0 on the param's Replicate axes (and Partial axes, once its partials are summed). The EP and non-EP power sums are combined locally
  * (both meshes span the same ranks of a PP stage) and reduced with ONE all_reduce over the whole
  * stage, then the PP all_reduce (MAX for inf). Every rank issues exactly these two collectives, even a
  * rank with no experts or no params at all: no rank can skip a collective (torchtitan PR 1541).
  */
 import { defineSubject } from "../api.ts";
-import { combine, counts, finishClip, isReplicaLeader, localPartial, reduceOp, stageGroup } from "../common.ts";
+import { combine, counts, finishClip, leaderMeasure, localPartial, reduceOp, stageGroup } from "../common.ts";
 
 export default defineSubject({
   name: "titan",
@@ -22,8 +22,10 @@ export default defineSubject({
     let dense = 0;
     let sparse = 0; // expert params, on the EP mesh
     for (const p of params) {
-      if (!counts(p) || !isReplicaLeader(rank, p)) continue;
-      const local = localPartial(rank.ops, p.grad, normType);
+      if (!counts(p)) continue;
+      // a Partial(sum) gradient is summed over its Partial axes first (full_tensor), then counted once
+      const local = await leaderMeasure(rank, p, (g) => localPartial(rank.ops, g, normType));
+      if (local === null) continue;
       if (p.mesh === "sparse") sparse = combine(sparse, local, normType);
       else dense = combine(dense, local, normType);
     }
