@@ -3,14 +3,15 @@
  *
  * Every case is drawn as layout-independent "raw" numbers and then mapped onto the drawn layout
  * (stage = raw % pp, sub-mesh = a bit mask over the stage mesh's axes, placement code 0 = Replicate,
- * k = Shard((k-1) % ndim), ep = a divisor of dp_shard*cp*tp picked by index). fast-check shrinks the
+ * k = Shard((k-1) % ndim) or Partial (placementFromCode), ep = a divisor of dp_shard*cp*tp picked by index). fast-check shrinks the
  * raw numbers toward 0, so a counterexample shrinks toward: one rank per axis, stage 0, the whole
  * stage mesh, Replicate everywhere, shape [1], no replicas, the first dtype / norm / regime, seed 0.
  *
  * What is covered (harness/fuzz/coverage.ts counts them; suites/fuzz/case.test.ts asserts each in >= 5% of cases):
  * - layouts of world size 1 to 16 on all six axes, ep any divisor of dp_shard*cp*tp;
  * - per copy: the dense or the sparse stage mesh or any sub-mesh of it (1 to 4 axes), each axis
- *   Replicate or Shard(d) on any dim, several axes sharding one dim (outer axis first, torch.chunk),
+ *   Replicate or Shard(d) on any dim, or Partial(sum) (untied tensors of 1 or 2 dims), several axes
+ *   sharding one dim (outer axis first, torch.chunk),
  *   dims of 1 to 7 elements so uneven and empty chunks are common;
  * - parameters on different meshes in one model; PP stages picked per parameter, so stages without
  *   expert (sparse) parameters, stages with nothing at all and stages holding only a tied replica
@@ -27,7 +28,7 @@ import type { DType } from "../clip/api.ts";
 import { REGIMES, type Regime } from "../clip/regimes.ts";
 import type { Layout } from "../layout/layout.ts";
 import type { MeshName } from "../layout/mesh.ts";
-import { Replicate, Shard, type Placement } from "../model/plan.ts";
+import { Partial, Replicate, Shard, type Placement } from "../model/plan.ts";
 import { STAGE_MESH_AXES, type FuzzCase, type FuzzCopy, type FuzzParam } from "./case.ts";
 
 export const MAX_WORLD = 16;
@@ -109,15 +110,21 @@ const rawParam: fc.Arbitrary<RawParam> = fc.record({
   replicas: fc.array(rawCopy, { maxLength: 2 }),
 });
 
-function copyFromRaw(raw: RawCopy, ndim: number, pp: number): FuzzCopy {
+/**
+ * Placement code 0 Replicate, k Shard((k-1) % ndim); on an untied tensor of fewer than 3 dims (where
+ * code 3 would repeat an earlier Shard) code 3 is Partial(sum): one axis in four of such a copy.
+ */
+function placementFromCode(code: number, ndim: number, allowPartial: boolean): Placement {
+  if (code === 0) return Replicate;
+  return code === 3 && ndim < 3 && allowPartial ? Partial : Shard((code - 1) % ndim);
+}
+
+function copyFromRaw(raw: RawCopy, ndim: number, pp: number, allowPartial = false): FuzzCopy {
   const mesh: MeshName = raw.sparse ? "sparse" : "dense";
   const all = STAGE_MESH_AXES[mesh];
   let axes = raw.axesMask >= 16 ? [] : all.filter((_, i) => raw.axesMask & (1 << i));
   if (axes.length === 0) axes = all.slice();
-  const placements: Placement[] = axes.map((_, i) => {
-    const code = raw.placements[i] ?? 0;
-    return code === 0 ? Replicate : Shard((code - 1) % ndim);
-  });
+  const placements: Placement[] = axes.map((_, i) => placementFromCode(raw.placements[i] ?? 0, ndim, allowPartial));
   return { stage: raw.stage % pp, mesh, axes, placements };
 }
 
@@ -136,8 +143,7 @@ function trainerParamFromRaw(raw: RawParam, index: number, pp: number): FuzzPara
 function paramFromRaw(raw: RawParam, index: number, pp: number, shape: CaseArbOptions["shape"]): FuzzParam {
   if (shape === "optimizer") return trainerParamFromRaw(raw, index, pp);
   const ndim = raw.shape.length;
-  const canonical = copyFromRaw(raw, ndim, pp);
-  const stages = new Set([canonical.stage]);
+  const stages = new Set([raw.stage % pp]);
   const replicas: FuzzCopy[] = [];
   for (const r of raw.replicas) {
     const copy = copyFromRaw(r, ndim, pp);
@@ -145,6 +151,8 @@ function paramFromRaw(raw: RawParam, index: number, pp: number, shape: CaseArbOp
     stages.add(copy.stage);
     replicas.push(copy);
   }
+  // only an untied parameter's gradient may be Partial (tied copies hold the finalize regime's partials)
+  const canonical = copyFromRaw(raw, ndim, pp, replicas.length === 0);
   return { name: `p${index}`, shape: raw.shape.slice(), ...canonical, replicas };
 }
 

@@ -15,7 +15,10 @@
  *   i.e. Replicate on every stage axis it does not name;
  * - placements are aligned with `axes`; a dim sharded by several axes is split outer axis first,
  *   each split as torch.chunk does (uneven and empty chunks are normal): harness/model/plan.ts
- *   localBlock. Partial is not generated (generated gradients are full values, never partial sums);
+ *   localBlock. Partial ("P") leaves the block whole: the ranks along the copy's Partial axes hold
+ *   partials of the gradient, whose sum is the logical gradient (clip/finalize.ts: two generated
+ *   partials and zeros); only an untied parameter may be Partial (a tie group's copies already hold
+ *   the finalize regime's partials);
  * - every rank of a stage holds the stage's copies in the same order: canonical copies in manifest
  *   order, then replicas in manifest order;
  * - a replica lives on a stage other than its canonical copy's (a copy on the same stage would be
@@ -29,7 +32,7 @@ import { InputError } from "../errors.ts";
 import { formatLayout, validateLayout, worldSize, type Layout } from "../layout/layout.ts";
 import { ALL_AXES, axisIndex, coordsOf, denseMesh, DENSE_STAGE_AXES, SPARSE_STAGE_AXES, sparseMesh, type AxisName, type Mesh, type MeshName } from "../layout/mesh.ts";
 import { numel, type LogicalParam, type ModelManifest, type ParamKind } from "../model/manifest.ts";
-import { localBlock, Replicate, Shard, type LocalParam, type Placement } from "../model/plan.ts";
+import { localBlock, Partial, partialSlot, Replicate, Shard, type LocalParam, type Placement } from "../model/plan.ts";
 import type { Cell } from "../spec/cell.ts";
 
 /** The per-stage axes of each mesh, in mesh order (no pp). */
@@ -71,9 +74,10 @@ export function formatPlacement(p: Placement): string {
 
 export function parsePlacement(text: string): Placement {
   if (text === "R") return Replicate;
+  if (text === "P") return Partial;
   const m = /^S\((\d+)\)$/.exec(text);
   if (m) return Shard(Number(m[1]));
-  throw new InputError(`placement "${text}" is not R or S(<dim>)`);
+  throw new InputError(`placement "${text}" is not R, P or S(<dim>)`);
 }
 
 // ---- validation ---------------------------------------------------------------------------------
@@ -93,7 +97,6 @@ function checkCopy(c: FuzzCopy, shape: number[], pp: number, where: string): voi
     throw new InputError(`${where}: ${c.placements.length} placements for ${c.axes.length} axes`);
   }
   for (const p of c.placements) {
-    if (p.kind === "partial") throw new InputError(`${where}: Partial placements are not supported in fuzz cases`);
     if (p.kind === "shard" && !(Number.isInteger(p.dim) && p.dim >= 0 && p.dim < shape.length)) {
       throw new InputError(`${where}: Shard(${p.dim}) of a tensor of shape [${shape.join(", ")}]`);
     }
@@ -114,6 +117,8 @@ export function validateCase(c: FuzzCase): FuzzCase {
       throw new InputError(`${where}: shape [${p.shape.join(", ")}] must have 1+ dims of size >= 1`);
     }
     checkCopy(p, p.shape, layout.pp, where);
+    const partial = [p, ...p.replicas].some(hasPartial);
+    if (partial && p.replicas.length) throw new InputError(`${where}: Partial placement on a tied parameter (its copies' gradients are the finalize regime's partials)`);
     const stages = new Set([p.stage]);
     p.replicas.forEach((r, k) => {
       checkCopy(r, p.shape, layout.pp, `${where} replica ${k}`);
@@ -125,6 +130,15 @@ export function validateCase(c: FuzzCase): FuzzCase {
 }
 
 // ---- model and plan -----------------------------------------------------------------------------
+
+function hasPartial(c: FuzzCopy): boolean {
+  return c.placements.some((x) => x.kind === "partial");
+}
+
+/** The axes a param's gradient is Partial(sum) over (its canonical copy's; never a tied one). */
+function partialAxes(p: FuzzParam): AxisName[] {
+  return p.axes.filter((_, i) => p.placements[i]!.kind === "partial");
+}
 
 export function replicaFqn(p: FuzzParam, r: FuzzCopy): string {
   return `${p.name}.tied.s${r.stage}`;
@@ -138,8 +152,14 @@ function kindOf(p: FuzzParam): ParamKind {
 /** A stable short hash of what the reference depends on: the logical params' names and shapes. */
 export function modelName(c: FuzzCase): string {
   const h = createHash("sha256");
-  // the tie groups too: in `finalize` a tied parameter's logical gradient is the sum of its copies' partials
-  h.update(JSON.stringify(c.params.map((p) => (p.replicas.length ? [p.name, p.shape, p.replicas.map((r) => replicaFqn(p, r))] : [p.name, p.shape]))));
+  // what the reference depends on beyond names and shapes: in `finalize` a tied parameter's logical gradient
+  // is the sum of its copies' partials, and a Partial gradient's is the sum of its partials
+  h.update(JSON.stringify(c.params.map((p) => {
+    const key: unknown[] = [p.name, p.shape];
+    if (p.replicas.length) key.push(p.replicas.map((r) => replicaFqn(p, r)));
+    if (hasPartial(p)) key.push("P");
+    return key;
+  })));
   return `fuzz-${h.digest("hex").slice(0, 12)}`;
 }
 
@@ -151,6 +171,7 @@ export function fuzzManifest(c: FuzzCase): ModelManifest {
     kind: kindOf(p),
     layer: null,
     tp: "replicate",
+    ...(hasPartial(p) ? { partialOver: partialAxes(p) } : {}),
   }));
   return {
     name: modelName(c),
@@ -181,13 +202,10 @@ export function fuzzPlan(c: FuzzCase): LocalParam[][] {
     const emit = (p: FuzzParam, index: number, copy: FuzzCopy, canonical: boolean): void => {
       const m = meshes[copy.mesh];
       const idx = copy.axes.map((a) => axisIndex(m, a));
-      const block = localBlock(
-        p.shape,
-        copy.axes.slice(),
-        copy.placements,
-        idx.map((i) => m.sizes[i]!),
-        idx.map((i) => coords[copy.mesh][i]!),
-      );
+      const sizes = idx.map((i) => m.sizes[i]!);
+      const at = idx.map((i) => coords[copy.mesh][i]!);
+      const block = localBlock(p.shape, copy.axes.slice(), copy.placements, sizes, at);
+      const partial = partialSlot(copy.placements, sizes, at);
       local.push({
         fqn: canonical ? p.name : replicaFqn(p, copy),
         name: p.name,
@@ -202,6 +220,7 @@ export function fuzzPlan(c: FuzzCase): LocalParam[][] {
         placements: copy.placements.map((x) => ({ ...x })),
         block,
         numel: prod(block.len),
+        ...(partial ? { partial } : {}),
       });
     };
     c.params.forEach((p, i) => {
@@ -295,7 +314,7 @@ const caseFileSchema = z.strictObject({
   params: z.array(paramSchema),
 });
 
-/** The case as the JSON of a replay file (placements as "R" / "S(d)", one param per line). */
+/** The case as the JSON of a replay file (placements as "R" / "P" / "S(d)", one param per line). */
 export function caseToFile(c: FuzzCase, note?: string): string {
   const copy = (x: FuzzCopy) => ({ stage: x.stage, mesh: x.mesh, axes: x.axes, placements: x.placements.map(formatPlacement) });
   const head = {

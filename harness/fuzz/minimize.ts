@@ -72,6 +72,7 @@ function* copySteps(copy: FuzzCopy): Generator<(x: FuzzCopy) => void> {
       yield (x) => void (x.placements[i] = Replicate);
       if (pl.dim > 0) yield (x) => void (x.placements[i] = Shard(0));
     }
+    if (pl.kind === "partial") yield (x) => void (x.placements[i] = Replicate);
   }
   if (copy.axes.length > 1) {
     for (let i = 0; i < copy.axes.length; i++) {

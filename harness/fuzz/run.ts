@@ -8,13 +8,14 @@
  *   liveness, errors.nonfinite, memory.peak (scratch within budget), memory.leak, comm.budget;
  * - `collectives.buckets`, for the bucketing subjects (bucketed, exact): on every rank the number of
  *   all_reduce calls equals the number of distinct reduction groups of the copies that count in the
- *   norm on that rank (canonical copies with a gradient), plus one (pp), and no other collective.
+ *   norm on that rank (canonical copies with a gradient; a Partial axis is summed first, so only Shard
+ *   axes reduce), plus one per Partial gradient summed over several ranks, plus one (pp), and no other collective.
  */
 import type { Subject } from "../clip/api.ts";
 import { CHECK_IDS } from "../checks/index.ts";
 import { runCell } from "../run/cell.ts";
 import { type CellResult } from "../results/types.ts";
-import { meshesOf, reductionGroup } from "../world/context.ts";
+import { meshesOf, reductionGroup, summedOverPartial } from "../world/context.ts";
 import { fuzzCell, fuzzManifest, fuzzPlan, type FuzzCase } from "./case.ts";
 
 /** Subjects that issue one all_reduce per reduction group (then one over pp). */
@@ -69,17 +70,20 @@ export async function runFuzzCase(c: FuzzCase, subject: Subject, options: RunCas
     const meshes = meshesOf(result.cell.layout);
     for (const [rank, params] of plan.entries()) {
       const groups = new Set<string>();
+      let partialSums = 0;
       params.forEach((p, i) => {
-        if (p.canonical && grads[rank]?.[i]) groups.add(reductionGroup(meshes, rank, p, p.placements.map((x) => x.kind !== "replicate")).key);
+        if (!p.canonical || !grads[rank]?.[i]) return;
+        groups.add(reductionGroup(meshes, rank, p, p.placements.map((x) => x.kind === "shard")).key);
+        if (summedOverPartial(meshes, rank, p)) partialSums++;
       });
       const comm = result.comm[rank]!;
-      const want = groups.size + 1;
+      const want = groups.size + 1 + partialSums;
       if (comm.byKind.all_reduce.calls !== want || comm.calls !== want) {
         violations.push({
           id: BUCKETS_PROPERTY,
           message:
             `rank ${rank} issued ${comm.byKind.all_reduce.calls} all_reduce (${comm.calls} collectives in all); ` +
-            `it holds ${groups.size} distinct reduction groups, so ${want} were expected (one per group + 1 for pp)`,
+            `it holds ${groups.size} distinct reduction groups and ${partialSums} Partial gradients to sum, so ${want} were expected (one per group and per Partial gradient + 1 for pp)`,
         });
         break;
       }

@@ -116,7 +116,13 @@ describe("fuzz cases", () => {
     expect(bad((c) => (c.params[0]!.placements = [Shard(2)]))).toThrow(/Shard\(2\) of a tensor of shape \[4, 3\]/);
     expect(bad((c) => (c.params[0]!.stage = 2))).toThrow(/stage 2 is outside 0..1/);
     expect(bad((c) => (c.params[0]!.replicas = [{ stage: 0, mesh: "dense", axes: [], placements: [] }]))).toThrow(/already holds a copy/);
-    expect(bad((c) => (c.params[0]!.placements = [{ kind: "partial" }]))).toThrow(/Partial/);
+    // Partial(sum) on an untied parameter is a case; on a tied one it is refused, naming the parameter
+    expect(validateCase({ ...base, params: [{ ...base.params[0]!, placements: [{ kind: "partial" }] }] }).params[0]!.placements).toEqual([{ kind: "partial" }]);
+    const tiedPartial = bad((c) => {
+      c.params[0]!.placements = [{ kind: "partial" }];
+      c.params[0]!.replicas = [{ stage: 1, mesh: "dense", axes: ["tp"], placements: [Shard(0)] }];
+    });
+    expect(tiedPartial).toThrow(/fuzz case param 0 \(w\): Partial placement on a tied parameter/);
     expect(() => caseFromFile('{"format":"nope"}', "f.json")).toThrow(/f.json is not a valid fuzz case file/);
   });
 
