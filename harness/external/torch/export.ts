@@ -24,7 +24,7 @@ import { cellId, type Cell } from "../../spec/cell.ts";
 import type { CellResult } from "../../results/types.ts";
 import { ADAPTER_DIR, type TorchOptions } from "./options.ts";
 import type { Arg, Call, Convention } from "./protocol.ts";
-import { closeTorchSessions, countedHere, loadTorchSubject, torchTolerance, type TorchSubject } from "./subject.ts";
+import { closeTorchSessions, countedHere, loadTorchSubject, refusePartial, torchTolerance, type TorchSubject } from "./subject.ts";
 
 export const TEMPLATE = join(ADAPTER_DIR, "repro_template.py");
 const DTYPES: readonly DType[] = ["f32", "bf16", "f16"];
@@ -236,6 +236,7 @@ export function buildExport(cell: Cell, subject: TorchSubject, seen: CellResult 
   const maxNorm = maxNormOf(cell, reference.totalNorm);
   const errorIfNonfinite = cell.errorIfNonfinite ?? regime.errorIfNonfinite;
   const plan = planWorld(model, layout);
+  refusePartial(plan.flat(), `export --cell ${cellId(cell)}`);
   const meshes = meshesOf(layout);
   const specialParam = regime.special === null ? null : (model.params.find((p) => regime.hasGrad(p.index))?.name ?? null);
   const commBudgets = plan.map((params, rank) => {

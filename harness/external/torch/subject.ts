@@ -160,6 +160,18 @@ function whereRaised(traceback: string[]): string {
 
 const isTimeout = (msg: string) => /timed? ?out|timeout/i.test(msg);
 
+/**
+ * The adapter builds DTensors from Shard and Replicate placements only (torch Partial is not
+ * implemented): a cell with a Partial(sum) gradient is refused, naming the parameter, rather than run
+ * with its partials taken for something else.
+ */
+export function refusePartial(params: readonly Pick<ParamView, "fqn" | "meshAxes" | "placements">[], what: string): void {
+  for (const p of params) {
+    const i = p.placements.findIndex((x) => x.kind === "partial");
+    if (i >= 0) throw new InputError(`${what}: ${p.fqn} is placed Partial(sum) on ${p.meshAxes[i]}: torch subjects do not support Partial placements`);
+  }
+}
+
 /** Whether this rank's shard of `view` is the one copy counted (ARG_SOURCES.grads_for_norm). */
 export function countedHere(view: Pick<ParamView, "canonical" | "mesh" | "meshAxes" | "placements">, layout: ValidLayout, rank: number): boolean {
   if (!view.canonical) return false;
@@ -210,6 +222,7 @@ export interface TorchSubject extends Subject {
 
 async function runExternal(subject: TorchSubject, x: ExternalCell): Promise<ExternalRun> {
   const { world, backend, layout } = x;
+  refusePartial(x.params.flat(), subject.name);
   const o = subject.options;
   const tolerance = torchTolerance(x.cell.dtype, o.tolerance);
   const log: TorchCellLog = { paths: Array.from({ length: world }, () => null), notApplicable: null, jobSeconds: 0, sessionStartSeconds: 0 };
