@@ -2,7 +2,7 @@
  * Model manifests (SPEC §4): the ordered list of logical parameters of a model, with shape, kind, layer
  * and TP style, plus tie groups (one logical parameter, several physical copies on different PP stages).
  */
-import { ModelError } from "../errors.ts";
+import { InputError, ModelError } from "../errors.ts";
 import type { AxisName } from "../layout/mesh.ts";
 
 export type ParamKind = "embedding" | "attention" | "ffn" | "expert" | "router" | "norm" | "output" | "mtp";
@@ -131,6 +131,15 @@ export function findParam(m: ModelManifest, name: string): LogicalParam {
   const p = m.params.find((x) => x.name === name);
   if (!p) throw new ModelError(`model ${m.name} has no parameter "${name}"`);
   return p;
+}
+
+/**
+ * Training steps AdamW on whole gradients: a model that leaves a gradient Partial(sum) (its reduction
+ * still to come) is refused by train and resume, naming the first such parameter.
+ */
+export function refusePartialGradients(m: ModelManifest, what: string): void {
+  const p = m.params.find((x) => x.partialOver?.length);
+  if (p) throw new InputError(`${what}: model ${m.name} leaves ${p.name}'s gradient Partial(sum) over ${p.partialOver!.join(", ")}; training needs reduced gradients`);
 }
 
 /** Sum of logical elements of the params for which `pred` holds. */

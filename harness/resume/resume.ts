@@ -17,6 +17,7 @@ import type { Subject } from "../clip/api.ts";
 import { Backend } from "../backend/backend.ts";
 import { formatLayout, sameLayout, validateLayout, worldSize, type Layout } from "../layout/layout.ts";
 import { getModel } from "../model/models.ts";
+import { refusePartialGradients } from "../model/manifest.ts";
 import { ALL_REGIMES } from "../clip/regimes.ts";
 import { InputError } from "../errors.ts";
 import { fail, pass, skip, type CheckResult } from "../checks/types.ts";
@@ -106,7 +107,7 @@ export function resumeRepro(c: ResumeCell, dir?: string): string {
 export function validateResumeCell(c: ResumeCell): void {
   validateLayout(c.layout);
   validateLayout(resumeLayoutOf(c));
-  getModel(c.model);
+  refusePartialGradients(getModel(c.model), "--model");
   if (!DTYPES.includes(c.dtype)) throw new InputError(`dtype: "${c.dtype}" is not one of ${DTYPES.join(", ")}`);
   if (!(c.normType > 0)) throw new InputError(`norm: ${c.normType} must be a positive number or inf`);
   if (!(ALL_REGIMES as readonly string[]).includes(c.regime)) throw new InputError(`regime: "${c.regime}" is not one of ${ALL_REGIMES.join(", ")}`);

@@ -19,6 +19,7 @@ import { Backend } from "../backend/backend.ts";
 import { fail, globalIndex, NORM_TOLERANCE, pass, sameNorm, type CheckResult } from "../checks/types.ts";
 import { formatLayout, validateLayout, worldSize, type Layout } from "../layout/layout.ts";
 import { getModel } from "../model/models.ts";
+import { refusePartialGradients } from "../model/manifest.ts";
 import { regimeSpec } from "../clip/regimes.ts";
 import { InputError } from "../errors.ts";
 import { formatNorm } from "../spec/cell.ts";
@@ -104,7 +105,7 @@ export function validateTrainCell(c: TrainCell): void {
   if (distinct.size < 2) {
     throw new InputError(`--layouts: ${[...distinct].join(", ")}: training parity compares two or more distinct layouts; ${distinct.size} given (${c.layouts.length} listed)`);
   }
-  getModel(c.model);
+  refusePartialGradients(getModel(c.model), "--model");
   regimeSpec(c.regime);
   if (!Number.isInteger(c.steps) || c.steps < 1 || c.steps > 1000) throw new InputError(`--steps: ${c.steps} must be an integer in [1, 1000]`);
   if (!INIT_MODES.includes(c.init)) throw new InputError(`--init: "${String(c.init)}" is not one of ${INIT_MODES.join(", ")}`);
