@@ -179,6 +179,34 @@ function nanNoError(layouts: readonly string[], seed: number): Case[] {
   );
 }
 
+/**
+ * Partial(sum) gradients (issue 22): sequence parallel's norm weights Partial over tp
+ * (llama3-debug-sp) and every gradient Partial over dp_replicate (llama3-debug-unreduced), on layouts
+ * where those axes have 2 or 4 ranks (two partials and zeros) or 1 (the one rank holds the logical
+ * gradient). A clip that takes a Partial gradient's norm as if it were a Shard's is caught on the
+ * unreduced cells with dp_replicate2 (its norm is that of the partials side by side, not of their sum).
+ */
+function partialGradients(seed: number): Case[] {
+  const c = (layout: string, model: string, dtype: DType, normType: number, regime: Regime): Case => ({ layout: parseLayout(layout), model, dtype, normType, regime, seed });
+  const sp = "llama3-debug-sp";
+  const unreduced = "llama3-debug-unreduced";
+  return [
+    c("tp2", sp, "f32", 2, "active"),
+    c("pp2,tp2", sp, "bf16", 1, "active"),
+    c("dp_shard2,tp2", sp, "f32", Infinity, "sparse"),
+    c("tp4", sp, "f32", 2, "boundary"),
+    c("single", sp, "f32", 2, "active"),
+    c("pp2,cp2,tp2", sp, "f16", 2, "nonfinite-nan"),
+    c("dp_replicate2", unreduced, "f32", 2, "active"),
+    c("dp_replicate2", unreduced, "bf16", Infinity, "active"),
+    c("dp_replicate2,dp_shard2", unreduced, "f32", 1, "sparse"),
+    c("dp_replicate2,dp_shard2,tp2", unreduced, "bf16", 2, "active"),
+    c("dp_replicate2,tp2", unreduced, "f32", 2, "inactive"),
+    c("dp_replicate2", unreduced, "f32", Infinity, "nonfinite-inf"),
+    c("pp2", unreduced, "f32", 2, "active"),
+  ];
+}
+
 /** The cases in order, each cell id once (a corner may coincide with a sweep case). */
 export function uniqueCases(cases: readonly Case[]): Case[] {
   const seen = new Set<string>();
@@ -192,7 +220,7 @@ function builtin(): Record<string, Matrix> {
   return {
     cpu: {
       name: "cpu",
-      description: "world sizes 1 to 8, both debug models, f32 and bf16, norms 2, 1 and inf, every regime; clip corners in every dtype for p 2, 1, inf, 1.5, 3; the finalize cells; max_norm on, just above and just below a small norm for every finite p; NaN without error for every p",
+      description: "world sizes 1 to 8, both debug models, f32 and bf16, norms 2, 1 and inf, every regime; clip corners in every dtype for p 2, 1, inf, 1.5, 3; the finalize cells; max_norm on, just above and just below a small norm for every finite p; NaN without error for every p; Partial(sum) gradients",
       backend: "cpu",
       cases: uniqueCases([
         ...sweep(CPU_LAYOUTS, 0),
@@ -203,6 +231,8 @@ function builtin(): Record<string, Matrix> {
         ...finalizeMatrix().cases,
         ...boundarySmallCorners(CPU_LAYOUTS, 0),
         ...nanNoError(CORNER_LAYOUTS.slice(2), 0),
+        // appended last, so that every earlier cell keeps its place
+        ...partialGradients(0),
       ]),
       // every correct subject, the optimizer-owned one too: its train and resume sections run with it (cli/run.ts)
       subjects: [...CORRECT_SUBJECTS, ...OPTIMIZER_SUBJECTS],
