@@ -1,0 +1,36 @@
+/**
+ * Test-local known-bad subject: `bucketed` that treats a Partial(sum) gradient as if it were Shard: it
+ * takes the norm^p of each rank's partial and all_reduces it over the Partial axes with the Shard ones,
+ * so the norm is that of the partials side by side (sum of |partial|^p) instead of that of their sum
+ * (|sum of partials|^p). Every other placement is handled right. Caught by parity.norm on the cpu
+ * matrix's Partial cells (llama3-debug-sp with tp > 1) and by the fuzzer.
+ */
+import { defineSubject, type ParamView } from "../../../harness/clip/api.ts";
+import type { Group } from "../../../harness/layout/mesh.ts";
+import { combine, counts, finishClip, localPartial, reduceOp } from "../../../harness/clip/common.ts";
+
+/** BUG: Partial reduced like Shard (the flags of every axis that is not Replicate). */
+const partialAsShard = (p: ParamView): boolean[] => p.placements.map((x) => x.kind !== "replicate");
+
+export default defineSubject({
+  name: "partial-as-shard",
+  description: "bucketed, but a Partial(sum) gradient's local norm^p is all_reduced as if it were a Shard",
+  tolerance: "fp32",
+  catchBy: ["parity.norm"],
+  async clip(rank, args) {
+    const { params, normType } = args;
+    const op = reduceOp(normType);
+    const buckets = new Map<string, { group: Group; acc: number }>();
+    for (const p of params) {
+      if (!counts(p)) continue;
+      const group = rank.groupOf(p, partialAsShard(p));
+      const b = buckets.get(group.key) ?? { group, acc: 0 };
+      b.acc = combine(b.acc, localPartial(rank.ops, p.grad, normType), normType);
+      buckets.set(group.key, b);
+    }
+    let total = 0;
+    for (const b of buckets.values()) total = combine(total, await rank.allReduce(b.group, b.acc, op), normType);
+    total = await rank.allReduce(rank.group("pp"), total, op);
+    return finishClip(rank, args, total);
+  },
+});
