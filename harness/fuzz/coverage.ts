@@ -24,6 +24,7 @@ export const FEATURES = [
   "stage holding only a tied replica",
   "tie group across stages",
   "replica with other placements than its canonical copy",
+  "Partial(sum) over an axis of 2+ ranks",
 ] as const;
 export type Feature = (typeof FEATURES)[number];
 
@@ -60,6 +61,7 @@ export function featuresOf(c: FuzzCase): Set<Feature> {
     f.add("replica with other placements than its canonical copy");
   }
   const plan = fuzzPlan(c);
+  if (plan.some((params) => params.some((p) => (p.partial?.count ?? 1) > 1))) f.add("Partial(sum) over an axis of 2+ ranks");
   for (const params of plan) {
     for (const p of params) {
       const full = p.block.globalShape;

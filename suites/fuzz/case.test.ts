@@ -142,6 +142,15 @@ describe("fuzz cases", () => {
     expect(modelName(c)).toMatch(/^fuzz-[0-9a-f]{12}$/);
     expect(modelName(d)).not.toBe(modelName(c));
     expect(fuzzManifest(c).name).toBe(modelName(c));
+    // a Partial gradient's logical value is the sum of its partials: another reference, another name
+    const untied = structuredClone(c);
+    untied.params[0]!.replicas = [];
+    untied.params[0]!.placements = untied.params[0]!.axes.map(() => Replicate);
+    const partial = structuredClone(untied);
+    partial.params[0]!.placements = partial.params[0]!.placements.map(() => ({ kind: "partial" as const }));
+    expect(modelName(partial)).not.toBe(modelName(untied));
+    expect(fuzzManifest(partial).params[0]!.partialOver).toEqual(partial.params[0]!.axes);
+    expect(caseFromFile(caseToFile(partial), "p.json")).toEqual(validateCase(partial));
   });
 });
 
