@@ -22,10 +22,8 @@ export default defineSubject({
     let dense = 0;
     let sparse = 0; // expert params, on the EP mesh
     for (const p of params) {
-      if (!counts(p)) continue;
-      // a Partial(sum) gradient is summed over its Partial axes first (full_tensor), then counted once
-      const local = await leaderMeasure(rank, p, (g) => localPartial(rank.ops, g, normType));
-      if (local === null) continue;
+      const local = counts(p) ? await leaderMeasure(rank, p, (g) => localPartial(rank.ops, g, normType)) : null; // Partial: summed first
+      if (local === null) continue; // no gradient, a tied replica, or not the one rank that counts it
       if (p.mesh === "sparse") sparse = combine(sparse, local, normType);
       else dense = combine(dense, local, normType);
     }
