@@ -40,6 +40,8 @@ export interface CaseFacts {
   emptyGroup: { dense: boolean; sparse: boolean };
   /** Two ranks share two reduction groups whose partials may be ordered differently on each (sharedGroupsOfPlan). */
   sharedGroups: boolean;
+  /** Some gradient is Partial(sum) over 2+ ranks: its partials must be summed, not taken for shards. */
+  partialSum: boolean;
   /** How many float32 ulps max_norm lies above (> 0) or below the reference norm; null when not both finite float32. */
   maxNormUlps: number | null;
   /** The regime's special value at element 0 (Infinity, NaN, -Infinity), or null. */
@@ -49,6 +51,7 @@ export interface CaseFacts {
 interface GroupFacts {
   emptyGroup: { dense: boolean; sparse: boolean };
   sharedGroups: boolean;
+  partialSum: boolean;
 }
 const groupCache = new Map<string, GroupFacts>();
 
@@ -122,7 +125,8 @@ function groupFacts(c: Case, hasGrad: (index: number) => boolean, regime: string
   if (!hit) {
     const layout = validateLayout(c.layout);
     const plan = planWorld(getModel(c.model), layout);
-    hit = { emptyGroup: emptyGroupsOfPlan(plan, layout, hasGrad), sharedGroups: sharedGroupsOfPlan(plan, layout, hasGrad) };
+    const partialSum = plan.some((params) => params.some((p) => p.canonical && hasGrad(p.index) && (p.partial?.count ?? 0) >= 2));
+    hit = { emptyGroup: emptyGroupsOfPlan(plan, layout, hasGrad), sharedGroups: sharedGroupsOfPlan(plan, layout, hasGrad), partialSum };
     groupCache.set(key, hit);
   }
   return hit;
@@ -240,6 +244,8 @@ function wants(subjects: readonly string[]): Want[] {
   // torch multiplies by a NaN coefficient there: a `clip_coef < 1` guard leaves the gradients as they were
   for (const p of CORNER_NORMS) reqs.push({ id: `NaN with error_if_nonfinite=False: p=${formatNorm(p)}`, holds: (f) => f.normType === p && Number.isNaN(f.special ?? 0) && !f.errorIfNonfinite, min: 2 });
   reqs.push({ id: "non-integer p on a layout of several ranks", holds: (f) => f.normType !== Math.trunc(f.normType) && f.world > 1 && f.paramsWithGrad > 0, min: 6 });
+  // a clip that takes a Partial(sum) gradient's partials for shards shows only where there are 2+ partials to sum
+  reqs.push({ id: "Partial(sum) gradient over 2+ ranks, finite norm", holds: (f) => f.partialSum && f.referenceFinite && f.paramsWithGrad > 0, min: 4 });
   for (const g of GROUP_WANTS) reqs.push(g);
   return reqs;
 }

@@ -247,7 +247,7 @@ function builtin(): Record<string, Matrix> {
     gpu8: { name: "gpu8", description: "8 ranks", backend: "cuda", cases: sweep(GPU_LAYOUTS.gpu8, 0) },
     nightly: {
       name: "nightly",
-      description: "everything: the cpu layouts and world-16 layouts, every regime, f16 too, three seeds",
+      description: "everything: the cpu layouts and world-16 layouts, every regime, f16 too, three seeds, Partial(sum) gradients",
       backend: "cpu",
       cases: uniqueCases([
         ...[0, 1, 2].flatMap((seed) => sweep(CPU_LAYOUTS, seed)),
@@ -259,6 +259,7 @@ function builtin(): Record<string, Matrix> {
         ...nonfiniteNoError(CPU_LAYOUTS, 0),
         ...[0, 3, 6].flatMap((seed) => boundarySmallCorners(CPU_LAYOUTS, seed)),
         ...nanNoError(CPU_LAYOUTS, 0),
+        ...[0, 1, 2].flatMap((seed) => partialGradients(seed)),
       ]),
     },
   };
