@@ -21,9 +21,9 @@
  *   Two partials add exactly in float32 (their sum fits float32's significand), so the sum is the
  *   same in any order and on any number of ranks: the reference does not depend on the layout;
  * - the copy whose partial index (row-major over its Partial axes) is 0 holds partial0 (with the
- *   regime's special value, which the sum keeps), index 1 holds partial1, every other index zeros;
+ *   regime's special value, which the sum keeps), index 1 holds partial1, every other index -0 (which adds nothing, not even to a -0);
  *   a copy whose Partial axes have one rank in all holds the logical gradient;
- * - with modes `ones` and `zeros` index 0 holds the logical gradient and every other index zeros.
+ * - with modes `ones` and `zeros` index 0 holds the logical gradient and every other index -0.
  */
 import type { DType, SubjectShape } from "./api.ts";
 import type { GenSpec } from "../backend/backend.ts";
@@ -59,7 +59,8 @@ function partialLogical(plain: GenSpec): GenSpec {
 /** The partial one copy of a Partial(sum) parameter holds (see the module comment). */
 function partialSpec(plain: GenSpec, slot: PartialSlot): GenSpec {
   if (slot.count === 1) return partialLogical(plain);
-  const zeros: GenSpec = { seed: plain.seed, step: plain.step, name: plain.name, dtype: plain.dtype, exp: plain.exp, mode: "zeros" };
+  // -0, not +0: x + -0 is x for every x, -0 included, so the extra ranks leave the partials' sum bitwise as it is
+  const zeros: GenSpec = { seed: plain.seed, step: plain.step, name: plain.name, dtype: plain.dtype, exp: plain.exp, mode: "neg-zeros" };
   if (plain.mode !== "gen") return slot.index === 0 ? plain : zeros;
   const [first, second] = partialNames(plain.name);
   if (slot.index === 0) return { ...plain, name: first, exp: plain.exp - 1 };
