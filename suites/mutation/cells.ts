@@ -4,6 +4,7 @@
  * (`workers: 0`): in a worker thread the subjects would be loaded from their original sources, and
  * Stryker's instrumented modules (the mutants) would never run.
  */
+import { Writable } from "node:stream";
 import { builtinMatrices } from "../../matrix/index.ts";
 import { CORRECT_SUBJECTS, OPTIMIZER_SUBJECTS } from "../../harness/clip/registry.ts";
 import { finalizeMatrix } from "../../matrix/finalize.ts";
@@ -30,12 +31,19 @@ export function optimizerTrainCases(): TrainCase[] {
   return trainCases("cpu").filter((c) => c.expect === "pass" && OPTIMIZER_SUBJECTS.includes(c.subject));
 }
 
-/** One cell, in-process, through the same runner as `clip-parity run` (no golden). */
+/** Where the golden's verdict lines go: nowhere (a drift fails the cell's `golden` check). */
+const quiet = new Writable({ write: (_chunk, _encoding, done) => done() });
+
+/**
+ * One cell, in-process, through the same runner as `clip-parity run`, compared with golden/cpu.json
+ * (every cell here is a cpu cell): a mutant of the gradient rules (finalize.ts) gives the subject and
+ * the reference the same wrong gradients, which only the golden's tensor hashes show.
+ */
 export async function runInProcess(cell: Cell): Promise<CellResult> {
   const { subject, ...c } = cell;
   const out = await runMatrix(
-    { name: "mutation", description: cellId(cell), backend: "cpu", cases: [c as Case] },
-    { subjects: [subject], workers: 0, golden: "off", timeoutMs: 20_000 },
+    { name: "cpu", description: cellId(cell), backend: "cpu", cases: [c as Case] },
+    { subjects: [subject], workers: 0, golden: "check", goldenOut: quiet, timeoutMs: 20_000 },
   );
   return out.results[0]!;
 }
