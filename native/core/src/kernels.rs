@@ -243,6 +243,18 @@ fn read_words_portable(bytes: &[u8]) -> u32 {
     s
 }
 
+/// The f32 factor a clip coefficient scales by. A NaN coefficient becomes one NaN: a NaN computed in
+/// JavaScript reaches the addon with whatever sign and payload the engine's JIT state gave it (x86's
+/// default NaN from arithmetic, +NaN from a constant), and x * NaN returns that NaN, so without this
+/// the scaled bytes, and a tensor hash of them, would differ from one run of the same cell to the next.
+pub fn scale_factor(coef: f64) -> f32 {
+    if coef.is_nan() {
+        f32::NAN
+    } else {
+        coef as f32
+    }
+}
+
 multiversion! {
     /// x = round_T(f32(x) * coef), round to nearest even.
     pub fn scale<T: Elem>(xs: &mut [T], coef: f32) -> () {
@@ -344,6 +356,24 @@ mod tests {
             acc[i % L] += (x as f64) * (x as f64);
         }
         assert_eq!(sum_sq(&xs).to_bits(), tree_sum(acc).to_bits());
+    }
+
+    #[test]
+    fn a_nan_coefficient_scales_alike_whatever_its_sign_and_payload() {
+        let nans = [f64::NAN, -f64::NAN, f64::from_bits(0xfff8_0000_0000_0001), f64::from_bits(0x7ff0_0000_0000_0001)];
+        let scaled: Vec<Vec<u32>> = nans
+            .iter()
+            .map(|&c| {
+                let mut xs = vec![1.5f32, -0.0, 0.0, f32::INFINITY];
+                scale(&mut xs, scale_factor(c));
+                xs.iter().map(|x| x.to_bits()).collect()
+            })
+            .collect();
+        for s in &scaled {
+            assert_eq!(s, &scaled[0]);
+        }
+        assert_eq!(scaled[0][0], f32::NAN.to_bits());
+        assert_eq!(scale_factor(0.5), 0.5);
     }
 
     #[test]

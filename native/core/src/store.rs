@@ -430,7 +430,7 @@ impl TensorStore for Store {
     // ---- in place ----
 
     fn scale(&mut self, id: u32, coef: f64) -> Result<()> {
-        let c = coef as f32;
+        let c = kernels::scale_factor(coef);
         let t = self.get_mut(id)?;
         with_data!(&mut t.data, xs => kernels::scale(xs, c), meta => ());
         Ok(())
@@ -621,7 +621,7 @@ impl TensorStore for Store {
             });
             found
         }
-        let (c, path) = (coef as f32, KernelPath::detect());
+        let (c, path) = (kernels::scale_factor(coef), KernelPath::detect());
         Ok(with_data!(&t.data, xs => go(path, xs, spec, block, c), meta => None))
     }
 

@@ -797,7 +797,7 @@ impl TensorStore for CudaStore {
             return Ok(());
         }
         let d = self.dev(b.dev);
-        let c = (coef as f32).to_bits();
+        let c = crate::kernels::scale_factor(coef).to_bits();
         // SAFETY: scale_<dt> rewrites the n elements of the tensor's buffer.
         unsafe { Self::launch(d, &format!("scale_{}", sfx(t.dtype)), Self::gs_grid(d, t.numel), Args::default().a(b.ptr).a(t.numel).a(c).a(self.dnan))? };
         d.sync()
@@ -916,7 +916,7 @@ impl TensorStore for CudaStore {
         let d = self.dev(b.dev);
         let special = spec.special.and_then(|(idx, v)| block.local_index_of(idx).map(|l| (l, from_f64_bits(dt, v))));
         let a = gen_args(spec, dt, special);
-        let c = (coef as f32).to_bits();
+        let c = crate::kernels::scale_factor(coef).to_bits();
         let s = self.scratch(b.dev, 8)?;
         // SAFETY: verify_<dt> reads the n elements of the tensor's buffer and writes one u64 of
         // the scratch (>= 8 bytes).
@@ -945,9 +945,9 @@ impl TensorStore for CudaStore {
             v[0].to_f64()
         }
         let expected = match dt {
-            DType::F32 => want::<f32>(spec, key, gi, coef as f32),
-            DType::BF16 => want::<bf16>(spec, key, gi, coef as f32),
-            DType::F16 => want::<f16>(spec, key, gi, coef as f32),
+            DType::F32 => want::<f32>(spec, key, gi, crate::kernels::scale_factor(coef)),
+            DType::BF16 => want::<bf16>(spec, key, gi, crate::kernels::scale_factor(coef)),
+            DType::F16 => want::<f16>(spec, key, gi, crate::kernels::scale_factor(coef)),
         };
         Ok(Some(Mismatch { index: i, expected, actual: bits_to_f64(dt, self.raw_at(id, i)?) }))
     }
