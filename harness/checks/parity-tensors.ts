@@ -3,6 +3,9 @@ import type { VerifyItem } from "../backend/backend.ts";
 import type { LocalParam } from "../model/plan.ts";
 import { defineCheck, fail, globalIndex, notComparable, pass, skip } from "./types.ts";
 
+/** A value as a message shows it: -0 with its sign (a bitwise mismatch of +0 and -0 would read "got 0, expected 0"). */
+const signed = (x: number): string => (Object.is(x, -0) ? "-0" : String(x));
+
 /**
  * Every clipped element equals round(float32(g) * c): c is the reference's coefficient for the
  * `exact` class, else the one the rank's own norm gives (SPEC §6).
@@ -35,7 +38,7 @@ export default defineCheck({
       return fail(
         this.id,
         `rank ${rank}, ${p.fqn}${p.canonical ? "" : ` (replica of ${p.name})`}, element ${globalIndex(p.block, m.index)}: ` +
-          `got ${m.actual}, expected ${m.expected} = round(g * ${coef})`,
+          `got ${signed(m.actual)}, expected ${signed(m.expected)} = round(g * ${coef})`,
       );
     }
     return pass(this.id, `${items.length} local gradients`);
