@@ -22,6 +22,14 @@
  *   placed like its canonical copy) and the finalize regime (see CaseArbOptions.shape).
  * Tensors stay small (at most 7^3 = 343 elements, at most 6 logical params) so hundreds of cases
  * run in seconds.
+ *
+ * An optimizer-owned subject (shape "optimizer": it finalizes tied gradients and syncs tied copies
+ * itself) gets its own cases (optimizerCaseArb): parameters tied as case.ts checkOptimizerCase
+ * requires (trainerParamFromRaw), the `finalize` regime among the regimes (each copy its own partial
+ * gradient), two tied parameters over one set of ranks whenever two canonical copies draw the same
+ * stage and placements, and training cases of 2 or 3 steps (`steps`, about half the cases, finite
+ * regimes): an init sync from the wrong copy, or state that is right at step 1 and wrong from step 2.
+ * The clip subjects' cases are drawn exactly as before, so their seeds find the same cases.
  */
 import fc from "fast-check";
 import type { DType } from "../clip/api.ts";
@@ -175,6 +183,7 @@ export function fuzzRegimes(shape: CaseArbOptions["shape"]): readonly Regime[] {
 
 /** Fuzz cases for one subject. */
 export function caseArb(options: CaseArbOptions): fc.Arbitrary<FuzzCase> {
+  if (options.shape === "optimizer") return optimizerCaseArb(options.subject);
   return fc
     .record({
       layout: rawLayout,
@@ -198,6 +207,38 @@ export function caseArb(options: CaseArbOptions): fc.Arbitrary<FuzzCase> {
       };
       // error_if_nonfinite=False on a non-finite regime: NaN/Inf propagate through the scaling.
       if (raw.noError && raw.regime.startsWith("nonfinite")) c.errorIfNonfinite = false;
+      return c;
+    });
+}
+
+// ---- optimizer-owned subjects ----------------------------------------------------------------
+
+/** Regimes of training cases: finite gradients (the loop never raises; a NaN would only end the comparison). */
+export const TRAIN_REGIMES: readonly Regime[] = ["active", "inactive", "boundary", "sparse", "zeros"];
+/** Steps of a case: 0 a clip case; 2 or 3 a training case (step 2 is where state kept from step 1 shows). */
+const STEPS = [0, 2, 0, 3];
+
+/** Fuzz cases for an optimizer-owned subject (see the module comment). */
+export function optimizerCaseArb(subject: string): fc.Arbitrary<FuzzCase> {
+  return fc
+    .record({
+      layout: rawLayout,
+      params: fc.array(rawParam, { minLength: 1, maxLength: MAX_PARAMS }),
+      dtype: fc.constantFrom(...FUZZ_DTYPES),
+      normType: fc.constantFrom(...FUZZ_NORMS),
+      regime: fc.constantFrom<Regime>(...fuzzRegimes("optimizer")),
+      trainRegime: fc.constantFrom(...TRAIN_REGIMES),
+      steps: fc.constantFrom(...STEPS),
+      seed: fc.nat(999),
+      noError: fc.boolean(),
+    })
+    .map((raw) => {
+      const layout = layoutFromRaw(raw.layout);
+      const regime: Regime = raw.steps ? raw.trainRegime : raw.regime;
+      const params = raw.params.map((p, i) => trainerParamFromRaw(p, i, layout.pp));
+      const c: FuzzCase = { subject, layout, dtype: raw.dtype, normType: raw.normType, regime, seed: raw.seed, params };
+      if (raw.steps) c.steps = raw.steps;
+      else if (raw.noError && regime.startsWith("nonfinite")) c.errorIfNonfinite = false;
       return c;
     });
 }

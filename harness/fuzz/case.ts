@@ -23,17 +23,29 @@
  *   order, then replicas in manifest order;
  * - a replica lives on a stage other than its canonical copy's (a copy on the same stage would be
  *   the same tensor, as in plan.ts); at most one replica per stage.
+ * - an optimizer-owned subject (shape "optimizer") finalizes a tied gradient itself, summing the
+ *   copies that hold the same block over pp: its cases tie one replica on the last stage, placed as
+ *   its canonical copy (same mesh, axes, placements) on an earlier stage (checkOptimizerCase);
+ * - `steps` makes a training case: T steps of the `train` machinery (harness/resume/train.ts),
+ *   per-stage initialisation, on the case's layout against one rank holding every parameter whole
+ *   (singleRankPlan), compared bitwise after the init sync and after every step.
  */
 import { createHash } from "node:crypto";
 import { z } from "zod";
 import type { DType } from "../clip/api.ts";
 import { REGIMES, type Regime } from "../clip/regimes.ts";
 import { InputError } from "../errors.ts";
-import { formatLayout, validateLayout, worldSize, type Layout } from "../layout/layout.ts";
+import { formatLayout, parseLayout, validateLayout, worldSize, type Layout } from "../layout/layout.ts";
 import { ALL_AXES, axisIndex, coordsOf, denseMesh, DENSE_STAGE_AXES, SPARSE_STAGE_AXES, sparseMesh, type AxisName, type Mesh, type MeshName } from "../layout/mesh.ts";
 import { numel, type LogicalParam, type ModelManifest, type ParamKind } from "../model/manifest.ts";
 import { localBlock, Partial, partialSlot, Replicate, Shard, type LocalParam, type Placement } from "../model/plan.ts";
 import type { Cell } from "../spec/cell.ts";
+
+/** The regimes a fuzz case may name: the sweep's, and `finalize` (tied copies' own partial gradients). */
+export const FUZZ_REGIMES = [...REGIMES, "finalize"] as const satisfies readonly Regime[];
+
+/** One rank: the layout a training case is compared against. */
+const SINGLE_RANK = parseLayout("single");
 
 /** The per-stage axes of each mesh, in mesh order (no pp). */
 export const STAGE_MESH_AXES: Record<MeshName, readonly AxisName[]> = { dense: DENSE_STAGE_AXES, sparse: SPARSE_STAGE_AXES };
@@ -63,8 +75,13 @@ export interface FuzzCase {
   seed: number;
   maxNorm?: number;
   errorIfNonfinite?: boolean;
+  /** Training steps: the case is a training run (train.parity) instead of one clip. */
+  steps?: number;
   params: FuzzParam[];
 }
+
+/** The most steps a training case may ask for (the arbitraries draw 2 or 3). */
+export const MAX_TRAIN_STEPS = 10;
 
 // ---- placements as short text: "R", "S(0)" -----------------------------------------------------
 
@@ -103,10 +120,21 @@ function checkCopy(c: FuzzCopy, shape: number[], pp: number, where: string): voi
   }
 }
 
+function checkSteps(c: FuzzCase): void {
+  if (c.steps === undefined) return;
+  if (!Number.isInteger(c.steps) || c.steps < 1 || c.steps > MAX_TRAIN_STEPS) {
+    throw new InputError(`fuzz case steps: ${c.steps} must be an integer in [1, ${MAX_TRAIN_STEPS}]`);
+  }
+  // a training loop clips with the regime's max_norm and never raises (harness/resume/train.ts)
+  if (c.maxNorm !== undefined) throw new InputError(`fuzz case maxNorm: ${c.maxNorm} cannot be given with steps (a training case uses the regime's max_norm)`);
+  if (c.errorIfNonfinite !== undefined) throw new InputError(`fuzz case errorIfNonfinite: ${c.errorIfNonfinite} cannot be given with steps (a training loop never raises)`);
+}
+
 /** Throws InputError naming the parameter and field when the case is not well formed. */
 export function validateCase(c: FuzzCase): FuzzCase {
   const layout = validateLayout(c.layout);
   if (worldSize(layout) > 64) throw new InputError(`fuzz case: world ${worldSize(layout)} is larger than 64 ranks`);
+  checkSteps(c);
   const names = new Set<string>();
   c.params.forEach((p, i) => {
     const where = `fuzz case param ${i} (${p.name})`;
@@ -129,6 +157,30 @@ export function validateCase(c: FuzzCase): FuzzCase {
   return { ...c, layout };
 }
 
+const placedAs = (x: FuzzCopy) => JSON.stringify([x.mesh, x.axes, x.placements]);
+
+/**
+ * Throws InputError, naming the field and value, when a case cannot be run on an optimizer-owned
+ * subject: its finalize sums a tied gradient over the copies holding the same block (one all_reduce
+ * on the tie group), so a tied parameter is tied as trainers tie it: its one replica on the last stage
+ * (what the synthetic manifest declares), after its canonical copy's, and placed like it.
+ */
+export function checkOptimizerCase(c: FuzzCase): void {
+  const last = validateLayout(c.layout).pp - 1;
+  c.params.forEach((p, i) => {
+    if (p.replicas.length > 1) throw new InputError(`fuzz case params[${i}] (${p.name}): ${p.replicas.length} replicas; an optimizer-owned subject's cases tie one replica on the last stage`);
+    p.replicas.forEach((r, k) => {
+      const where = `fuzz case params[${i}] (${p.name}) replicas[${k}]`;
+      if (placedAs(r) !== placedAs(p)) {
+        throw new InputError(`${where}: placed on ${describeCopy(r)}, its canonical copy on ${describeCopy(p)}: an optimizer-owned subject finalizes over copies placed alike`);
+      }
+      if (r.stage !== last || p.stage >= last) {
+        throw new InputError(`${where}: stage ${r.stage} (canonical copy on stage ${p.stage}): an optimizer-owned subject's replica sits on the last stage (${last}), after its canonical copy`);
+      }
+    });
+  });
+}
+
 // ---- model and plan -----------------------------------------------------------------------------
 
 function hasPartial(c: FuzzCopy): boolean {
@@ -149,7 +201,7 @@ function kindOf(p: FuzzParam): ParamKind {
   return p.mesh === "sparse" ? "expert" : "ffn";
 }
 
-/** A stable short hash of what the reference depends on: the logical params' names and shapes. */
+/** A stable short hash of what the reference depends on: the logical params' names and shapes, and more (below). */
 export function modelName(c: FuzzCase): string {
   const h = createHash("sha256");
   // what the reference depends on beyond names and shapes: in `finalize` a tied parameter's logical gradient
@@ -234,6 +286,17 @@ export function fuzzPlan(c: FuzzCase): LocalParam[][] {
   return out;
 }
 
+/**
+ * The plan of one rank holding every parameter whole (the layout of a training case's comparison):
+ * each logical parameter once, canonical, still in its tie group when the case ties it.
+ */
+export function singleRankPlan(c: FuzzCase): LocalParam[][] {
+  const whole = (p: FuzzParam): FuzzParam => ({ ...p, stage: 0, mesh: "dense", axes: DENSE_STAGE_AXES.slice(), placements: DENSE_STAGE_AXES.map(() => Replicate), replicas: [] });
+  const tied = new Set(c.params.filter((p) => p.replicas.length).map((p) => p.name));
+  const plan = fuzzPlan({ ...c, layout: SINGLE_RANK, params: c.params.map(whole) });
+  return plan.map((params) => params.map((lp) => ({ ...lp, tieGroup: tied.has(lp.name) ? lp.name : null })));
+}
+
 /** The cell runCell runs (its model is the synthetic manifest's name). */
 export function fuzzCell(c: FuzzCase): Cell {
   return {
@@ -307,8 +370,9 @@ const caseFileSchema = z.strictObject({
   }),
   dtype: z.enum(["f32", "bf16", "f16"]),
   norm: z.union([z.number().positive(), z.literal("inf")]),
-  regime: z.enum([...REGIMES, "finalize"]),
+  regime: z.enum(FUZZ_REGIMES),
   seed: z.number().int().nonnegative(),
+  steps: z.number().int().positive().optional(),
   maxNorm: z.number().positive().optional(),
   errorIfNonfinite: z.boolean().optional(),
   params: z.array(paramSchema),
@@ -326,6 +390,7 @@ export function caseToFile(c: FuzzCase, note?: string): string {
     norm: c.normType === Infinity ? "inf" : c.normType,
     regime: c.regime,
     seed: c.seed,
+    ...(c.steps !== undefined ? { steps: c.steps } : {}),
     ...(c.maxNorm !== undefined ? { maxNorm: c.maxNorm } : {}),
     ...(c.errorIfNonfinite !== undefined ? { errorIfNonfinite: c.errorIfNonfinite } : {}),
   };
@@ -357,6 +422,7 @@ export function caseFromFile(text: string, where: string): FuzzCase {
     normType: f.norm === "inf" ? Infinity : f.norm,
     regime: f.regime,
     seed: f.seed,
+    ...(f.steps !== undefined ? { steps: f.steps } : {}),
     ...(f.maxNorm !== undefined ? { maxNorm: f.maxNorm } : {}),
     ...(f.errorIfNonfinite !== undefined ? { errorIfNonfinite: f.errorIfNonfinite } : {}),
     params: f.params.map((p) => ({
@@ -371,15 +437,16 @@ export function caseFromFile(text: string, where: string): FuzzCase {
   });
 }
 
+/** Where a copy sits: `s1:dense[dp_shard=S(0),tp=R]`. */
+function describeCopy(x: FuzzCopy): string {
+  return `s${x.stage}:${x.mesh}[${x.axes.map((a, i) => `${a}=${formatPlacement(x.placements[i]!)}`).join(",")}]`;
+}
+
 /** One line describing the case, e.g. for test output. */
 export function describeCase(c: FuzzCase): string {
   const s = caseSize(c);
   const norm = c.normType === Infinity ? "inf" : String(c.normType);
-  const params = c.params
-    .map((p) => {
-      const copy = (x: FuzzCopy) => `s${x.stage}:${x.mesh}[${x.axes.map((a, i) => `${a}=${formatPlacement(x.placements[i]!)}`).join(",")}]`;
-      return `${p.name}[${p.shape.join("x")}]@${copy(p)}${p.replicas.map((r) => ` tied ${copy(r)}`).join("")}`;
-    })
-    .join("; ");
-  return `${c.subject} ${formatLayout(c.layout)} ${c.dtype} n${norm} ${c.regime} s${c.seed} (${s.ranks} ranks, ${s.params} params, ${s.elements} elements): ${params}`;
+  const params = c.params.map((p) => `${p.name}[${p.shape.join("x")}]@${describeCopy(p)}${p.replicas.map((r) => ` tied ${describeCopy(r)}`).join("")}`).join("; ");
+  const train = c.steps !== undefined ? ` train t${c.steps}` : "";
+  return `${c.subject} ${formatLayout(c.layout)} ${c.dtype} n${norm} ${c.regime} s${c.seed}${train} (${s.ranks} ranks, ${s.params} params, ${s.elements} elements): ${params}`;
 }

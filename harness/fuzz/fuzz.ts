@@ -19,9 +19,9 @@ import { validateLayout } from "../layout/layout.ts";
 import { runCell } from "../run/cell.ts";
 import { reproCommand } from "../spec/cell.ts";
 import { caseArb } from "./arbitraries.ts";
-import { caseToFile, describeCase, type FuzzCase } from "./case.ts";
+import { caseToFile, checkOptimizerCase, describeCase, type FuzzCase } from "./case.ts";
 import { minimize } from "./minimize.ts";
-import { runFuzzCase, type Violation } from "./run.ts";
+import { runAnyCase, type Violation } from "./run.ts";
 import { runOneJob } from "../run/pool.ts";
 
 /** The seed CI uses (stable test names and reproducible runs); CLIP_PARITY_FUZZ_SEED overrides it. */
@@ -82,7 +82,7 @@ export interface PropertyOptions {
 export function fuzzPredicate(subject: Subject, options: PropertyOptions = {}): (c: FuzzCase) => Promise<void> {
   return async (c) => {
     options.onRun?.();
-    const { violations } = await runFuzzCase(c, subject, { repro: replayCommand(replayPath(c, options.outDir)) });
+    const { violations } = await runAnyCase(c, subject, { repro: replayCommand(replayPath(c, options.outDir)) });
     const judged = options.targets ? violations.filter((v) => options.targets!.includes(v.id)) : violations;
     if (judged.length) throw new FuzzViolation(c, judged);
   };
@@ -106,6 +106,7 @@ export interface Counterexample {
  * violated checks fails there too, the failure is expressible as a plain `clip-parity cell` line.
  */
 async function onBuiltinModels(c: FuzzCase, subject: Subject, violations: Violation[]): Promise<string[]> {
+  if (c.steps !== undefined) return []; // a training case: its replay file is the way to rerun it
   const ids = new Set(violations.map((v) => v.id));
   const out: string[] = [];
   for (const model of BUILTIN_MODELS) {
@@ -139,7 +140,8 @@ export async function explainFailure(
       return violationsOf(e).filter((v) => ids0.has(v.id));
     }
   };
-  const min = await minimize(shrunk, async (x) => (await judge(x)).length > 0);
+  const accept = subject.shape === "optimizer" ? checkOptimizerCase : undefined;
+  const min = await minimize(shrunk, async (x) => (await judge(x)).length > 0, undefined, accept);
   const c = min.fuzzCase;
   const violations = min.kept ? await judge(c) : first;
   const path = replayPath(c, options.outDir);

@@ -7,7 +7,9 @@
  * step applies, every one-step simplification of the case itself and keeps it when the case still
  * fails: drop a parameter or a replica, lower an axis size of the layout, drop a tensor dim or lower
  * its size, turn a Shard into Replicate, drop a sub-mesh axis, move a copy to stage 0 or to the dense
- * mesh, and reset seed, dtype, norm, regime and error_if_nonfinite to the simplest values.
+ * mesh (one copy, or every copy of a tied parameter alike, which an optimizer-owned subject's cases
+ * need), take a step off a training case, and reset seed, dtype, norm, regime and error_if_nonfinite
+ * to the simplest values. `accept` refuses what the subject cannot run (case.ts checkOptimizerCase).
  */
 import { LAYOUT_AXES, validateLayout, type Layout } from "../layout/layout.ts";
 import { Replicate, Shard } from "../model/plan.ts";
@@ -129,10 +131,20 @@ function* paramSteps(c: FuzzCase): Generator<FuzzCase> {
         yield n;
       }
     }
+    // the same step on every copy, so that copies placed alike stay alike (stage moves would collide)
+    if (p.replicas.length) {
+      for (const step of copySteps({ ...p, stage: 0 })) {
+        const n = clone(c);
+        const q: FuzzParam = n.params[i]!;
+        for (const copy of [q, ...q.replicas]) step(copy);
+        yield n;
+      }
+    }
   }
 }
 
 function* scalarSteps(c: FuzzCase): Generator<FuzzCase> {
+  if (c.steps !== undefined && c.steps > 1) yield { ...clone(c), steps: c.steps - 1 };
   if (c.seed !== 0) yield { ...clone(c), seed: 0 };
   if (c.dtype !== "f32") yield { ...clone(c), dtype: "f32" };
   if (c.normType !== 2) yield { ...clone(c), normType: 2 };
@@ -144,15 +156,19 @@ function* scalarSteps(c: FuzzCase): Generator<FuzzCase> {
   }
 }
 
-/** Every one-step simplification of `c` that is still a valid case. */
-export function* simplifications(c: FuzzCase): Generator<FuzzCase> {
+/** Every one-step simplification of `c` that is still a valid case (and that `accept` does not throw on). */
+export function* simplifications(c: FuzzCase, accept: (c: FuzzCase) => void = () => {}): Generator<FuzzCase> {
   for (const gen of [paramSteps, layoutSteps, scalarSteps]) {
     for (const n of gen(c)) {
+      let valid: FuzzCase;
       try {
-        yield validateCase(n);
+        valid = validateCase(n);
+        accept(valid);
       } catch {
         // an invalid step (e.g. a replica that no longer has a stage of its own): skip it
+        continue;
       }
+      yield valid;
     }
   }
 }
@@ -168,14 +184,19 @@ export interface MinimizeResult {
  * Greedy one-step minimisation: `stillFails(case)` resolves true when the case still shows the
  * failure. Stops at a fixpoint or after `maxTries` attempts.
  */
-export async function minimize(c: FuzzCase, stillFails: (c: FuzzCase) => Promise<boolean>, maxTries = 3000): Promise<MinimizeResult> {
+export async function minimize(
+  c: FuzzCase,
+  stillFails: (c: FuzzCase) => Promise<boolean>,
+  maxTries = 3000,
+  accept?: (c: FuzzCase) => void,
+): Promise<MinimizeResult> {
   let current = c;
   let tried = 0;
   let kept = 0;
   const seen = new Set<string>();
   for (let progress = true; progress && tried < maxTries; ) {
     progress = false;
-    for (const next of simplifications(current)) {
+    for (const next of simplifications(current, accept)) {
       const key = JSON.stringify(next);
       if (seen.has(key)) continue;
       seen.add(key);

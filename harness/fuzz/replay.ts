@@ -9,7 +9,7 @@ import type { Subject } from "../clip/api.ts";
 import { loadSubject } from "../clip/registry.ts";
 import { DEFAULT_TIMEOUT_MS, runOneJob } from "../run/pool.ts";
 import { caseFromFile, describeCase, type FuzzCase } from "./case.ts";
-import { runFuzzCase, type FuzzOutcome } from "./run.ts";
+import { runAnyCase, type FuzzOutcome, type FuzzTrainOutcome } from "./run.ts";
 import { replayCommand } from "./fuzz.ts";
 
 export function readCaseFile(path: string): FuzzCase {
@@ -24,7 +24,7 @@ export function readCaseFile(path: string): FuzzCase {
 
 export interface Replay {
   fuzzCase: FuzzCase;
-  outcome: FuzzOutcome;
+  outcome: FuzzOutcome | FuzzTrainOutcome;
 }
 
 /** Runs a case file's case here (in a worker, when the pool runs it: `load` is then the worker's loader). */
@@ -32,7 +32,7 @@ export async function replayCaseFile(path: string, options: { subject?: string; 
   const loaded = readCaseFile(path);
   const fuzzCase = options.subject ? { ...loaded, subject: options.subject } : loaded;
   const subject = await (options.load ?? loadSubject)(fuzzCase.subject);
-  const outcome = await runFuzzCase(fuzzCase, subject, { repro: replayCommand(path) + (options.subject ? ` --subject ${shellQuote(options.subject)}` : "") });
+  const outcome = await runAnyCase(fuzzCase, subject, { repro: replayCommand(path) + (options.subject ? ` --subject ${shellQuote(options.subject)}` : "") });
   return { fuzzCase, outcome };
 }
 
@@ -49,6 +49,7 @@ export async function printReplay(
     return 1;
   }
   const { fuzzCase, outcome } = o.result as Replay;
+  if ("train" in outcome) return printTrainReplay(path, fuzzCase, outcome, out);
   const r = outcome.result;
   out.write(`${r.id}  (fuzz case ${path})\n  ${describeCase(fuzzCase)}\n`);
   out.write(`  norm ${r.totalNorm}  reference ${r.referenceNorm}  clip_coef ${r.clipCoef}  max_norm ${r.maxNorm}\n`);
@@ -56,5 +57,14 @@ export async function printReplay(
   const extra = outcome.violations.filter((v) => !r.checks.some((c) => c.id === v.id));
   for (const v of extra) out.write(`  fail ${v.id}: ${v.message}\n`);
   if (options.memoryTable) out.write(options.memoryTable(r));
+  return outcome.violations.length ? 1 : 0;
+}
+
+/** A replayed training case: the layouts, each step's norm, and the train.parity verdict. */
+function printTrainReplay(path: string, fuzzCase: FuzzCase, outcome: FuzzTrainOutcome, out: NodeJS.WritableStream): number {
+  const t = outcome.train;
+  out.write(`${t.id}  (fuzz case ${path})\n  ${describeCase(fuzzCase)}\n`);
+  for (const l of t.layouts) out.write(`  ${l.layout}: norms ${l.norms.join(", ") || "-"}\n`);
+  out.write(`  ${t.check.status.padEnd(4)} ${t.check.id}: ${t.check.message.replace(/\n/g, "\n       ")}\n`);
   return outcome.violations.length ? 1 : 0;
 }

@@ -19,7 +19,8 @@ import { Backend } from "../backend/backend.ts";
 import { fail, globalIndex, NORM_TOLERANCE, pass, sameNorm, type CheckResult } from "../checks/types.ts";
 import { formatLayout, validateLayout, worldSize, type Layout } from "../layout/layout.ts";
 import { getModel } from "../model/models.ts";
-import { refusePartialGradients } from "../model/manifest.ts";
+import { refusePartialGradients, type ModelManifest } from "../model/manifest.ts";
+import type { LocalParam } from "../model/plan.ts";
 import { regimeSpec } from "../clip/regimes.ts";
 import { InputError } from "../errors.ts";
 import { formatNorm } from "../spec/cell.ts";
@@ -111,12 +112,29 @@ export function validateTrainCell(c: TrainCell): void {
   if (!INIT_MODES.includes(c.init)) throw new InputError(`--init: "${String(c.init)}" is not one of ${INIT_MODES.join(", ")}`);
 }
 
-export async function runTrain(cell: TrainCell, options: { subject: Subject; timeoutMs?: number }): Promise<TrainResult> {
+export interface TrainOptions {
+  subject: Subject;
+  timeoutMs?: number;
+  /**
+   * A model given explicitly instead of the built-in `cell.model`, with each layout's plan (index =
+   * layout, then rank): a fuzz case's synthetic model and placements. Its caller has validated the
+   * case (harness/fuzz/case.ts), and may give a single layout (then only tied copies are compared).
+   */
+  model?: ModelManifest;
+  plans?: LocalParam[][][];
+  /** The command line a failure prints to reproduce the run, when trainRepro cannot express it. */
+  repro?: string;
+}
+
+export async function runTrain(cell: TrainCell, options: TrainOptions): Promise<TrainResult> {
   const started = performance.now();
-  validateTrainCell(cell);
+  if (!options.model) validateTrainCell(cell);
+  else refusePartialGradients(options.model, "the fuzz case");
+  if (options.model && options.model.name !== cell.model) throw new Error(`internal: cell.model "${cell.model}" does not name the model given ("${options.model.name}")`);
+  if (options.plans && options.plans.length !== cell.layouts.length) throw new Error(`internal: ${options.plans.length} plans for ${cell.layouts.length} layouts`);
   const subject = options.subject;
   const tolerance = subject.tolerance ?? "fp32";
-  const model = getModel(cell.model);
+  const model = options.model ?? getModel(cell.model);
   const layouts = cell.layouts.map((l) => validateLayout(l));
   const cfg: TrainConfig = {
     subject,
@@ -128,7 +146,7 @@ export async function runTrain(cell: TrainCell, options: { subject: Subject; tim
     init: cell.init,
     timeoutMs: options.timeoutMs,
   };
-  const repro = trainRepro(cell);
+  const repro = options.repro ?? trainRepro(cell);
   const runs: TrainLayoutRun[] = layouts.map((l) => ({ layout: formatLayout(l), world: worldSize(l), ms: 0, norms: [] }));
   const notes: string[] = [];
   const backend = new Backend("cpu", Math.max(...runs.map((r) => r.world)));
@@ -180,7 +198,7 @@ export async function runTrain(cell: TrainCell, options: { subject: Subject; tim
     try {
       for (const [i, l] of layouts.entries()) {
         const t0 = performance.now();
-        const s = initState(backend, l, cfg);
+        const s = initState(backend, l, cfg, options.plans?.[i]);
         states.push(s);
         await afterInit(backend, s, cfg);
         runs[i]!.ms += performance.now() - t0;

@@ -99,12 +99,14 @@ export function initGen(seed: number, name: string): GenSpec {
 
 /**
  * Allocates every physical copy of `layout` on `backend` (ranks 0..world-1), parameters initialised
- * from the generator, state zero, step counts 0: a freshly built model and optimizer.
+ * from the generator, state zero, step counts 0: a freshly built model and optimizer. `plan` (index =
+ * rank) replaces the model's default plan on the layout (a fuzz case's synthetic placements).
  */
-export function initState(backend: Backend, layout: Layout, cfg: TrainConfig): TrainState {
+export function initState(backend: Backend, layout: Layout, cfg: TrainConfig, plan?: LocalParam[][]): TrainState {
   const l = validateLayout(layout);
   const world = worldSize(l);
-  const plan = planWorld(cfg.model, l);
+  if (plan && plan.length !== world) throw new Error(`internal: a plan of ${plan.length} ranks for a layout of ${world}`);
+  plan ??= planWorld(cfg.model, l);
   const regime = regimeSpec(cfg.regime);
   const ranks = plan.map((params, rank) =>
     params.map((lp): CopyState => {
