@@ -99,3 +99,35 @@ export function coverage(cases: readonly FuzzCase[]): Record<Feature, number> {
   for (const c of cases) for (const f of featuresOf(c)) out[f]++;
   return out;
 }
+
+/** What an optimizer-owned subject's cases add (arbitraries.ts optimizerCaseArb; suites/fuzz/optimizer.test.ts). */
+export const OPTIMIZER_FEATURES = [
+  "finalize regime with a tie group across stages",
+  "two tied params over one set of stages",
+  "tie group not starting on stage 0",
+  "training case",
+  "training case with a tie group across stages",
+] as const;
+export type OptimizerFeature = (typeof OPTIMIZER_FEATURES)[number];
+
+/** The optimizer features one case has. */
+export function optimizerFeaturesOf(c: FuzzCase): Set<OptimizerFeature> {
+  const f = new Set<OptimizerFeature>();
+  const tied = c.params.filter((p) => p.replicas.length);
+  const stageSets = tied.map((p) => [p.stage, ...p.replicas.map((r) => r.stage)].join(","));
+  if (tied.length && c.regime === "finalize") f.add("finalize regime with a tie group across stages");
+  if (new Set(stageSets).size < stageSets.length) f.add("two tied params over one set of stages");
+  if (tied.some((p) => p.stage > 0)) f.add("tie group not starting on stage 0");
+  if (c.steps !== undefined) {
+    f.add("training case");
+    if (tied.length) f.add("training case with a tie group across stages");
+  }
+  return f;
+}
+
+/** How many of `cases` have each optimizer feature. */
+export function optimizerCoverage(cases: readonly FuzzCase[]): Record<OptimizerFeature, number> {
+  const out = Object.fromEntries(OPTIMIZER_FEATURES.map((f) => [f, 0])) as Record<OptimizerFeature, number>;
+  for (const c of cases) for (const f of optimizerFeaturesOf(c)) out[f]++;
+  return out;
+}

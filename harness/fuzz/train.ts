@@ -4,6 +4,10 @@
  * on the case's layout against one rank holding every parameter whole. Bugs that no single clip
  * shows are found here: a tie sync after init from the wrong copy (or none), and state that makes a
  * trainer right at step 1 and wrong from step 2 on.
+ *
+ * The case's layout runs first at every step, so that each rank's first clip is the case's own:
+ * state a subject keeps between clips (its rank's module instance is shared by both layouts' rank 0)
+ * shows from step 2 of the case, as in a trainer, not from the other layout's clip.
  */
 import type { Subject } from "../clip/api.ts";
 import { parseLayout, worldSize } from "../layout/layout.ts";
@@ -25,10 +29,10 @@ export async function runFuzzTrain(c: FuzzCase, subject: Subject, options: RunCa
     regime: c.regime,
     seed: c.seed,
     steps: c.steps,
-    layouts: alone ? [c.layout] : [parseLayout("single"), c.layout],
+    layouts: alone ? [c.layout] : [c.layout, parseLayout("single")],
     init: "per-stage",
   };
-  const plans = alone ? [fuzzPlan(c)] : [singleRankPlan(c), fuzzPlan(c)];
+  const plans = alone ? [fuzzPlan(c)] : [fuzzPlan(c), singleRankPlan(c)];
   const train = await runTrain(cell, { subject, model, plans, repro: options.repro, timeoutMs: options.timeoutMs ?? 20_000 });
   const violations = train.check.status === "fail" ? [{ id: train.check.id, message: train.check.message }] : [];
   return { train, violations };
