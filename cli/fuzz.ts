@@ -2,16 +2,16 @@
  * `clip-parity fuzz [--runs N] [--seed S|random] [--subject NAME|PATH]... [--self-test] [--out DIR]`
  * `clip-parity fuzz --replay FILE [--subject NAME|PATH]`   (`npm run fuzz -- ...` is the same)
  *
- * Without --subject it fuzzes every correct built-in subject: N generated cases each (default 200),
- * every property of harness/fuzz/run.ts. --self-test instead checks that the fuzzer catches every
- * known-bad subject by one of its own checks within SELF_TEST_RUNS cases, and shows the shrunk
- * counterexamples. The seed defaults to the CI seed (CLIP_PARITY_FUZZ_SEED or DEFAULT_SEED), so a
+ * Without --subject it fuzzes every correct built-in subject, the optimizer-owned titan-mtp included:
+ * N generated cases each (default 200), every property of harness/fuzz/run.ts. --self-test instead
+ * checks that the fuzzer catches every known-bad subject (the optimizer-owned ones included) by one
+ * of its own checks within SELF_TEST_RUNS cases, and shows the shrunk counterexamples. The seed defaults to the CI seed (CLIP_PARITY_FUZZ_SEED or DEFAULT_SEED), so a
  * run is reproducible; `--seed random` draws one and prints it.
  * Exit status: 0 all properties held, 1 a counterexample was found (or a known-bad subject was not
  * caught), 2 bad input.
  */
 import { InputError } from "../harness/errors.ts";
-import { BUILTIN_SUBJECTS, CORRECT_SUBJECTS, KNOWN_BAD_SUBJECTS } from "../harness/clip/registry.ts";
+import { BUILTIN_SUBJECTS, CORRECT_SUBJECTS, KNOWN_BAD_SUBJECTS, OPTIMIZER_KNOWN_BAD_SUBJECTS, OPTIMIZER_SUBJECTS } from "../harness/clip/registry.ts";
 import { caseSize } from "../harness/fuzz/case.ts";
 import { DEFAULT_OUT_DIR, envSeed, fuzzIsolated, SELF_TEST_RUNS } from "../harness/fuzz/fuzz.ts";
 import { DEFAULT_TIMEOUT_MS, probeSubjects } from "../harness/run/pool.ts";
@@ -21,8 +21,9 @@ import { parseCommand, parseInteger, str, type CommandSpec } from "./args.ts";
 export const spec: CommandSpec = {
   name: "fuzz",
   summary:
-    "Property-based fuzzing of placement buckets: generated layouts, sub-meshes, placements and regimes, each case judged by every " +
-    "check; a failure is shrunk and written as a replayable case file. --self-test checks that every known-bad subject is caught.",
+    "Property-based fuzzing of placement buckets: generated layouts, sub-meshes, placements and regimes (for an optimizer-owned subject " +
+    "also tie groups in the finalize regime and 2-3 step training runs), each case judged by every check; a failure is shrunk and " +
+    "written as a replayable case file. --self-test checks that every known-bad subject is caught.",
   flags: {
     runs: { type: "string", value: "N", description: "cases per subject", default: `200; ${SELF_TEST_RUNS} with --self-test` },
     seed: { type: "string", value: "S|random", description: "fast-check seed, an integer in (-2^31, 2^31)", default: "CLIP_PARITY_FUZZ_SEED or the CI seed" },
@@ -65,7 +66,7 @@ export async function run(argv: string[]): Promise<number> {
 
   if (v["self-test"]) {
     const runs = v.runs === undefined ? SELF_TEST_RUNS : parseInteger(str(v, "runs")!, "--runs", { min: 1 });
-    const names = subjects ?? KNOWN_BAD_SUBJECTS;
+    const names = subjects ?? [...KNOWN_BAD_SUBJECTS, ...OPTIMIZER_KNOWN_BAD_SUBJECTS];
     out.write(`fuzz self-test: each known-bad subject must fail one of its own checks within ${runs} cases (seed ${seed})\n`);
     let missed = 0;
     for (const name of names) {
@@ -95,7 +96,7 @@ export async function run(argv: string[]): Promise<number> {
   }
 
   const runs = v.runs === undefined ? 200 : parseInteger(str(v, "runs")!, "--runs", { min: 1 });
-  const names = subjects ?? CORRECT_SUBJECTS;
+  const names = subjects ?? [...CORRECT_SUBJECTS, ...OPTIMIZER_SUBJECTS];
   out.write(`fuzz: ${names.join(", ")}: ${runs} cases each, seed ${seed}\n`);
   const started = performance.now();
   let failed = 0;

@@ -1,7 +1,7 @@
 /**
  * The fuzz pass of `npm test`: every correct built-in subject holds every fuzz property
- * (harness/fuzz/run.ts) on generated layouts, meshes, placements, stages and tie groups, the
- * optimizer-owned `titan-mtp` among them (its cases place replicas like their canonical copy).
+ * (harness/fuzz/run.ts) on generated layouts, meshes, placements, stages and tie groups; the
+ * optimizer-owned `titan-mtp` on its own cases (the finalize regime, training cases).
  *
  * The seed is fixed (CLIP_PARITY_FUZZ_SEED overrides it), so test names and runs are stable in CI;
  * CLIP_PARITY_FUZZ_RUNS sets the cases per subject (default 300: 1200 cells, a few seconds). A failure
