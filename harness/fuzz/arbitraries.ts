@@ -227,6 +227,8 @@ export function optimizerCaseArb(subject: string): fc.Arbitrary<FuzzCase> {
       dtype: fc.constantFrom(...FUZZ_DTYPES),
       normType: fc.constantFrom(...FUZZ_NORMS),
       regime: fc.constantFrom<Regime>(...fuzzRegimes("optimizer")),
+      // a quarter of the clip cases in `finalize`, where a tied copy's own partial makes the finalize matter
+      finalize: fc.nat(3),
       trainRegime: fc.constantFrom(...TRAIN_REGIMES),
       steps: fc.constantFrom(...STEPS),
       seed: fc.nat(999),
@@ -234,7 +236,7 @@ export function optimizerCaseArb(subject: string): fc.Arbitrary<FuzzCase> {
     })
     .map((raw) => {
       const layout = layoutFromRaw(raw.layout);
-      const regime: Regime = raw.steps ? raw.trainRegime : raw.regime;
+      const regime: Regime = raw.steps ? raw.trainRegime : raw.finalize === 0 ? "finalize" : raw.regime;
       const params = raw.params.map((p, i) => trainerParamFromRaw(p, i, layout.pp));
       const c: FuzzCase = { subject, layout, dtype: raw.dtype, normType: raw.normType, regime, seed: raw.seed, params };
       if (raw.steps) c.steps = raw.steps;

@@ -21,7 +21,7 @@ import { InputError } from "../../harness/errors.ts";
 import { caseArb } from "../../harness/fuzz/arbitraries.ts";
 import { caseFromFile, caseToFile, checkOptimizerCase, validateCase, type FuzzCase } from "../../harness/fuzz/case.ts";
 import { OPTIMIZER_FEATURES, optimizerCoverage } from "../../harness/fuzz/coverage.ts";
-import { fuzzIsolated } from "../../harness/fuzz/fuzz.ts";
+import { fuzzIsolated, SELF_TEST_RUNS } from "../../harness/fuzz/fuzz.ts";
 import type { Replay } from "../../harness/fuzz/replay.ts";
 import { runOneJob } from "../../harness/run/pool.ts";
 
@@ -102,11 +102,11 @@ describe("fuzzing optimizer-owned subjects (in a worker)", () => {
   });
 
   for (const [subject, targets] of KNOWN_BAD) {
-    it(`${subject.replace(`${STRENGTH}/`, "")}: caught by ${targets.join(" or ")} within 30 cases`, { timeout: 60_000 }, async () => {
-      const { result, fault } = await fuzzIsolated({ subject, params: { seed: SEED, numRuns: 30, targets, outDir: dir, subjectSpec: subject } });
+    it(`${subject.replace(`${STRENGTH}/`, "")}: caught by ${targets.join(" or ")} within ${SELF_TEST_RUNS} cases`, { timeout: 120_000 }, async () => {
+      const { result, fault } = await fuzzIsolated({ subject, params: { seed: SEED, numRuns: SELF_TEST_RUNS, targets, outDir: dir, subjectSpec: subject } });
       expect(fault).toBeNull();
       const ce = result!.counterexample;
-      expect(ce, `no case of 30 failed ${targets.join(" or ")}`).toBeDefined();
+      expect(ce, `no case of ${SELF_TEST_RUNS} failed ${targets.join(" or ")}`).toBeDefined();
       for (const v of ce!.violations) expect(targets).toContain(v.id);
     });
   }
