@@ -4,7 +4,8 @@
  * the cpu matrix, and the train and resume sections run with the subject; the first three subjects below
  * passed the main job on 1275596. Clip-shaped corner bugs are each caught on the cells meant for them
  * (a `norm > max_norm` guard, a `clip_coef < 1` guard on NaN, p truncated, a bucket order taken from the
- * partials, an empty-shard group skipped), the last two by the regression cells a whole run meets.
+ * partials, an empty-shard group skipped: the last two by the regression cells a whole run meets), and
+ * so are a Partial(sum) gradient taken for a Shard and a copy of every gradient held during the clip.
  * Each subject here has its bug written in the shape a trainer would have it.
  */
 import { mkdtempSync, readFileSync } from "node:fs";
@@ -45,6 +46,8 @@ describe("the main job fails each optimizer-owned bug", () => {
       ["p-truncated", /\/n1\.5\//],
       ["bucket-order-by-rank", /^regression \d+: .* n(2|1\.5) /], // a finite p: the regression section
       ["skip-empty-bucket", /^regression \d+: /], // no debug-model cell has an empty-shard group
+      ["partial-as-shard", /\/llama3-debug-unreduced\//], // a Partial(sum) gradient's partials summed over 2 ranks
+      ["copy-every-grad", /\/llama3-debug\//], // a copy of every gradient: memory.peak on any model cell
     ];
     const json = join(mkdtempSync(join(tmpdir(), "cp-main-")), "out.json");
     const r = await cli(["run", "--matrix", "cpu", ...CORNERS.flatMap(([n]) => ["--subject", S(n)]), "--golden", "off", "--json", json, "--quiet"], 900_000);
