@@ -12,7 +12,7 @@
 import { CHECK_IDS } from "../harness/checks/index.ts";
 import { clipCoefficient } from "../harness/clip/api.ts";
 import { computeReference } from "../harness/clip/reference.ts";
-import { maxNormOf, regimeSpec } from "../harness/clip/regimes.ts";
+import { f32UlpsBetween, maxNormOf, regimeSpec } from "../harness/clip/regimes.ts";
 import { BUILTIN_SUBJECTS, CORRECT_SUBJECTS } from "../harness/clip/registry.ts";
 import { validateLayout, worldSize, type ValidLayout } from "../harness/layout/layout.ts";
 import { getModel } from "../harness/model/models.ts";
@@ -38,7 +38,7 @@ export interface CaseFacts {
   tiedReplica: boolean;
   /** A reduction group where some rank holds only empty shards (of params with a gradient), per mesh. */
   emptyGroup: { dense: boolean; sparse: boolean };
-  /** Two ranks share two reduction groups whose partials may be ordered differently on each (sharedGroupsOfPlan). */
+  /** Two ranks share two reduction groups whose partials may be ordered differently on each (groupFactsOfPlan). */
   sharedGroups: boolean;
   /** Some gradient is Partial(sum) over 2+ ranks: its partials must be summed, not taken for shards. */
   partialSum: boolean;
@@ -55,24 +55,36 @@ interface GroupFacts {
 }
 const groupCache = new Map<string, GroupFacts>();
 
-/**
- * Per mesh: is there a reduction group (a set of ranks: what a bucketing subject keys its buckets by)
- * that some member holds only empty shards of, while another member holds elements? The group counts
- * for each mesh that one of its parameters lives on. Only canonical copies with a gradient count.
- */
-export function emptyGroupsOfPlan(plan: readonly (readonly LocalParam[])[], layout: ValidLayout, hasGrad: (index: number) => boolean): { dense: boolean; sparse: boolean } {
+/** One reduction group (a set of ranks: what a bucketing subject keys its buckets by) and what each member holds of it. */
+interface GroupHolding {
+  ranks: readonly number[];
+  meshes: Set<"dense" | "sparse">;
+  /** rank -> local elements of the group's parameters (canonical copies with a gradient). */
+  byRank: Map<number, number>;
+}
+
+/** The plan's reduction groups, by key, with their members' local element counts: the one pass both group facts read. */
+function groupHoldings(plan: readonly (readonly LocalParam[])[], layout: ValidLayout, hasGrad: (index: number) => boolean): Map<string, GroupHolding> {
   const meshes = meshesOf(layout);
-  const held = new Map<string, { meshes: Set<"dense" | "sparse">; byRank: Map<number, number> }>();
+  const held = new Map<string, GroupHolding>();
   plan.forEach((params, rank) => {
     for (const p of params) {
       if (!p.canonical || !hasGrad(p.index)) continue;
-      const g = reductionGroup(meshes, rank, p, p.placements.map((x) => x.kind !== "replicate")).key;
-      const e = held.get(g) ?? { meshes: new Set(), byRank: new Map() };
+      const g = reductionGroup(meshes, rank, p, p.placements.map((x) => x.kind === "shard"));
+      const e = held.get(g.key) ?? { ranks: g.ranks, meshes: new Set(), byRank: new Map() };
       e.meshes.add(p.mesh);
       e.byRank.set(rank, (e.byRank.get(rank) ?? 0) + p.numel);
-      held.set(g, e);
+      held.set(g.key, e);
     }
   });
+  return held;
+}
+
+/**
+ * Per mesh: is there a reduction group that some member holds only empty shards of, while another
+ * member holds elements? The group counts for each mesh that one of its parameters lives on.
+ */
+function emptyGroups(held: ReadonlyMap<string, GroupHolding>): { dense: boolean; sparse: boolean } {
   const out = { dense: false, sparse: false };
   for (const e of held.values()) {
     const counts = [...e.byRank.values()];
@@ -89,25 +101,13 @@ export function emptyGroupsOfPlan(plan: readonly (readonly LocalParam[])[], layo
  * debug models one group holds thousands of elements and the other millions, on every rank: their
  * partials are ordered alike on every rank but for the inf-norm.)
  */
-export function sharedGroupsOfPlan(plan: readonly (readonly LocalParam[])[], layout: ValidLayout, hasGrad: (index: number) => boolean): boolean {
-  const meshes = meshesOf(layout);
-  const ranksOf = new Map<string, readonly number[]>();
-  const numel = plan.map(() => new Map<string, number>());
-  plan.forEach((params, rank) => {
-    for (const p of params) {
-      if (!p.canonical || !hasGrad(p.index)) continue;
-      const g = reductionGroup(meshes, rank, p, p.placements.map((x) => x.kind !== "replicate"));
-      if (g.ranks.length < 2) continue;
-      ranksOf.set(g.key, g.ranks);
-      numel[rank]!.set(g.key, (numel[rank]!.get(g.key) ?? 0) + p.numel);
-    }
-  });
-  const counts = (rank: number, a: string, b: string) => [numel[rank]!.get(a) ?? 0, numel[rank]!.get(b) ?? 0] as const;
+function sharedGroups(held: ReadonlyMap<string, GroupHolding>): boolean {
+  const groups = [...held.values()].filter((g) => g.ranks.length >= 2);
+  const counts = (rank: number, a: GroupHolding, b: GroupHolding) => [a.byRank.get(rank) ?? 0, b.byRank.get(rank) ?? 0] as const;
   const close = ([x, y]: readonly [number, number]) => x > 0 && y > 0 && Math.max(x, y) <= 4 * Math.min(x, y);
-  const keys = [...ranksOf.keys()];
-  for (const [i, a] of keys.entries()) {
-    for (const b of keys.slice(i + 1)) {
-      const both = ranksOf.get(a)!.filter((r) => ranksOf.get(b)!.includes(r));
+  for (const [i, a] of groups.entries()) {
+    for (const b of groups.slice(i + 1)) {
+      const both = a.ranks.filter((r) => b.ranks.includes(r));
       for (const [j, r1] of both.entries()) {
         for (const r2 of both.slice(j + 1)) {
           const [c1, c2] = [counts(r1, a, b), counts(r2, a, b)];
@@ -119,6 +119,12 @@ export function sharedGroupsOfPlan(plan: readonly (readonly LocalParam[])[], lay
   return false;
 }
 
+/** The reduction-group facts of a plan (canonical copies with a gradient count). */
+export function groupFactsOfPlan(plan: readonly (readonly LocalParam[])[], layout: ValidLayout, hasGrad: (index: number) => boolean): Pick<GroupFacts, "emptyGroup" | "sharedGroups"> {
+  const held = groupHoldings(plan, layout, hasGrad);
+  return { emptyGroup: emptyGroups(held), sharedGroups: sharedGroups(held) };
+}
+
 function groupFacts(c: Case, hasGrad: (index: number) => boolean, regime: string): GroupFacts {
   const key = `${c.model}|${JSON.stringify(c.layout)}|${regime}`;
   let hit = groupCache.get(key);
@@ -126,17 +132,10 @@ function groupFacts(c: Case, hasGrad: (index: number) => boolean, regime: string
     const layout = validateLayout(c.layout);
     const plan = planWorld(getModel(c.model), layout);
     const partialSum = plan.some((params) => params.some((p) => p.canonical && hasGrad(p.index) && (p.partial?.count ?? 0) >= 2));
-    hit = { emptyGroup: emptyGroupsOfPlan(plan, layout, hasGrad), sharedGroups: sharedGroupsOfPlan(plan, layout, hasGrad), partialSum };
+    hit = { ...groupFactsOfPlan(plan, layout, hasGrad), partialSum };
     groupCache.set(key, hit);
   }
   return hit;
-}
-
-/** Float32 ulps from `from` to `to`, when both are positive finite float32 values. */
-function f32UlpsBetween(from: number, to: number): number | null {
-  if (!(from > 0 && to > 0 && Number.isFinite(from) && Number.isFinite(to)) || Math.fround(from) !== from || Math.fround(to) !== to) return null;
-  const bits = new Int32Array(new Float32Array([from, to]).buffer);
-  return bits[1]! - bits[0]!;
 }
 
 export function caseFacts(c: Case): CaseFacts {
@@ -213,7 +212,7 @@ function regressionFacts(r: Regression): Pick<CaseFacts, "emptyGroup" | "sharedG
   const spec = regimeSpec(c.regime);
   const plan = fuzzPlan(c);
   const layout = validateLayout(c.layout);
-  return { emptyGroup: emptyGroupsOfPlan(plan, layout, spec.hasGrad), sharedGroups: sharedGroupsOfPlan(plan, layout, spec.hasGrad), normType: c.normType };
+  return { ...groupFactsOfPlan(plan, layout, spec.hasGrad), normType: c.normType };
 }
 
 /** Requirements on the shape of the reduction groups: met by model cases and by regression cells alike. */

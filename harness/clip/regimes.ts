@@ -134,3 +134,10 @@ export function f32Ulps(x: number, k: number): number {
   u[0] += k;
   return f[0]!;
 }
+
+/** Float32 ulps from `from` to `to` (the inverse of f32Ulps), when both are positive finite float32 values; null otherwise. */
+export function f32UlpsBetween(from: number, to: number): number | null {
+  if (!(from > 0 && to > 0 && Number.isFinite(from) && Number.isFinite(to)) || Math.fround(from) !== from || Math.fround(to) !== to) return null;
+  const bits = new Int32Array(new Float32Array([from, to]).buffer);
+  return bits[1]! - bits[0]!;
+}

@@ -3,7 +3,7 @@
  * some of it outside the fp32 class's band, so a subject cannot answer from max_norm.
  */
 import { describe, expect, it } from "vitest";
-import { boundaryOffset, maxNormOf } from "../../harness/clip/regimes.ts";
+import { boundaryOffset, f32Ulps, f32UlpsBetween, maxNormOf } from "../../harness/clip/regimes.ts";
 import { parseLayout } from "../../harness/layout/layout.ts";
 import { builtinMatrices } from "../../matrix/index.ts";
 
@@ -22,5 +22,15 @@ describe("boundary max_norm", () => {
     expect(maxNormOf(c, 100)).toBe(maxNormOf({ ...c, layout: parseLayout("pp2,tp2") }, 100));
     expect(maxNormOf({ ...c, maxNorm: 3 }, 100)).toBe(3);
     expect(maxNormOf({ ...c, regime: "active" }, 100)).toBe(1);
+  });
+});
+
+describe("float32 ulps", () => {
+  it("f32UlpsBetween undoes f32Ulps, across a binade too, and is null off positive finite float32 values", () => {
+    for (const x of [Math.fround(0.1), 1, Math.fround(3.999999), 2 ** -20, Math.fround(1e30)]) {
+      for (const k of [-3, -1, 0, 1, 2, 7]) expect(f32UlpsBetween(x, f32Ulps(x, k)), `${x} ${k}`).toBe(k);
+    }
+    expect(f32UlpsBetween(Math.fround(2 - 2 ** -23), 2)).toBe(1);
+    for (const [a, b] of [[0, 1], [1, Infinity], [-1, 1], [0.1, 1], [1, NaN]]) expect(f32UlpsBetween(a!, b!)).toBeNull();
   });
 });
