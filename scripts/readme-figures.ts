@@ -24,6 +24,7 @@ import { trainCases } from "../matrix/train.ts";
 
 export const README = fileURLToPath(new URL("../README.md", import.meta.url));
 const MUTATION_DATA = fileURLToPath(new URL("../docs/mutation.json", import.meta.url));
+const FP32_ACCUM_DATA = fileURLToPath(new URL("../docs/fp32-accum.json", import.meta.url));
 
 const MARKER = /<!--fig:([a-z0-9.-]+)-->([\s\S]*?)<!--\/fig-->/g;
 
@@ -36,6 +37,7 @@ export function computeFigures(): Record<string, string> {
   const fin = finalizeMatrix();
   const coverage = matrixCoverage(m.cpu!);
   const mutation = JSON.parse(readFileSync(MUTATION_DATA, "utf8")) as { after: { score: number }; before: { score: number } | null };
+  const accum = JSON.parse(readFileSync(FP32_ACCUM_DATA, "utf8")) as { maxRatio: number; cellsKept: number };
   const figures: Record<string, string> = {
     "cpu.layouts": String(CPU_LAYOUTS.length),
     "cpu.cases": grouped(m.cpu!.cases.length),
@@ -54,6 +56,9 @@ export function computeFigures(): Record<string, string> {
     "subjects.known-bad": String(KNOWN_BAD_SUBJECTS.length + OPTIMIZER_KNOWN_BAD_SUBJECTS.length),
     checks: String(CHECK_IDS.length),
     "mutation.after": `${mutation.after.score}%`,
+    "fp32-accum.max-ratio": accum.maxRatio.toFixed(3),
+    "fp32-accum.cells": grouped(accum.cellsKept),
+    "fp32-accum.margin": `${Math.floor(1 / accum.maxRatio)}x`,
     "mutation.before": mutation.before ? `${mutation.before.score}%` : "n/a",
     // the generated --help, between code fences (the markers stand on their own lines, outside the fence)
     "cli.usage": `\n\`\`\`\n${usage().trimEnd()}\n\`\`\`\n`,

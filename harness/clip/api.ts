@@ -13,7 +13,7 @@ import type { Backend } from "../backend/backend.ts";
 import type { CommRecord } from "../world/world.ts";
 
 export type DType = "f32" | "bf16" | "f16";
-export type ToleranceClass = "exact" | "fp32" | "bf16";
+export type ToleranceClass = "exact" | "fp32" | "fp32-accum" | "bf16";
 export type ReduceOp = "sum" | "max";
 /**
  * "clip" (default): torch.nn.utils.clip_grad_norm_ over every copy; the harness finalizes tied

@@ -23,6 +23,8 @@ export interface Reference {
   totalNorm: number;
   /** Logical parameters with a gradient. */
   paramsWithGrad: number;
+  /** Their elements: the terms of the power sum (what the fp32-accum bound grows with). */
+  elementsWithGrad: number;
 }
 
 const cache = new Map<string, Reference>();
@@ -44,6 +46,7 @@ export function computeReference(
   let max = 0;
   let nonfinite = 0;
   let paramsWithGrad = 0;
+  let elementsWithGrad = 0;
   let specialDone = spec.special === null;
   // the logical gradients: in `finalize` a tied parameter's is the f32 sum of its copies' partials
   const specs = gradSpecs(model, { dtype, regime, seed, step, pp: 1 });
@@ -56,6 +59,7 @@ export function computeReference(
       specialDone = true;
     }
     const count = numel(p.shape);
+    elementsWithGrad += count;
     if (normType === Infinity) {
       const m = n.maxAbsFull(gen, count);
       max = Number.isNaN(m) || Number.isNaN(max) ? NaN : Math.max(max, m);
@@ -64,7 +68,7 @@ export function computeReference(
     }
   }
   const powerSum = normType === Infinity ? max : exactToNumber({ sum, nonfinite });
-  const ref: Reference = { powerSum, totalNorm: normFromPowerSum(powerSum, normType), paramsWithGrad };
+  const ref: Reference = { powerSum, totalNorm: normFromPowerSum(powerSum, normType), paramsWithGrad, elementsWithGrad };
   cache.set(key, ref);
   return ref;
 }

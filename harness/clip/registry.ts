@@ -64,7 +64,7 @@ export const BUILTIN_SUBJECTS: Record<string, Subject> = Object.fromEntries(
   [...CORRECT, ...KNOWN_BAD, ...OPTIMIZER_CORRECT, ...OPTIMIZER_KNOWN_BAD].map((s) => [s.name, s]),
 );
 
-export const TOLERANCE_CLASSES: readonly ToleranceClass[] = ["exact", "fp32", "bf16"];
+export const TOLERANCE_CLASSES: readonly ToleranceClass[] = ["exact", "fp32", "fp32-accum", "bf16"];
 
 /**
  * Whether a subject runs outside this process (the PyTorch adapter runs it under torchrun): its

@@ -55,7 +55,7 @@ export interface RunCellOptions {
 }
 
 /** The meta backend holds no values: no reference, only shapes, bytes and collectives. */
-const NO_REFERENCE: Reference = { powerSum: NaN, totalNorm: NaN, paramsWithGrad: 0 };
+const NO_REFERENCE: Reference = { powerSum: NaN, totalNorm: NaN, paramsWithGrad: 0, elementsWithGrad: 0 };
 
 /**
  * The default plan of a built-in model on a layout, computed once per process: the plan is a pure

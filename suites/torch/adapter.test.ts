@@ -113,6 +113,10 @@ describe(`PyTorch functions as subjects, through the adapter${torch.skipNote}`, 
       expect(r.checks.map((k) => k.status)).toEqual(r.checks.map(() => "skip"));
       expect(r.checks.every((k) => /^not applicable: its clip takes no /.test(k.message))).toBe(true);
     }
+    // a Partial(sum) gradient cannot be handed to torch: the cell is skipped with the reason, and a run goes on
+    const partial = await run(cell("torch:torch", "tp2", "llama3-debug-sp", "f32", 2, "active"));
+    expect(partial.checks.map((k) => k.status)).toEqual(partial.checks.map(() => "skip"));
+    expect(partial.checks[0]!.message).toMatch(/^not applicable: .* is placed Partial\(sum\) on tp: torch subjects do not support Partial placements/);
   }, 300_000);
 
   it.runIf(torch.run)("a signed max for the inf-norm: only -Inf in a gradient shows it (the nonfinite-neginf regime)", async () => {

@@ -32,7 +32,7 @@ describe("TorchOptions from the environment", () => {
     const bad: [string, string, RegExp][] = [
       ["CLIP_PARITY_TORCH_TIMEOUT_S", "soon", /CLIP_PARITY_TORCH_TIMEOUT_S: "soon" is not a positive number of seconds/],
       ["CLIP_PARITY_TORCH_START_TIMEOUT_S", "-3", /CLIP_PARITY_TORCH_START_TIMEOUT_S: "-3"/],
-      ["CLIP_PARITY_TORCH_TOLERANCE", "fp16", /CLIP_PARITY_TORCH_TOLERANCE: "fp16" is not exact, fp32, bf16 or auto/],
+      ["CLIP_PARITY_TORCH_TOLERANCE", "fp16", /CLIP_PARITY_TORCH_TOLERANCE: "fp16" is not exact, fp32, fp32-accum, bf16 or auto/],
       ["CLIP_PARITY_TORCH_FOREACH", "maybe", /CLIP_PARITY_TORCH_FOREACH: "maybe" is not one of/],
       ["CLIP_PARITY_TORCH_DEVICE", "cuda", /CLIP_PARITY_TORCH_DEVICE: "cuda" is not cpu or auto/],
       ["CLIP_PARITY_TORCH_KEEP", "2", /CLIP_PARITY_TORCH_KEEP: "2"/],

@@ -21,7 +21,7 @@ export interface TorchOptions {
   cellTimeoutS: number;
   /** Launching torchrun and importing torch on every rank. */
   startTimeoutS: number;
-  /** The tolerance class claimed for every cell; "auto": fp32 for float32 gradients, bf16 otherwise (torch reduces in the gradients' dtype). */
+  /** The tolerance class claimed for every cell; "auto": fp32-accum for float32 gradients (torch accumulates them in float32), bf16 otherwise (the norm comes back in the gradients' dtype). */
   tolerance: ToleranceClass | "auto";
   /** Passed as `foreach` to targets whose convention asks for the option; null: not passed. */
   foreach: boolean | null;
@@ -95,7 +95,7 @@ export function torchOptionsFromEnv(env: NodeJS.ProcessEnv = process.env, base: 
         o.startTimeoutS = seconds(name, raw);
         break;
       case "tolerance":
-        if (raw !== "exact" && raw !== "fp32" && raw !== "bf16" && raw !== "auto") throw new InputError(`${name}: "${raw}" is not exact, fp32, bf16 or auto`);
+        if (raw !== "exact" && raw !== "fp32" && raw !== "fp32-accum" && raw !== "bf16" && raw !== "auto") throw new InputError(`${name}: "${raw}" is not exact, fp32, fp32-accum, bf16 or auto`);
         o.tolerance = raw;
         break;
       case "foreach":

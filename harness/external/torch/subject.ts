@@ -122,10 +122,14 @@ export function probeTorch(
   return info!;
 }
 
-/** The class a torch subject claims for a cell: torch reduces in the gradients' dtype. */
+/**
+ * The class a torch subject claims for a cell: torch's vector_norm accumulates a float32 gradient's
+ * |g|^p in float32 (on CPU and CUDA alike) and every framework here sums the per-tensor results in
+ * float32 too: fp32-accum; a bf16 or f16 gradient's norm is returned in its own dtype: bf16.
+ */
 export function torchTolerance(dtype: DType, setting: TorchOptions["tolerance"]): ToleranceClass {
   if (setting !== "auto") return setting;
-  return dtype === "f32" ? "fp32" : "bf16";
+  return dtype === "f32" ? "fp32-accum" : "bf16";
 }
 
 // ---- one cell -------------------------------------------------------------------------------------------
@@ -165,11 +169,18 @@ const isTimeout = (msg: string) => /timed? ?out|timeout/i.test(msg);
  * implemented): a cell with a Partial(sum) gradient is refused, naming the parameter, rather than run
  * with its partials taken for something else.
  */
-export function refusePartial(params: readonly Pick<ParamView, "fqn" | "meshAxes" | "placements">[], what: string): void {
+/** Why a cell with a Partial(sum) gradient cannot be handed to torch (null when it has none). */
+export function partialPlacement(params: readonly Pick<ParamView, "fqn" | "meshAxes" | "placements">[]): string | null {
   for (const p of params) {
     const i = p.placements.findIndex((x) => x.kind === "partial");
-    if (i >= 0) throw new InputError(`${what}: ${p.fqn} is placed Partial(sum) on ${p.meshAxes[i]}: torch subjects do not support Partial placements`);
+    if (i >= 0) return `${p.fqn} is placed Partial(sum) on ${p.meshAxes[i]}: torch subjects do not support Partial placements (the adapter builds DTensors from reduced local gradients)`;
   }
+  return null;
+}
+
+export function refusePartial(params: readonly Pick<ParamView, "fqn" | "meshAxes" | "placements">[], what: string): void {
+  const why = partialPlacement(params);
+  if (why) throw new InputError(`${what}: ${why}`);
 }
 
 /** Whether this rank's shard of `view` is the one copy counted (ARG_SOURCES.grads_for_norm). */
@@ -222,7 +233,6 @@ export interface TorchSubject extends Subject {
 
 async function runExternal(subject: TorchSubject, x: ExternalCell): Promise<ExternalRun> {
   const { world, backend, layout } = x;
-  refusePartial(x.params.flat(), subject.name);
   const o = subject.options;
   const tolerance = torchTolerance(x.cell.dtype, o.tolerance);
   const log: TorchCellLog = { paths: Array.from({ length: world }, () => null), notApplicable: null, jobSeconds: 0, sessionStartSeconds: 0 };
@@ -235,7 +245,8 @@ async function runExternal(subject: TorchSubject, x: ExternalCell): Promise<Exte
   });
   if (backend.isMeta) return fail("the meta backend holds no gradient values: torch subjects run on the cpu backend", null);
   const regime = x.cell.regime;
-  const na = applicability(subject.convention, { normType: x.normType, regime, errorIfNonfinite: x.errorIfNonfinite });
+  // a cell the adapter cannot build is skipped with the reason, as one the convention cannot be asked (the run goes on)
+  const na = partialPlacement(x.params.flat()) ?? applicability(subject.convention, { normType: x.normType, regime, errorIfNonfinite: x.errorIfNonfinite });
   if (na) {
     log.notApplicable = na;
     return { ...fail(`NotApplicable: ${subject.name}: ${na}`, null), notApplicable: na };
