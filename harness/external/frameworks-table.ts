@@ -13,7 +13,8 @@ import { worldSize } from "../layout/layout.ts";
 import { runCell } from "../run/cell.ts";
 import { cellId, type Case, type Cell } from "../spec/cell.ts";
 import type { CellResult } from "../results/types.ts";
-import { loadFrameworks, type Framework } from "./torch/frameworks.ts";
+import { cannotRunOn, loadFrameworks, outsideConfigurations, type Framework } from "./torch/frameworks.ts";
+import { regimeSpec } from "../clip/regimes.ts";
 import type { TorchOptions } from "./torch/options.ts";
 import { closeTorchSessions, isTorchSubject, loadTorchSubject, type TorchSubject } from "./torch/subject.ts";
 
@@ -36,7 +37,8 @@ export const CI_SUBSET = {
 /** The case part of a cell id (without the subject). */
 export const caseKey = (c: Case) => cellId({ subject: "", ...c }).slice(1);
 
-export type CellStatus = "pass" | "fail" | "n/a";
+/** "not run": the framework cannot run here (e.g. it needs CUDA and the cells run on CPU ranks). */
+export type CellStatus = "pass" | "fail" | "n/a" | "not run";
 
 export interface FrameworkCellRecord {
   case: string;
@@ -49,6 +51,10 @@ export interface FrameworkCellRecord {
   /** The convention paths the ranks took, distinct, in rank order. */
   paths: string[];
   notApplicable?: string;
+  /** Why the cell is outside the configurations the framework's trainer builds (its file's `configurations`). */
+  outside?: string;
+  /** Why the cell did not run here (status "not run"). */
+  cannotRun?: string;
 }
 
 export interface FrameworkRecord {
@@ -180,7 +186,7 @@ export function causeText(key: string, explain: Record<string, string> = {}): st
 
 // ---- running -------------------------------------------------------------------------------------------
 
-export function recordOf(r: CellResult, log: TorchSubject["lastRun"]): FrameworkCellRecord {
+export function recordOf(r: CellResult, log: TorchSubject["lastRun"], outside: string | null = null): FrameworkCellRecord {
   const failed = r.checks.filter((c) => c.status === "fail");
   const na = log?.notApplicable ?? null;
   return {
@@ -191,7 +197,13 @@ export function recordOf(r: CellResult, log: TorchSubject["lastRun"]): Framework
     causes: na ? [] : causesOf(r),
     paths: [...new Set((log?.paths ?? []).filter((p): p is string => p !== null))],
     ...(na ? { notApplicable: na } : {}),
+    ...(outside && !na ? { outside } : {}),
   };
+}
+
+/** A cell the framework cannot run here: recorded, not run. */
+function notRunRecord(c: Case, why: string): FrameworkCellRecord {
+  return { case: caseKey(c), status: "not run", failed: [], messages: {}, causes: [], paths: [], cannotRun: why };
 }
 
 export interface RunHooks {
@@ -244,13 +256,24 @@ export async function runFrameworks(
   try {
     for (const world of byWorld) {
       for (const s of order) {
+        const fw = s.framework!;
+        const cannot = cannotRunOn(fw, "cpu");
         for (const c of cases.filter((x) => worldSize(x.layout) === world)) {
+          if (cannot) {
+            const rec = notRunRecord(c, cannot);
+            const per = results.get(fw.name) ?? new Map();
+            per.set(rec.case, rec);
+            results.set(fw.name, per);
+            hooks.onCell?.(fw.name, rec, 0, null);
+            continue;
+          }
           const cell: Cell = { subject: s.name, ...c };
           const t0 = performance.now();
           const r = await runCell(cell, { subject: s });
           const seconds = (performance.now() - t0) / 1000;
           const log = s.lastRun;
-          const rec = recordOf(r, log);
+          const outside = outsideConfigurations(fw, { ...c, errorIfNonfinite: c.errorIfNonfinite ?? regimeSpec(c.regime).errorIfNonfinite });
+          const rec = recordOf(r, log, outside);
           if (log && !log.notApplicable) {
             timing.cells++;
             timing.cellSeconds += seconds - log.sessionStartSeconds;
@@ -310,14 +333,21 @@ function count<T>(xs: readonly T[], key: (x: T) => string[]): [string, number][]
 const CHECK_ORDER = ["parity.norm", "parity.tensors", "parity.ranks", "scaling.nonempty", "scaling.replicas", "liveness", "errors.nonfinite", "memory.peak", "memory.leak", "comm.budget"];
 const byCheck = (a: [string, number], b: [string, number]) => CHECK_ORDER.indexOf(a[0]) - CHECK_ORDER.indexOf(b[0]);
 
+/** A framework's cells split as the page reports them: in its configurations, outside them, n/a, not run here. */
 function tally(cells: readonly FrameworkCellRecord[]) {
-  const ran = cells.filter((c) => c.status !== "n/a");
+  const ran = cells.filter((c) => c.status === "pass" || c.status === "fail");
+  const inside = ran.filter((c) => !c.outside);
+  const outside = ran.filter((c) => c.outside);
   return {
     ran: ran.length,
-    passed: ran.filter((c) => c.status === "pass").length,
-    failed: ran.filter((c) => c.status === "fail").length,
-    na: cells.length - ran.length,
-    checks: count(ran, (c) => c.failed).sort(byCheck),
+    inside: inside.length,
+    passed: inside.filter((c) => c.status === "pass").length,
+    failed: inside.filter((c) => c.status === "fail").length,
+    outside: outside.length,
+    outsideFailed: outside.filter((c) => c.status === "fail").length,
+    na: cells.filter((c) => c.status === "n/a").length,
+    notRun: cells.filter((c) => c.status === "not run").length,
+    checks: count(inside, (c) => c.failed).sort(byCheck),
   };
 }
 
@@ -344,15 +374,26 @@ export function renderFrameworks(d: FrameworksData, explain: Record<string, Reco
       "function on the path takes `norm_type`, or an error on a non-finite norm where none takes `error_if_nonfinite`.",
   );
   o.push("");
-  o.push("| framework | version | cells | passed | failed | n/a | failed by check |");
-  o.push("|---|---|---|---|---|---|---|");
+  o.push(
+    "A cell is *outside its configurations* when the framework's trainer never builds or asks for it (its file's `configurations`, " +
+      "read from its sources: no pipeline stages, no MTP with PP, only some mesh axes or dtypes, the norm type and error flag the " +
+      "trainer passes). Those cells still run, and are reported apart: a failure there is not one the framework's maintainers would " +
+      "accept. A framework whose clip needs CUDA is *not run* on these CPU ranks. The failures counted below are those in the " +
+      "configurations each framework supports.",
+  );
+  o.push("");
+  o.push("| framework | version | in its configurations | passed | failed | outside them (failed) | n/a | not run here | failed by check |");
+  o.push("|---|---|---|---|---|---|---|---|---|");
   for (const f of d.frameworks) {
     if (f.version === null) {
-      o.push(`| ${f.name} | does not import | 0 | - | - | - | ${esc(f.error ?? "")} |`);
+      o.push(`| ${f.name} | does not import | 0 | - | - | - | - | - | ${esc(f.error ?? "")} |`);
       continue;
     }
     const t = tally(f.cells);
-    o.push(`| ${f.name} | ${f.package} ${f.version} | ${t.ran} | ${t.passed} | ${t.failed} | ${t.na} | ${t.checks.map(([k, n]) => `${k} ${n}`).join(", ") || "-"} |`);
+    o.push(
+      `| ${f.name} | ${f.package} ${f.version} | ${t.inside} | ${t.passed} | ${t.failed} | ${t.outside} (${t.outsideFailed}) | ${t.na} | ${t.notRun} | ` +
+        `${t.checks.map(([k, n]) => `${k} ${n}`).join(", ") || "-"} |`,
+    );
   }
   for (const f of d.frameworks) {
     o.push("");
@@ -367,7 +408,8 @@ export function renderFrameworks(d: FrameworksData, explain: Record<string, Reco
       continue;
     }
     const t = tally(f.cells);
-    const paths = count(f.cells.filter((c) => c.status !== "n/a"), (c) => (c.paths.length ? [c.paths.join(" + ")] : []));
+    const ranCells = f.cells.filter((c) => c.status === "pass" || c.status === "fail");
+    const paths = count(ranCells, (c) => (c.paths.length ? [c.paths.join(" + ")] : []));
     if (paths.length > 1) {
       o.push("");
       o.push("Paths taken (per cell, the distinct paths of its ranks):");
@@ -375,38 +417,50 @@ export function renderFrameworks(d: FrameworksData, explain: Record<string, Reco
       o.push("| path | cells | passed | failed |");
       o.push("|---|---|---|---|");
       for (const [p, n] of paths) {
-        const cs = f.cells.filter((c) => c.status !== "n/a" && c.paths.join(" + ") === p);
+        const cs = ranCells.filter((c) => c.paths.join(" + ") === p);
         o.push(`| ${p} | ${n} | ${cs.filter((c) => c.status === "pass").length} | ${cs.filter((c) => c.status === "fail").length} |`);
       }
     }
     o.push("");
-    o.push(`${t.ran} cells: ${t.passed} passed, ${t.failed} failed${t.na ? `; ${t.na} not applicable` : ""}.`);
-    const causes = count(f.cells, (c) => c.causes).sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
-    if (causes.length) {
-      o.push("");
-      o.push("Why cells fail (a cell may show several):");
-      o.push("");
-      o.push("| cells | cause | first cell |");
-      o.push("|---|---|---|");
-      for (const [k, n] of causes) o.push(`| ${n} | ${esc(causeText(k, explain[f.name]))} | \`${f.cells.find((c) => c.causes.includes(k))!.case}\` |`);
-    }
+    o.push(
+      `In its configurations, ${t.inside} cells: ${t.passed} passed, ${t.failed} failed.` +
+        (t.outside ? ` Outside them, ${t.outside} cells (${t.outsideFailed} failed).` : "") +
+        (t.na ? ` ${t.na} not applicable.` : "") +
+        (t.notRun ? ` ${t.notRun} not run here.` : ""),
+    );
+    const inside = f.cells.filter((c) => (c.status === "pass" || c.status === "fail") && !c.outside);
+    const causeTable = (cells: readonly FrameworkCellRecord[], title: string) => {
+      const causes = count(cells, (c) => c.causes).sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
+      if (!causes.length) return;
+      o.push("", title, "", "| cells | cause | first cell |", "|---|---|---|");
+      for (const [k, n] of causes) o.push(`| ${n} | ${esc(causeText(k, explain[f.name]))} | \`${cells.find((c) => c.causes.includes(k))!.case}\` |`);
+    };
+    causeTable(inside, "Why cells fail in its configurations (a cell may show several):");
     if (t.checks.length) {
       o.push("");
       o.push("| failed check | cells | one message (first failing cell) |");
       o.push("|---|---|---|");
       for (const [k, n] of t.checks) {
-        const first = f.cells.find((c) => c.failed.includes(k))!;
+        const first = inside.find((c) => c.failed.includes(k))!;
         o.push(`| ${k} | ${n} | \`${first.case}\`: ${esc(first.messages[k] ?? "")} |`);
       }
     }
+    const outside = f.cells.filter((c) => (c.status === "pass" || c.status === "fail") && c.outside);
+    for (const [why, n] of count(outside, (c) => [c.outside!])) {
+      const cs = outside.filter((c) => c.outside === why);
+      o.push("", `Outside its configurations (${n} cells: ${cs.filter((c) => c.status === "pass").length} passed, ${cs.filter((c) => c.status === "fail").length} failed): ${why}.`);
+    }
+    causeTable(outside.filter((c) => c.status === "fail"), "What those cells show (not counted as failures):");
     const na = count(f.cells.filter((c) => c.status === "n/a"), (c) => [c.notApplicable ?? ""]);
     for (const [why, n] of na) o.push("", `Not applicable (${n} cells): ${why}.`);
+    const notRun = count(f.cells.filter((c) => c.status === "not run"), (c) => [c.cannotRun ?? ""]);
+    for (const [why, n] of notRun) o.push("", `Not run here (${n} cells): ${why}.`);
     o.push("");
     o.push("<details><summary>every cell</summary>");
     o.push("");
     o.push("| cell | result | failed checks | causes |");
     o.push("|---|---|---|---|");
-    for (const c of f.cells) o.push(`| ${c.case} | ${c.status} | ${c.failed.join(", ") || "-"} | ${esc(c.causes.join(", ")) || "-"} |`);
+    for (const c of f.cells) o.push(`| ${c.case} | ${c.status}${c.outside ? " (outside)" : ""} | ${c.failed.join(", ") || "-"} | ${esc(c.causes.join(", ")) || "-"} |`);
     o.push("");
     o.push("</details>");
   }

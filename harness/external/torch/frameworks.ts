@@ -17,11 +17,37 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";
 import { InputError } from "../../errors.ts";
+import { LAYOUT_AXES } from "../../layout/layout.ts";
+import { getModel } from "../../model/models.ts";
+import type { Case } from "../../spec/cell.ts";
 import { ADAPTER_DIR } from "./options.ts";
 import { conventionSchema, formatIssues, type Arg, type Convention } from "./protocol.ts";
 
 export const FRAMEWORKS_DIR = join(ADAPTER_DIR, "frameworks");
 export const FRAMEWORK_NAME_RE = /^[a-z][a-z0-9-]*$/;
+
+/**
+ * What the framework's trainer builds and asks of its clip (read from its sources; `why` quotes them). A
+ * cell outside is still run, but reported apart from the failures (docs/frameworks.md): a failure there is
+ * not one its maintainers would accept, since their trainer never gets there. Every field defaults to
+ * "anything the harness builds".
+ */
+export const configurationsSchema = z.strictObject({
+  why: z.string().min(1),
+  /** Mesh axes the trainer may have with more than one rank (the others are 1). */
+  axes: z.array(z.enum(LAYOUT_AXES)).optional(),
+  /** Whether it builds an MTP layer (a tied replica of the embedding on the last stage) together with PP. */
+  mtpWithPp: z.boolean().default(true),
+  /** The gradient dtypes its clip is given. */
+  dtypes: z.array(z.enum(["f32", "bf16", "f16"])).optional(),
+  /** The norm types the trainer asks for (one that passes no norm_type asks for its default). */
+  normTypes: z.array(z.union([z.number().positive(), z.literal("inf")])).optional(),
+  /** Whether the trainer ever asks the clip to raise on a non-finite norm. */
+  errorIfNonfinite: z.boolean().default(true),
+  /** "cuda": the clip runs on CUDA devices only; on the cpu backend its cells cannot run here. */
+  needs: z.literal("cuda").optional(),
+});
+export type Configurations = z.infer<typeof configurationsSchema>;
 
 export const frameworkSchema = z.strictObject({
   $comment: z.string().optional(),
@@ -40,6 +66,7 @@ export const frameworkSchema = z.strictObject({
    */
   session: z.enum(["shared", "own"]).default("shared"),
   convention: conventionSchema,
+  configurations: configurationsSchema.optional(),
   /**
    * docs/frameworks.md's one-line explanation of a failure cause (harness/external/frameworks-table.ts
    * CAUSES) for this framework, from reading its code: cause key, or a key prefix such as
@@ -163,4 +190,29 @@ export function applicability(c: Convention, cell: { normType: number; regime: s
     return "its clip takes no error_if_nonfinite, and the cell asks for an error on a non-finite norm";
   }
   return null;
+}
+
+/**
+ * Null when the cell is a configuration the framework's trainer builds and asks for; otherwise why it
+ * is not, in one line (the framework's `configurations`).
+ */
+export function outsideConfigurations(fw: Framework, cell: Pick<Case, "layout" | "model" | "dtype" | "normType"> & { errorIfNonfinite: boolean; regime: string }): string | null {
+  const c = fw.configurations;
+  if (!c) return null;
+  const axes = c.axes;
+  if (axes) {
+    const beyond = LAYOUT_AXES.filter((a) => cell.layout[a] > 1 && !axes.includes(a));
+    if (beyond.length) return `${fw.name}'s trainer builds no ${beyond.map((a) => `${a} > 1`).join(", ")} (it uses ${axes.length ? axes.join(", ") : "one rank"} only)`;
+  }
+  if (!c.mtpWithPp && cell.layout.pp > 1 && getModel(cell.model).ties.length > 0) return `${fw.name}'s trainer builds no MTP layer (a tied replica of the embedding) together with PP`;
+  if (c.dtypes && !c.dtypes.includes(cell.dtype)) return `${fw.name}'s trainer gives its clip ${c.dtypes.join("/")} gradients, not ${cell.dtype}`;
+  const asked = cell.normType === Infinity ? "inf" : cell.normType;
+  if (c.normTypes && !c.normTypes.includes(asked)) return `${fw.name}'s trainer asks for the ${c.normTypes.join("/")}-norm only, not ${asked}`;
+  if (!c.errorIfNonfinite && cell.errorIfNonfinite && cell.regime.startsWith("nonfinite")) return `${fw.name}'s trainer never asks its clip to raise on a non-finite norm`;
+  return null;
+}
+
+/** Null when the framework's clip can run on `backend`; otherwise why not (e.g. it needs CUDA). */
+export function cannotRunOn(fw: Framework, backend: "cpu" | "cuda"): string | null {
+  return fw.configurations?.needs === "cuda" && backend !== "cuda" ? `needs CUDA: ${fw.name}'s clip runs on CUDA devices only, and these cells run on CPU ranks` : null;
 }
