@@ -12,8 +12,9 @@ import { afterAll, describe, expect, it } from "vitest";
 import { main as cli } from "../../cli/main.ts";
 import { caseKey, CI_SUBSET, renderFrameworks, runFrameworks, type FrameworksData } from "../../harness/external/frameworks-table.ts";
 import { frameworkCases } from "../../matrix/frameworks.ts";
+import { parseLayout } from "../../harness/layout/layout.ts";
 import { exportCell, parseCellId, renderCall } from "../../harness/external/torch/export.ts";
-import { applicability, getFramework, listFrameworkSubjects, loadFrameworks, parseFrameworkFile, plainConvention } from "../../harness/external/torch/frameworks.ts";
+import { applicability, cannotRunOn, getFramework, listFrameworkSubjects, loadFrameworks, outsideConfigurations, parseFrameworkFile, plainConvention } from "../../harness/external/torch/frameworks.ts";
 import { PROJECT_ROOT, torchOptionsFromEnv } from "../../harness/external/torch/options.ts";
 import { closeTorchSessions, parseTorchSpec } from "../../harness/external/torch/subject.ts";
 import { InputError } from "../../harness/errors.ts";
@@ -66,6 +67,26 @@ describe("framework files", () => {
     expect(applicability(tf, { normType: 2, regime: "nonfinite-inf", errorIfNonfinite: true })).toMatch(/takes no error_if_nonfinite/);
     expect(applicability(tf, { normType: 2, regime: "nonfinite-inf", errorIfNonfinite: false })).toBeNull();
     expect(applicability(getFramework("torch").convention, { normType: Infinity, regime: "nonfinite-nan", errorIfNonfinite: true })).toBeNull();
+  });
+
+  it("say which cells lie outside the configurations a framework's trainer builds, and which cannot run on CPU ranks", () => {
+    const at = (layout: string, model = "llama3-debug", more: object = {}) => ({ layout: parseLayout(layout), model, dtype: "f32" as const, normType: 2, regime: "active", errorIfNonfinite: false, ...more });
+    const titan = getFramework("torchtitan");
+    expect(outsideConfigurations(titan, at("pp2,dp_shard2", "deepseek-v3-debug"))).toMatch(/builds no MTP layer .* together with PP/);
+    expect(outsideConfigurations(titan, at("pp2,dp_shard2"))).toBeNull();
+    expect(outsideConfigurations(titan, at("dp_shard2", "llama3-debug", { normType: 1 }))).toMatch(/asks for the 2-norm only, not 1/);
+    expect(outsideConfigurations(titan, at("dp_shard2", "llama3-debug", { regime: "nonfinite-nan", errorIfNonfinite: true }))).toMatch(/never asks its clip to raise/);
+    for (const name of ["accelerate", "transformers", "torch"]) {
+      expect(outsideConfigurations(getFramework(name), at("pp2,tp2")), name).toMatch(/builds no pp > 1/);
+      expect(outsideConfigurations(getFramework(name), at("dp_shard2,tp2")), name).toBeNull();
+    }
+    const ds = getFramework("deepspeed");
+    expect(outsideConfigurations(ds, at("dp_replicate2"))).toBeNull();
+    expect(outsideConfigurations(ds, at("dp_shard2"))).toMatch(/builds no dp_shard > 1 \(it uses dp_replicate only\)/);
+    expect(outsideConfigurations(ds, at("dp_replicate2", "llama3-debug", { dtype: "bf16" }))).toMatch(/gives its clip f32 gradients, not bf16/);
+    expect(cannotRunOn(getFramework("megatron-core"), "cpu")).toMatch(/^needs CUDA/);
+    expect(cannotRunOn(getFramework("megatron-core"), "cuda")).toBeNull();
+    expect(cannotRunOn(titan, "cpu")).toBeNull();
   });
 
   it("render as plain Python calls, the way the trainer makes them", () => {
