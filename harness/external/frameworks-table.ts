@@ -15,6 +15,7 @@ import { cellId, type Case, type Cell } from "../spec/cell.ts";
 import type { CellResult } from "../results/types.ts";
 import { cannotRunOn, loadFrameworks, outsideConfigurations, type Framework } from "./torch/frameworks.ts";
 import { regimeSpec } from "../clip/regimes.ts";
+import { vacuity } from "./vacuity.ts";
 import type { TorchOptions } from "./torch/options.ts";
 import { closeTorchSessions, isTorchSubject, loadTorchSubject, type TorchSubject } from "./torch/subject.ts";
 
@@ -55,6 +56,8 @@ export interface FrameworkCellRecord {
   outside?: string;
   /** Why the cell did not run here (status "not run"). */
   cannotRun?: string;
+  /** On a pass: why the pass shows nothing (vacuity.ts: a clip that does not do the work passes it too). */
+  vacuous?: string;
 }
 
 export interface FrameworkRecord {
@@ -253,6 +256,13 @@ export async function runFrameworks(
   // Shared-session frameworks first within a world size: they reuse one session between them.
   const order = [...subjects.values()].sort((a, b) => Number(a.framework!.session === "own") - Number(b.framework!.session === "own"));
   const results = new Map<string, Map<string, FrameworkCellRecord>>();
+  // whether a clip that does not do the work passes the case too: judged once per case, on its first pass
+  const vacuousCases = new Map<string, string | null>();
+  const vacuousWhy = async (c: Case) => {
+    const key = caseKey(c);
+    if (!vacuousCases.has(key)) vacuousCases.set(key, await vacuity(c));
+    return vacuousCases.get(key) ?? null;
+  };
   try {
     for (const world of byWorld) {
       for (const s of order) {
@@ -274,6 +284,10 @@ export async function runFrameworks(
           const log = s.lastRun;
           const outside = outsideConfigurations(fw, { ...c, errorIfNonfinite: c.errorIfNonfinite ?? regimeSpec(c.regime).errorIfNonfinite });
           const rec = recordOf(r, log, outside);
+          if (rec.status === "pass") {
+            const why = await vacuousWhy(c);
+            if (why) rec.vacuous = why;
+          }
           if (log && !log.notApplicable) {
             timing.cells++;
             timing.cellSeconds += seconds - log.sessionStartSeconds;
@@ -341,7 +355,8 @@ function tally(cells: readonly FrameworkCellRecord[]) {
   return {
     ran: ran.length,
     inside: inside.length,
-    passed: inside.filter((c) => c.status === "pass").length,
+    passed: inside.filter((c) => c.status === "pass" && !c.vacuous).length,
+    vacuous: inside.filter((c) => c.status === "pass" && c.vacuous).length,
     failed: inside.filter((c) => c.status === "fail").length,
     outside: outside.length,
     outsideFailed: outside.filter((c) => c.status === "fail").length,
@@ -382,16 +397,21 @@ export function renderFrameworks(d: FrameworksData, explain: Record<string, Reco
       "configurations each framework supports.",
   );
   o.push("");
-  o.push("| framework | version | in its configurations | passed | failed | outside them (failed) | n/a | not run here | failed by check |");
-  o.push("|---|---|---|---|---|---|---|---|---|");
+  o.push(
+    "A pass is *vacuous* when a clip that does not do the work passes the cell too (harness/external/vacuity.ts: one that returns 0 " +
+      "and scales nothing, or one that issues no collective); it is not counted as a pass.",
+  );
+  o.push("");
+  o.push("| framework | version | in its configurations | passed | vacuous | failed | outside them (failed) | n/a | not run here | failed by check |");
+  o.push("|---|---|---|---|---|---|---|---|---|---|");
   for (const f of d.frameworks) {
     if (f.version === null) {
-      o.push(`| ${f.name} | does not import | 0 | - | - | - | - | - | ${esc(f.error ?? "")} |`);
+      o.push(`| ${f.name} | does not import | 0 | - | - | - | - | - | - | ${esc(f.error ?? "")} |`);
       continue;
     }
     const t = tally(f.cells);
     o.push(
-      `| ${f.name} | ${f.package} ${f.version} | ${t.inside} | ${t.passed} | ${t.failed} | ${t.outside} (${t.outsideFailed}) | ${t.na} | ${t.notRun} | ` +
+      `| ${f.name} | ${f.package} ${f.version} | ${t.inside} | ${t.passed} | ${t.vacuous} | ${t.failed} | ${t.outside} (${t.outsideFailed}) | ${t.na} | ${t.notRun} | ` +
         `${t.checks.map(([k, n]) => `${k} ${n}`).join(", ") || "-"} |`,
     );
   }
@@ -423,7 +443,7 @@ export function renderFrameworks(d: FrameworksData, explain: Record<string, Reco
     }
     o.push("");
     o.push(
-      `In its configurations, ${t.inside} cells: ${t.passed} passed, ${t.failed} failed.` +
+      `In its configurations, ${t.inside} cells: ${t.passed} passed, ${t.failed} failed${t.vacuous ? `, ${t.vacuous} passed vacuously` : ""}.` +
         (t.outside ? ` Outside them, ${t.outside} cells (${t.outsideFailed} failed).` : "") +
         (t.na ? ` ${t.na} not applicable.` : "") +
         (t.notRun ? ` ${t.notRun} not run here.` : ""),
@@ -453,6 +473,7 @@ export function renderFrameworks(d: FrameworksData, explain: Record<string, Reco
     causeTable(outside.filter((c) => c.status === "fail"), "What those cells show (not counted as failures):");
     const na = count(f.cells.filter((c) => c.status === "n/a"), (c) => [c.notApplicable ?? ""]);
     for (const [why, n] of na) o.push("", `Not applicable (${n} cells): ${why}.`);
+    for (const [why, n] of count(inside.filter((c) => c.vacuous), (c) => [c.vacuous!])) o.push("", `Vacuous passes (${n} cells): ${why}.`);
     const notRun = count(f.cells.filter((c) => c.status === "not run"), (c) => [c.cannotRun ?? ""]);
     for (const [why, n] of notRun) o.push("", `Not run here (${n} cells): ${why}.`);
     o.push("");
@@ -460,7 +481,7 @@ export function renderFrameworks(d: FrameworksData, explain: Record<string, Reco
     o.push("");
     o.push("| cell | result | failed checks | causes |");
     o.push("|---|---|---|---|");
-    for (const c of f.cells) o.push(`| ${c.case} | ${c.status}${c.outside ? " (outside)" : ""} | ${c.failed.join(", ") || "-"} | ${esc(c.causes.join(", ")) || "-"} |`);
+    for (const c of f.cells) o.push(`| ${c.case} | ${c.status}${c.vacuous ? " (vacuous)" : ""}${c.outside ? " (outside)" : ""} | ${c.failed.join(", ") || "-"} | ${esc(c.causes.join(", ")) || "-"} |`);
     o.push("");
     o.push("</details>");
   }
