@@ -635,7 +635,7 @@ describe("registry", () => {
     expect(() => validateSubject({ clip }, where)).toThrow(/field "name" must be a non-empty string; got undefined/);
     expect(() => validateSubject({ name: 7, clip }, where)).toThrow(/field "name".*got 7/);
     expect(() => validateSubject({ name: "x", clip: "no" }, where)).toThrow(/field "clip" must be a function.*got "no"/);
-    expect(() => validateSubject({ name: "x", clip, tolerance: "fp64" }, where)).toThrow(/field "tolerance" must be one of exact, fp32, bf16; got "fp64"/);
+    expect(() => validateSubject({ name: "x", clip, tolerance: "fp64" }, where)).toThrow(/field "tolerance" must be one of exact, fp32, fp32-accum, bf16; got "fp64"/);
     expect(() => validateSubject({ name: "x", clip, catchBy: "parity.norm" }, where)).toThrow(/field "catchBy"/);
     const ok = validateSubject({ name: "x", clip }, where);
     expect(ok.name).toBe("x");
