@@ -58,7 +58,7 @@ export function computeFigures(): Record<string, string> {
     "mutation.after": `${mutation.after.score}%`,
     "fp32-accum.max-ratio": accum.maxRatio.toFixed(3),
     "fp32-accum.cells": grouped(accum.cellsKept),
-    "fp32-accum.margin": `${Math.floor(1 / accum.maxRatio)}x`,
+    "fp32-accum.margin": `${(Math.floor(10 / accum.maxRatio) / 10).toFixed(1)}x`,
     "mutation.before": mutation.before ? `${mutation.before.score}%` : "n/a",
     // the generated --help, between code fences (the markers stand on their own lines, outside the fence)
     "cli.usage": `\n\`\`\`\n${usage().trimEnd()}\n\`\`\`\n`,
