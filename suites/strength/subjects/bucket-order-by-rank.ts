@@ -17,6 +17,6 @@ export default defineSubject({
   catchBy: ["liveness"],
   async clip(rank, args) {
     // BUG: each rank sorts by its own partials
-    return finishClip(rank, args, await bucketedTotal(rank, args, undefined, (buckets) => buckets.sort((a, b) => b.acc - a.acc)));
+    return finishClip(rank, args, await bucketedTotal(rank, args, { order: (buckets) => buckets.sort((a, b) => b.acc - a.acc) }));
   },
 });

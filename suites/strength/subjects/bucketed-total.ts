@@ -13,19 +13,24 @@ export interface Bucket {
   acc: number;
 }
 
-/** `order` gives the order the buckets' all_reduces are issued in (bucketed: first-seen). */
-export async function bucketedTotal(
-  rank: RankContext,
-  args: ClipArgs,
-  leaveOut: (p: ParamView) => boolean = () => false,
-  order: (buckets: Bucket[]) => Bucket[] = (b) => b,
-): Promise<number> {
+/** How a test-local subject's bug bends `bucketed`'s reduction; each default is bucketed's own. */
+export interface BucketedBends {
+  /** Shards left out of the norm. */
+  leaveOut?: (p: ParamView) => boolean;
+  /** The order the buckets' all_reduces are issued in (bucketed: first-seen). */
+  order?: (buckets: Bucket[]) => Bucket[];
+  /** The group a shard's partial is reduced over (bucketed: its Shard axes). */
+  groupOf?: (rank: RankContext, p: ParamView) => Group;
+}
+
+export async function bucketedTotal(rank: RankContext, args: ClipArgs, bends: BucketedBends = {}): Promise<number> {
+  const { leaveOut = () => false, order = (b) => b, groupOf = reductionGroupOf } = bends;
   const { params, normType } = args;
   const op = reduceOp(normType);
   const buckets = new Map<string, Bucket>();
   for (const p of params) {
     if (!counts(p) || leaveOut(p)) continue;
-    const group = reductionGroupOf(rank, p);
+    const group = groupOf(rank, p);
     const b = buckets.get(group.key) ?? { group, acc: 0 };
     b.acc = combine(b.acc, localPartial(rank.ops, p.grad, normType), normType);
     buckets.set(group.key, b);

@@ -6,8 +6,8 @@
  * matrix's Partial cells (llama3-debug-sp with tp > 1) and by the fuzzer.
  */
 import { defineSubject, type ParamView } from "../../../harness/clip/api.ts";
-import type { Group } from "../../../harness/layout/mesh.ts";
-import { combine, counts, finishClip, localPartial, reduceOp } from "../../../harness/clip/common.ts";
+import { finishClip } from "../../../harness/clip/common.ts";
+import { bucketedTotal } from "./bucketed-total.ts";
 
 /** BUG: Partial reduced like Shard (the flags of every axis that is not Replicate). */
 const partialAsShard = (p: ParamView): boolean[] => p.placements.map((x) => x.kind !== "replicate");
@@ -18,19 +18,6 @@ export default defineSubject({
   tolerance: "fp32",
   catchBy: ["parity.norm"],
   async clip(rank, args) {
-    const { params, normType } = args;
-    const op = reduceOp(normType);
-    const buckets = new Map<string, { group: Group; acc: number }>();
-    for (const p of params) {
-      if (!counts(p)) continue;
-      const group = rank.groupOf(p, partialAsShard(p));
-      const b = buckets.get(group.key) ?? { group, acc: 0 };
-      b.acc = combine(b.acc, localPartial(rank.ops, p.grad, normType), normType);
-      buckets.set(group.key, b);
-    }
-    let total = 0;
-    for (const b of buckets.values()) total = combine(total, await rank.allReduce(b.group, b.acc, op), normType);
-    total = await rank.allReduce(rank.group("pp"), total, op);
-    return finishClip(rank, args, total);
+    return finishClip(rank, args, await bucketedTotal(rank, args, { groupOf: (r, p) => r.groupOf(p, partialAsShard(p)) }));
   },
 });

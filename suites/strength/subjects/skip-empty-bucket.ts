@@ -16,6 +16,6 @@ export default defineSubject({
   catchBy: ["liveness"],
   async clip(rank, args) {
     // BUG: an empty local shard opens no bucket, yet it still belongs to its group's collective
-    return finishClip(rank, args, await bucketedTotal(rank, args, (p) => p.grad!.numel === 0));
+    return finishClip(rank, args, await bucketedTotal(rank, args, { leaveOut: (p) => p.grad!.numel === 0 }));
   },
 });
