@@ -1,22 +1,4 @@
-"""@@TITLE@@
-
-A standalone reproducer written by `clip-parity export` (https://github.com/ -- clip-parity, issue 16). It needs
-torch, numpy and the code under test, nothing else: the cell's gradients come from SPEC section 5's generator
-(splitmix64 / fnv1a64, embedded below), the reference norm is computed exactly here, and the parameters are real
-DTensors on the cell's meshes, built on every rank from that rank's own shards.
-
-Run (gloo on CPU; NCCL when every rank has a GPU):
-
-    torchrun --standalone --nproc-per-node @@WORLD@@ @@FILE@@
-
-It prints, per rank, the norm the target returned against the reference, and the first clipped element that
-differs from round(float32(g) * clip_coef); then one line per check, and exits 1 when any check fails.
-
-@@SEEN@@
-"""
-from __future__ import annotations
-
-import json
+"""@@DOC@@"""
 import math
 import os
 import sys
@@ -26,359 +8,137 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
+from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
+from torch.distributed.tensor.debug import CommDebugMode
 
-# ---- SPEC section 5: every gradient element is a pure function of (seed, step, name, flat index) ---------
+@@CELL@@
+TORCH_DTYPE = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
+LOGICAL = []  # (index, name, shape, tp style, stage); layer i is on the stage s with floor(s*L/pp) <= i < floor((s+1)*L/pp)
+for where, prefix, rows in MODEL:
+    pp, words = LAYOUT["pp"], rows.split()
+    for i in where if isinstance(where, range) else [None]:
+        stage = 0 if where == "first" else pp - 1 if where == "last" else max(s for s in range(pp) if s * N_LAYERS // pp <= i)
+        for name, shape, style in zip(words[0::3], words[1::3], words[2::3]):
+            LOGICAL.append((len(LOGICAL), prefix.format(i=i) + name, [int(d) for d in shape.split(",")], style, stage))
 
-MASK = (1 << 64) - 1
-MANTISSA = {"f32": 24, "bf16": 8, "f16": 11}
-DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
-
-
-def splitmix64_int(x: int) -> int:
-    x = (x + 0x9E3779B97F4A7C15) & MASK
-    z = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
-    return z ^ (z >> 31)
-
-
-def fnv1a64(name: str) -> int:
-    h = 0xCBF29CE484222325
+def generate(name, numel, seed, step, dtype, exp):
+    """clip-parity's gradient generator: element i is a pure function of (seed, step, name, i), arithmetic mod 2^64:
+    the top m bits of splitmix64(key + i), centred, times 2^(exp - m + 1): exact in the dtype, |value| < 2^exp."""
+    mask = (1 << 64) - 1
+    def splitmix64(x):  # a Python int, or a uint64 array (which wraps mod 2^64 by itself)
+        x = (x + 0x9E3779B97F4A7C15) & mask
+        x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & mask
+        return x ^ (x >> 31)
+    fnv1a64 = 0xCBF29CE484222325
     for b in name.encode("utf-8"):
-        h = ((h ^ b) * 0x100000001B3) & MASK
-    return h
+        fnv1a64 = ((fnv1a64 ^ b) * 0x100000001B3) & mask
+    key, m = splitmix64(seed ^ splitmix64(step ^ fnv1a64)), {"f32": 24, "bf16": 8, "f16": 11}[dtype]
+    bits = splitmix64(np.arange(numel, dtype=np.uint64) + np.uint64(key))
+    q = (bits >> np.uint64(64 - m)).astype(np.int64) - (1 << (m - 1))
+    return torch.from_numpy(q * 2.0 ** (exp - m + 1)).to(TORCH_DTYPE[dtype])
 
+def gradient(name, shape):
+    """A logical parameter's full gradient in the cell's regime."""
+    n, dtype = math.prod(shape), TORCH_DTYPE[DTYPE]
+    g = generate(name, n, SEED, STEP, DTYPE, EXP) if MODE == "gen" else torch.full([n], float(MODE == "ones"), dtype=dtype)
+    if SPECIAL and name == SPECIAL[0] and n:
+        g[0] = SPECIAL[1]
+    return g.reshape(shape)
 
-def splitmix64(x: np.ndarray) -> np.ndarray:
-    with np.errstate(over="ignore"):
-        x = x + np.uint64(0x9E3779B97F4A7C15)
-        z = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return z ^ (z >> np.uint64(31))
+def build(device):
+    """Dense (pp, dp_replicate, dp_shard, cp, tp) and expert (pp, dp_replicate, efsdp, ep) meshes on the same ranks,
+    row-major; this rank's parameter copies as DTensors on its stage's sub-meshes (axes of size > 1), with gradients."""
+    sizes = dict(LAYOUT, efsdp=LAYOUT["dp_shard"] * LAYOUT["cp"] * LAYOUT["tp"] // LAYOUT["ep"])
+    axes = {"dense": [a for a in ("dp_replicate", "dp_shard", "cp", "tp") if sizes[a] > 1] or ["dp_shard"]}
+    axes["sparse"] = [a for a in ("dp_replicate", "efsdp", "ep") if sizes[a] > 1 or a == "ep"]
+    meshes = {}
+    for kind, names in axes.items():
+        full = DeviceMesh(device.type, torch.arange(WORLD).reshape([sizes[a] for a in ("pp", *names)]), mesh_dim_names=("pp", *names))
+        meshes[kind], meshes["pp"] = full[tuple(names)], full["pp"]
+    if EXPERTS_ON_DENSE_MESH:  # as the framework does at ep = 1
+        axes["sparse"], meshes["sparse"] = axes["dense"], meshes["dense"]
+    # FSDP shards dim 0 (experts [E, out, in]: dim 1), TP by the projection's style, EP the experts; the rest replicate.
+    tp = {"colwise": Shard(0), "rowwise": Shard(1), "replicate": Replicate()}
+    rules = {s: {"dp_shard": Shard(0), "cp": Shard(0), "tp": tp[s]} for s in tp}
+    rules["expert"] = {"efsdp": Shard(1), "ep": Shard(0), "dp_shard": Shard(1), "cp": Shard(1), "tp": Shard(1)}
+    stage, last = meshes["pp"].get_local_rank(), LAYOUT["pp"] - 1
+    mine = [(x[1], *x) for x in LOGICAL if x[4] == stage]
+    mine += [(fqn, *x) for canonical, fqn in TIES for x in LOGICAL if x[1] == canonical and x[4] != stage == last]  # replicas
+    named = []
+    for fqn, i, name, shape, style, _ in mine:
+        kind = "sparse" if style == "expert" else "dense"
+        mesh, pls = meshes[kind], [rules[style].get(a, Replicate()) for a in axes[kind]]
+        p = torch.nn.Parameter(distribute_tensor(torch.empty(shape, dtype=TORCH_DTYPE[DTYPE], device=device), mesh, pls, src_data_rank=None))
+        if HAS_GRAD(i):
+            p.grad = distribute_tensor(gradient(name, shape).to(device), mesh, pls, src_data_rank=None)
+        # Counted by a norm over local shards: the canonical copy, at coordinate 0 of each axis it is replicated over.  #? local
+        p.counted_in_norm = fqn == name and all(c == 0 for c, pl in zip(mesh.get_coordinate(), pls) if isinstance(pl, Replicate))  #? local
+        named.append((fqn, p))
+    return meshes, named
 
-
-def block_indices(shape: list, start: list, length: list) -> np.ndarray:
-    """Row-major flat indices, in the full logical tensor, of the block start[d] .. start[d]+length[d]."""
-    idx = np.zeros([1] * len(shape), dtype=np.uint64)
-    stride = 1
-    for d in reversed(range(len(shape))):
-        r = np.arange(start[d], start[d] + length[d], dtype=np.uint64) * np.uint64(stride)
-        idx = idx + r.reshape([-1 if k == d else 1 for k in range(len(shape))])
-        stride *= shape[d]
-    return idx.reshape(-1) if len(shape) else np.zeros(1, dtype=np.uint64)
-
-
-def quantized(name: str, idx: np.ndarray) -> np.ndarray:
-    """q = (bits >> (64 - m)) - 2^(m-1): value = q * 2^(e - m + 1)."""
-    m = MANTISSA[CELL["dtype"]]
-    key = splitmix64_int((int(CELL["seed"]) ^ splitmix64_int(int(CELL["step"]) ^ fnv1a64(name))) & MASK)
-    with np.errstate(over="ignore"):
-        bits = splitmix64(idx + np.uint64(key))
-    return (bits >> np.uint64(64 - m)).astype(np.int64) - (1 << (m - 1))
-
-
-def gradient(name: str, shape: list, start: list, length: list) -> torch.Tensor:
-    """The block of a logical parameter's gradient, in the cell's dtype."""
-    dtype = DTYPES[CELL["dtype"]]
-    numel = int(np.prod(length)) if length else 1
-    g = CELL["regime"]
-    if g["mode"] == "ones":
-        out = torch.ones(numel, dtype=dtype)
-    elif g["mode"] == "zeros":
-        out = torch.zeros(numel, dtype=dtype)
-    else:
-        q = quantized(name, block_indices(shape, start, length))
-        out = torch.from_numpy(q.astype(np.float64) * 2.0 ** (g["exp"] - MANTISSA[CELL["dtype"]] + 1)).to(dtype)
-    if g["special"] is not None and name == g["specialParam"] and all(s == 0 for s in start) and numel > 0:
-        out[0] = float(g["special"])  # element 0 of the first parameter with a gradient: Inf or NaN
-    return out.reshape(length)
-
-
-# ---- SPEC section 6: the reference, exactly ------------------------------------------------------------
-
-
-def exact_partial(name: str, shape: list):
-    """This parameter's share of S = sum |g|^p as an exact value: (kind, number). For p = 1 and 2 an integer
-    (times a power of two applied later), for inf the max |q|, otherwise float64 terms summed by math.fsum."""
-    g = CELL["regime"]
-    p = CELL["normType"]
-    numel = int(np.prod(shape)) if shape else 1
-    if g["mode"] == "zeros":
-        return 0 if p in (1, 2, "inf") else []
-    if g["mode"] == "ones":
-        return (1 if p == "inf" else numel) if p in (1, 2, "inf") else [1.0] * numel  # |1|^p = 1
-    total = 0
-    terms = []
-    for s in range(0, numel, 1 << 20):
-        q = np.abs(quantized(name, np.arange(s, min(numel, s + (1 << 20)), dtype=np.uint64)))
-        if p == "inf":
-            total = max(total, int(q.max()) if q.size else 0)
-        elif p == 2:
-            # q^2 < 2^46: sums of 2^16 of them fit in int64; Python ints add the rest exactly.
-            sq = q * q
-            for k in range(0, sq.size, 1 << 16):
-                total += int(sq[k : k + (1 << 16)].sum())
-        elif p == 1:
-            total += int(q.sum())
-        else:
-            terms.extend((q.astype(np.float64) * 2.0 ** (g["exp"] - MANTISSA[CELL["dtype"]] + 1)) ** p)
-    # Other p: the float64 terms themselves, so that one math.fsum over every parameter rounds S once.
-    return total if p in (1, 2, "inf") else terms
-
-
-def f32(x: float) -> float:
-    return float(np.float32(x))
-
-
-def reference_norm() -> float:
-    """The exact norm over the logical parameters, each counted once, rounded to float32. Every rank
-    computes a share and the shares are summed exactly (Python integers) on every rank."""
-    g = CELL["regime"]
-    p = CELL["normType"]
-    rank, world = dist.get_rank(), dist.get_world_size()
-    mine = [exact_partial(x["name"], x["shape"]) for i, x in enumerate(CELL["logical"]) if x["hasGrad"] and i % world == rank]
-    every: list = [None] * world
-    dist.all_gather_object(every, mine)
-    parts = [x for share in every for x in share]
-    if g["special"] is not None and g["specialParam"] is not None:
-        return float(g["special"])  # |Inf|^p and max(..., Inf) are Inf; a NaN makes the norm NaN
-    if not parts:
-        return 0.0
-    scale = 0 if g["mode"] in ("ones", "zeros") else g["exp"] - MANTISSA[CELL["dtype"]] + 1
-    if p == "inf":
-        return f32(max(parts) * 2.0**scale)
-    if p == 2:
-        s = math.ldexp(float(sum(parts)), 2 * scale)  # the exact integer rounded once, times 2^(2*scale)
-        return f32(math.sqrt(s))
-    if p == 1:
-        return f32(math.ldexp(float(sum(parts)), scale))
-    return f32(math.fsum(t for part in parts for t in part) ** (1.0 / p))
-
-
-def clip_coef(max_norm: float, norm: float) -> float:
-    """clamp(max_norm / (norm + 1e-6), max=1), each operation in float32, as torch's tensor arithmetic does."""
-    c = np.float32(max_norm) / (np.float32(norm) + np.float32(1e-6))
-    return float(min(np.float32(1.0), np.float32(c))) if not math.isnan(float(c)) else float("nan")
-
-
-# ---- the cell's meshes and parameters -----------------------------------------------------------------
-
-DENSE_AXES = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
-SPARSE_AXES = ("pp", "dp_replicate", "efsdp", "ep")
-
-
-def build_meshes(layout: dict, device_type: str) -> dict:
-    """Dense (pp, dp_replicate, dp_shard, cp, tp) and sparse (pp, dp_replicate, efsdp, ep) meshes over the same
-    ranks, row-major; parameters live on the stage sub-mesh without pp, trimmed to the axes of size > 1 (the
-    sparse mesh keeps ep; a dense mesh with no axis left keeps dp_shard)."""
-    sizes = dict(layout)
-    sizes["efsdp"] = layout["dp_shard"] * layout["cp"] * layout["tp"] // layout["ep"]
-    keep = {
-        "dense": [a for a in DENSE_AXES[1:] if sizes[a] > 1] or ["dp_shard"],
-        "sparse": [a for a in SPARSE_AXES[1:] if sizes[a] > 1 or a == "ep"],
-    }
-    ranks = torch.arange(dist.get_world_size())
-    out = {"keep": keep}
-    for name in ("dense", "sparse"):
-        names = ["pp"] + keep[name]
-        mesh = DeviceMesh(device_type, ranks.reshape([sizes[a] for a in names]), mesh_dim_names=tuple(names))
-        out[name] = mesh[tuple(keep[name])]
-        if name == "dense":
-            out["pp"] = mesh["pp"]
-    return out
-
-
-def placement(p: dict):
-    return Shard(p["dim"]) if p["kind"] == "shard" else Replicate() if p["kind"] == "replicate" else Partial()
-
-
-def build_params(meshes: dict, device: torch.device) -> list:
-    """This rank's physical parameter copies as DTensors of its own shards, gradients set."""
-    dtype = DTYPES[CELL["dtype"]]
-    params = []
-    for p in CELL["ranks"][dist.get_rank()]:
-        by_axis = dict(zip(p["meshAxes"], p["placements"]))
-        mesh_name = p["mesh"]
-        if mesh_name == "sparse" and CELL["layout"]["ep"] == 1 and CELL["experts"] == "dense-mesh-when-ep1":
-            # The framework keeps experts on the dense mesh at ep = 1; their efsdp split runs over dp_shard,
-            # cp and tp, which hold the same ranks in the same order.
-            efsdp = by_axis.get("efsdp", {"kind": "replicate"})
-            by_axis = {"dp_replicate": by_axis.get("dp_replicate", {"kind": "replicate"}), "dp_shard": efsdp, "cp": efsdp, "tp": efsdp}
-            mesh_name = "dense"
-        pls = [placement(by_axis[a]) for a in meshes["keep"][mesh_name]]
-        shape = p["globalShape"]
-        stride, acc = [], 1
-        for s in reversed(shape):
-            stride.append(acc)
-            acc *= max(s, 1)
-        kw = {"run_check": False, "shape": torch.Size(shape), "stride": tuple(reversed(stride))}
-        local = torch.zeros(p["block"]["len"], dtype=dtype, device=device)
-        param = torch.nn.Parameter(DTensor.from_local(local, meshes[mesh_name], pls, **kw))
-        if p["hasGrad"]:
-            g = gradient(p["name"], shape, p["block"]["start"], p["block"]["len"]).to(device)
-            param.grad = DTensor.from_local(g, meshes[mesh_name], pls, **kw)
-        param.clip_parity_fqn = p["fqn"]
-        param.clip_parity_canonical = p["canonical"]
-        params.append((p, param))
-    return params
-
-
-class ParamsModel(torch.nn.Module):
-    """What a trainer passes as `model`: parameters() and named_parameters() over this rank's copies."""
-
-    def __init__(self, named: list):
-        super().__init__()
-        self._named = named
-
-    def parameters(self, recurse: bool = True):
-        return iter([p for _, p in self._named])
-
-    def named_parameters(self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True):
-        return iter([(prefix + n, p) for n, p in self._named])
-
-
-def local_params(params: list) -> list:
-    """Plain parameters over the local shards, .grad the very local tensor of the DTensor gradient."""
-    out = []
-    for p, param in params:
-        lp = torch.nn.Parameter(torch.zeros(param.to_local().shape, dtype=param.dtype, device=param.device))
-        if param.grad is not None:
-            lp.grad = param.grad.to_local()
-        lp.clip_parity_counted = p["countedHere"]
-        out.append(lp)
-    return out
-
-
-# ---- the call under test: how the framework's trainer makes it -----------------------------------------
+def clip_coef(norm):
+    """clamp(max_norm / (norm + 1e-6), max=1) in float32, as torch's tensor arithmetic does it."""
+    t = torch.tensor([MAX_NORM, norm, 1e-6], dtype=torch.float32)
+    return torch.clamp(t[0] / (t[1] + t[2]), max=1.0).item()
 
 @@CALL@@
 
-# ---- run it, compare --------------------------------------------------------------------------------------
-
-
-def main() -> int:
-    if "LOCAL_RANK" not in os.environ:
-        print(f"run me under torchrun: torchrun --standalone --nproc-per-node {CELL['world']} {sys.argv[0]}", file=sys.stderr)
-        return 2
-    local_rank = int(os.environ["LOCAL_RANK"])
-    world = int(os.environ["WORLD_SIZE"])
-    if world != CELL["world"]:
-        print(f"this cell has {CELL['world']} ranks; torchrun started {world}", file=sys.stderr)
-        return 2
+def main():
+    if os.environ.get("WORLD_SIZE") != str(WORLD):
+        return print(f"run me with {WORLD} ranks: torchrun --standalone --nproc-per-node {WORLD} {sys.argv[0]}", file=sys.stderr) or 2
     timeout = timedelta(seconds=float(os.environ.get("REPRO_TIMEOUT_S", "60")))  # a hang surfaces as an error
-    if torch.cuda.is_available() and torch.cuda.device_count() >= world and os.environ.get("REPRO_DEVICE") != "cpu":
-        torch.cuda.set_device(local_rank)
-        device = torch.device("cuda", local_rank)
-        dist.init_process_group("nccl", device_id=device, timeout=timeout)
-    else:
-        device = torch.device("cpu")
-        dist.init_process_group("gloo", timeout=timeout)
-    rank = dist.get_rank()
-    # The script's own group for the verdict: never handed to the target.
-    control = dist.new_group(backend="gloo", timeout=timeout)
-    ref = reference_norm()
-    meshes = build_meshes(CELL["layout"], device.type)
-    params = build_params(meshes, device)
-    before = {p["fqn"]: param.grad.to_local().detach().clone().cpu() for p, param in params if param.grad is not None}
-    from torch.distributed.tensor.debug import CommDebugMode
-
-    norm, error = None, None
-    comm = CommDebugMode()
+    cuda = torch.cuda.device_count() >= WORLD and os.environ.get("REPRO_DEVICE") != "cpu"
+    device = torch.device("cuda", int(os.environ["LOCAL_RANK"])) if cuda else torch.device("cpu")
+    dist.init_process_group("nccl" if cuda else "gloo", timeout=timeout, **({"device_id": device} if cuda else {}))
+    rank, control = dist.get_rank(), dist.new_group(backend="gloo", timeout=timeout)  # control: the verdict's own group
+    meshes, named = build(device)
+    before = {fqn: p.grad.to_local().detach().cpu().clone() for fqn, p in named if p.grad is not None}  #? parity.tensors scaling.nonempty
+    norm, error, bad, comm = None, None, None, CommDebugMode()
     try:
         with comm:
-            ret = clip(params, meshes)
-        if isinstance(ret, DTensor):
-            ret = ret.full_tensor()
-        norm = float(ret.item()) if isinstance(ret, torch.Tensor) else float(ret)
+            ret = clip(named, meshes)
+        norm = float(ret.full_tensor() if isinstance(ret, DTensor) else ret)
     except Exception as e:  # noqa: BLE001 - the target's exception is the finding
-        error = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
-    collectives = comm.get_total_counts()
-
-    cls = CELL["tolerance"]
-    max_norm = CELL["maxNorm"]
-    eps = {"fp32": 4 * 2.0**-24, "bf16": 4 * 2.0**-8, "exact": 0.0}[cls]
-    coef_ref = clip_coef(max_norm, ref)
-    mismatch = None
-    unscaled = None
-    if norm is not None:
-        # parity.tensors: round(float32(g) * c), c from the reference for `exact`, else from this rank's norm.
-        c = coef_ref if cls == "exact" else clip_coef(max_norm, norm)
-        for p, param in params:
-            if param.grad is None:
-                continue
-            got = param.grad.to_local().detach().cpu()
-            g0 = before[p["fqn"]]
-            want = (g0.float() * torch.tensor(c, dtype=torch.float32)).to(got.dtype)
-            same = (got == want) | (torch.isnan(got) & torch.isnan(want))
-            if not bool(same.all()) and mismatch is None:
-                i = int((~same).reshape(-1).nonzero()[0])
-                mismatch = f"{p['fqn']} local element {i}: got {float(got.reshape(-1)[i])!r}, expected {float(want.reshape(-1)[i])!r} = round({float(g0.reshape(-1)[i])!r} * {c!r})"
-            if coef_ref < 1 and g0.numel() and bool((got == g0).all()) and bool((g0 != 0).any()) and unscaled is None:
-                unscaled = f"{p['fqn']} still holds its unclipped values (clip_coef {coef_ref!r})"
-    mine = {"rank": rank, "norm": norm, "error": error, "mismatch": mismatch, "unscaled": unscaled, "collectives": collectives}
-    every: list = [None] * world
-    dist.all_gather_object(every, mine, group=control)
+        error = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}"
+    coef = clip_coef(REFERENCE_NORM if TOLERANCE == "exact" or norm is None else norm)  #? parity.tensors scaling.nonempty
+    for fqn, p in named if norm is not None else []:  #? parity.tensors scaling.nonempty
+        if p.grad is None or bad:  #? parity.tensors scaling.nonempty
+            continue  #? parity.tensors scaling.nonempty
+        g0, got = before[fqn], p.grad.to_local().detach().cpu()  #? parity.tensors scaling.nonempty
+        if clip_coef(REFERENCE_NORM) < 1 and bool((g0 != 0).any()) and torch.equal(got, g0):  #? scaling.nonempty
+            bad = ("scaling.nonempty", f"{fqn} still holds its unclipped values")  #? scaling.nonempty
+        want = (g0.float() * coef).to(got.dtype)  # each clipped element must be round(float32(g) * coef)  #? parity.tensors
+        diff = (~((got == want) | (got.isnan() & want.isnan()))).flatten().nonzero()  #? parity.tensors
+        if len(diff) and not bad:  #? parity.tensors
+            i = int(diff[0])  #? parity.tensors
+            bad = ("parity.tensors", f"{fqn} local element {i}: got {got.flatten()[i].item()!r}, expected {want.flatten()[i].item()!r}")  #? parity.tensors
+    every, code = [None] * WORLD, torch.tensor([0])
+    dist.all_gather_object(every, (norm, error, bad, comm.get_total_counts()), group=control)
     if rank == 0:
-        print(f"cell {CELL['id']}")
-        print(f"target: {CELL['target']}   (torch {torch.__version__}, {dist.get_backend()})")
-        print(f"reference norm {ref!r} (exact, computed here; clip-parity's: {CELL['referenceNorm']!r}), max_norm {max_norm!r}, clip_coef {coef_ref!r}")
-        for r in every:
-            got = r["error"] if r["error"] else repr(r["norm"])
-            print(f"  rank {r['rank']}: got {got}   expected {ref!r}   collectives {r['collectives']}")
-            if r["mismatch"]:
-                print(f"    first clipped element that differs: {r['mismatch']}")
-            if r["unscaled"]:
-                print(f"    not scaled: {r['unscaled']}")
-        fails = []
-        nonfinite = not math.isfinite(ref)
-        if CELL["errorIfNonfinite"] and nonfinite:
-            raised = [r for r in every if r["error"]]
-            if len(raised) != world:
-                fails.append(f"errors.nonfinite: the norm is non-finite and error_if_nonfinite is set, but rank(s) {','.join(str(r['rank']) for r in every if not r['error'])} did not raise")
-        else:
-            for r in every:
-                if r["error"]:
-                    fails.append(f"parity.norm: rank {r['rank']} raised {r['error']}")
-                    break
-            normed = [r for r in every if r["norm"] is not None]
-            bad = [r for r in normed if not (r["norm"] == ref or (math.isnan(r["norm"]) and math.isnan(ref)) or (math.isfinite(ref) and abs(r["norm"] - ref) <= eps * abs(ref)))]
-            if bad:
-                r = bad[0]
-                rel = abs(r["norm"] - ref) / abs(ref) if ref and math.isfinite(ref) and math.isfinite(r["norm"]) else float("nan")
-                fails.append(f"parity.norm: rank {r['rank']} returned {r['norm']!r}, reference {ref!r} (relative error {rel:.3g}, tolerance {cls})")
-            if len({repr(r["norm"]) for r in normed}) > 1:
-                fails.append("parity.ranks: ranks returned different norms: " + ", ".join(f"{r['rank']}: {r['norm']!r}" for r in normed))
-            for r in every:
-                if r["mismatch"]:
-                    fails.append(f"parity.tensors: rank {r['rank']}: {r['mismatch']}")
-                    break
-            for r in every:
-                if r["unscaled"]:
-                    fails.append(f"scaling.nonempty: rank {r['rank']}: {r['unscaled']}")
-                    break
-        # comm.budget (SPEC section 10): per rank, distinct reduction groups + 1 (pp).
-        for r in every:
-            budget = CELL["commBudgets"][r["rank"]]
-            if r["collectives"] > budget:
-                fails.append(f"comm.budget: rank {r['rank']} issued {r['collectives']} collectives in one clip; budget {budget} = distinct reduction groups + 1 (pp)")
-                break
-        for f in fails:
-            print(f"FAIL {f}")
-        print("REPRODUCED" if fails else "no check failed here", flush=True)
-        code = 1 if fails else 0
-    else:
-        code = 0
-    flag = torch.tensor([code])
-    dist.broadcast(flag, src=0, group=control)
+        print(f"{TARGET} (torch {torch.__version__}, {dist.get_backend()}); clip-parity cell {CELL_ID}")
+        print(f"expected: norm {REFERENCE_NORM!r} on every rank (exact), gradients scaled by clip_coef {clip_coef(REFERENCE_NORM)!r}")
+        for r, (n, e, b, c) in enumerate(every):
+            print(f"  rank {r}: got {e or repr(n)}, {c} collectives" + (f"; {b[0]}: {b[1]}" if b else ""))
+        fails = verdict(every)
+        code[0] = int(bool(fails) and not UNSUPPORTED)
+        print("".join(f"FAIL {f}\n" for f in fails) + ("REPRODUCED" if code[0] else f"NOT REPRODUCED{f' ({UNSUPPORTED})' if UNSUPPORTED else ''}"), flush=True)
+    dist.broadcast(code, src=0, group=control)
     dist.destroy_process_group()
-    return int(flag.item())
+    return int(code[0])
 
-
-# The cell: layout, regime, the exact reference clip-parity computed, and every rank's physical copies (mesh,
-# placements, the block of the global tensor it holds). Read by the functions above when main() runs.
-CELL = json.loads(r'''
-@@CELL@@
-''')
+def verdict(every):
+    """The checks clip-parity saw fail on this cell, over every rank's (norm, error, first bad gradient, collectives)."""
+    ref, fails, eps = REFERENCE_NORM, [], {"exact": 0.0, "fp32": 4 * 2.0**-24, "bf16": 4 * 2.0**-8}[TOLERANCE]
+    norms, errors = [(r, x[0]) for r, x in enumerate(every) if x[0] is not None], [(r, x[1]) for r, x in enumerate(every) if x[1]]
+    if ERROR_IF_NONFINITE and not math.isfinite(ref):  #? errors.nonfinite
+        return [f"errors.nonfinite: the norm is non-finite, error_if_nonfinite is set, rank {r} did not raise" for r, x in enumerate(every) if not x[1]][:1]  #? errors.nonfinite
+    far = [(r, n) for r, n in norms if not (n == ref or math.isnan(n) and math.isnan(ref) or abs(n - ref) <= eps * abs(ref))]  #? parity.norm
+    fails += [f"parity.norm: rank {r} raised {e}" for r, e in errors][:1] or [f"parity.norm: rank {r} returned {n!r}, reference {ref!r} (tolerance {TOLERANCE})" for r, n in far][:1]  #? parity.norm
+    fails += ["parity.ranks: the ranks returned different norms"] if len({repr(n) for _, n in norms}) > 1 else []  #? parity.ranks
+    fails += [f"{x[2][0]}: rank {r}: {x[2][1]}" for r, x in enumerate(every) if x[2]][:1]  #? parity.tensors scaling.nonempty
+    fails += [f"comm.budget: rank {r} issued {x[3]} collectives in one clip; budget {COMM_BUDGET[r]} = reduction groups + 1 (pp)" for r, x in enumerate(every) if x[3] > COMM_BUDGET[r]][:1]  #? comm.budget
+    return fails
 
 if __name__ == "__main__":
     sys.exit(main())

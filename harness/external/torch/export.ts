@@ -1,30 +1,35 @@
 /**
- * `clip-parity export`: one cell of a torch: subject as a standalone PyTorch script (torchrun, gloo or NCCL)
- * that depends on nothing of this project: it embeds SPEC §5's generator and an exact reference, builds the
- * cell's DTensors on every rank from the same values, calls the target the way the subject's convention
- * says, and prints expected against got. What a user attaches to an upstream issue.
+ * `clip-parity export`: one cell of a torch: subject as a short standalone PyTorch script (torchrun, gloo or NCCL) that
+ * depends on nothing of this project, to attach to an upstream issue. Its docstring says what was run and what went
+ * wrong (framework, configuration, the cause in words, expected against got); its code is the cell as a handful of
+ * constants and the model as compact rows (parameters repeated per layer written once), SPEC §5's generator as one
+ * function, DTensors built by `distribute_tensor` from each parameter's full gradient, the call as the framework's
+ * trainer makes it, and only the checks that clip-parity saw fail (all of them when none did).
  *
- * The script is adapters/torch/repro_template.py with three holes filled: the cell as JSON (@@CELL@@), the
- * call as Python code generated from the convention (@@CALL@@), and the header (what clip-parity saw).
+ * The script is adapters/torch/repro_template.py with the docstring (@@DOC@@), the cell (@@CELL@@) and the call
+ * (@@CALL@@) filled in; template lines tagged `#? check ...` are kept only when the script makes one of those checks.
  */
 import { escapeControls } from "../../results/controls.ts";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { InputError } from "../../errors.ts";
 import { writeFileAtomic } from "../../util/fs.ts";
-import { formatLayout, parseLayout, validateLayout, worldSize } from "../../layout/layout.ts";
+import { formatLayout, parseLayout, validateLayout, worldSize, type ValidLayout } from "../../layout/layout.ts";
 import { getModel, MODEL_NAMES } from "../../model/models.ts";
 import { planWorld } from "../../model/plan.ts";
 import { computeReference } from "../../clip/reference.ts";
 import { maxNormOf, REGIMES, regimeSpec, type Regime } from "../../clip/regimes.ts";
+import type { ModelManifest } from "../../model/manifest.ts";
+import { causeText, causesOf, type FrameworksData } from "../frameworks-table.ts";
+import { applicability } from "./frameworks.ts";
 import { meshesOf, reductionGroup } from "../../world/context.ts";
 import type { DType } from "../../clip/api.ts";
 import { runCell } from "../../run/cell.ts";
 import { cellId, type Cell } from "../../spec/cell.ts";
 import type { CellResult } from "../../results/types.ts";
-import { ADAPTER_DIR, type TorchOptions } from "./options.ts";
+import { ADAPTER_DIR, PROJECT_ROOT, type TorchOptions } from "./options.ts";
 import type { Arg, Call, Convention } from "./protocol.ts";
-import { closeTorchSessions, countedHere, loadTorchSubject, refusePartial, torchTolerance, type TorchSubject } from "./subject.ts";
+import { closeTorchSessions, loadTorchSubject, refusePartial, torchTolerance, type TorchSubject } from "./subject.ts";
 
 export const TEMPLATE = join(ADAPTER_DIR, "repro_template.py");
 const DTYPES: readonly DType[] = ["f32", "bf16", "f16"];
@@ -113,7 +118,7 @@ function argExpr(g: Gen, a: Arg): string | null {
     case "local_params":
       return "LP";
     case "grads_for_norm":
-      return "[q.grad for q in LP if q.grad is not None and q.clip_parity_counted]";
+      return "[q.grad for q in LP if q.grad is not None and q.counted_in_norm]";
     case "max_norm":
       return "MAX_NORM";
     case "norm_type":
@@ -123,11 +128,11 @@ function argExpr(g: Gen, a: Arg): string | null {
     case "foreach":
       return g.foreach === null ? null : py(g.foreach);
     case "pp_mesh":
-      return 'meshes["pp"] if CELL["layout"]["pp"] > 1 else None';
+      return 'meshes["pp"] if LAYOUT["pp"] > 1 else None';
     case "world_group":
       return "dist.group.WORLD";
     case "ep_enabled":
-      return 'CELL["layout"]["ep"] > 1';
+      return 'LAYOUT["ep"] > 1';
     case "experts_present":
       return py(g.expertsPresent);
     case "dist_backend":
@@ -172,15 +177,15 @@ function callExpr(g: Gen, step: Call): { before: string[]; expr: string } {
   return { before, expr: `${fn}(${[...args, "**kw"].join(", ")})` };
 }
 
-/** `def clip(params, meshes)`: the convention's setup, path choice and steps as plain Python. */
-export function renderCall(c: Convention, opts: { foreach: boolean | null; expertsPresent: boolean; cell: { maxNorm: number; normType: number; errorIfNonfinite: boolean } }): string {
-  const g: Gen = { imports: new Map(), names: new Set(["P", "LP", "named", "meshes", "params", "kw", "sig", "ret"]), instances: new Map(), lines: [], foreach: opts.foreach, expertsPresent: opts.expertsPresent };
+/** `def clip(named, meshes)`: the convention's setup, path choice and steps as plain Python, with the helpers it uses. */
+export function renderCall(c: Convention, opts: { foreach: boolean | null; expertsPresent: boolean }): string {
+  const g: Gen = { imports: new Map(), names: new Set(["P", "LP", "named", "meshes", "kw", "sig", "ret"]), instances: new Map(), lines: [], foreach: opts.foreach, expertsPresent: opts.expertsPresent };
   const body: string[] = [];
   const ind = "    ";
-  const usesLocal = JSON.stringify(c).includes('"local_params"') || JSON.stringify(c).includes('"grads_for_norm"');
-  body.push(`${ind}named = [(p["fqn"], param) for p, param in params]`);
-  body.push(`${ind}P = [param for _, param in named]`);
-  if (usesLocal) body.push(`${ind}LP = local_params(params)  # plain tensors over the local shards`);
+  const text = JSON.stringify(c);
+  const usesLocal = text.includes('"local_params"') || text.includes('"grads_for_norm"');
+  body.push(`${ind}P = [p for _, p in named]`);
+  if (usesLocal) body.push(`${ind}LP = [local_param(p) for p in P]`);
   for (const s of c.setup) {
     if (s.why) body.push(`${ind}# ${s.why}`);
     const { before, expr } = callExpr(g, s);
@@ -209,13 +214,42 @@ export function renderCall(c: Convention, opts: { foreach: boolean | null; exper
     }
     p.steps.forEach((s, k) => body.push(...step(s, pad, k === p.steps.length - 1, p.norm)));
   });
-  const consts = [
-    `MAX_NORM = ${py(opts.cell.maxNorm)}`,
-    `NORM_TYPE = ${opts.cell.normType === Infinity ? "math.inf" : py(opts.cell.normType)}`,
-    `ERROR_IF_NONFINITE = ${py(opts.cell.errorIfNonfinite)}`,
-  ];
-  return ["import inspect", ...g.lines, "", ...consts, "", "", "def clip(params, meshes):", ...body].join("\n").replace(/\n{3,}/g, "\n\n");
+  const helpers: string[] = [];
+  if (text.includes('"model"')) helpers.push(...PARAMS_MODEL);
+  if (usesLocal) helpers.push(...LOCAL_PARAM);
+  const inspect = body.some((l) => l.includes("inspect.signature")) ? ["import inspect"] : [];
+  return [...inspect, ...g.lines, "", ...helpers, "", "def clip(named, meshes):", '    """The call under test, made the way the framework\'s trainer makes it."""', ...body]
+    .join("\n")
+    .replace(/\n{3,}/g, "\n\n")
+    .replace(/^\n+/, "");
 }
+
+/** What a trainer passes as `model` (only when the convention passes one). */
+const PARAMS_MODEL = [
+  "",
+  "class ParamsModel(torch.nn.Module):",
+  '    """What the trainer passes as `model`: parameters() and named_parameters() over this rank\'s copies."""',
+  "",
+  "    def __init__(self, named):",
+  "        super().__init__()",
+  "        self.named = named",
+  "",
+  "    def parameters(self, recurse=True):",
+  "        return iter([p for _, p in self.named])",
+  "",
+  '    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):',
+  "        return iter([(prefix + n, p) for n, p in self.named])",
+];
+
+/** Plain tensors over the local shards, for frameworks that never see a DTensor (only when the convention asks). */
+const LOCAL_PARAM = [
+  "",
+  "def local_param(p):",
+  '    """A plain parameter over p\'s local shard; its .grad is the very local tensor of p\'s gradient (scaled in place)."""',
+  "    lp = torch.nn.Parameter(torch.empty(p.to_local().shape, dtype=p.dtype, device=p.device))",
+  "    lp.grad, lp.counted_in_norm = None if p.grad is None else p.grad.to_local(), p.counted_in_norm",
+  "    return lp",
+];
 
 // ---- the cell -------------------------------------------------------------------------------------------
 
@@ -225,93 +259,282 @@ export interface ExportData {
   fileName: string;
 }
 
-/** Everything the script needs, computed without running anything (the reference is the harness's own). */
-export function buildExport(cell: Cell, subject: TorchSubject, seen: CellResult | null): ExportData {
+/** What clip-parity saw on the cell: a run, or the committed docs/frameworks.json record of the framework's run. */
+interface Seen {
+  source: string;
+  failed: string[];
+  /** First line of each failing check's message. */
+  messages: Record<string, string>;
+  causes: string[];
+  repro: string | null;
+}
+
+const head = (m: string) => m.split("\n")[0]!.replace(/\s+reproduce:.*$/, "").trim();
+
+function seenFromRun(r: CellResult): Seen {
+  const failed = r.checks.filter((c) => c.status === "fail");
+  return { source: "clip-parity's run of this cell", failed: failed.map((c) => c.id), messages: Object.fromEntries(failed.map((c) => [c.id, head(c.message)])), causes: causesOf(r), repro: r.repro };
+}
+
+/** The committed record of this cell in docs/frameworks.json (`npm run frameworks`), if the framework's run has one. */
+function seenFromRecord(cell: Cell, subject: TorchSubject): Seen | null {
+  const path = join(PROJECT_ROOT, "docs", "frameworks.json");
+  if (!subject.framework || !existsSync(path)) return null;
+  const data = JSON.parse(readFileSync(path, "utf8")) as FrameworksData;
+  const fw = data.frameworks.find((f) => f.name === subject.framework!.name);
+  const rec = fw?.cells.find((c) => c.case === cellId(cell).slice(cell.subject.length + 1));
+  if (!fw || !rec || rec.status === "n/a") return null;
+  return { source: `docs/frameworks.json (${fw.name} ${fw.version}, torch ${data.torch})`, failed: rec.failed, messages: rec.messages, causes: rec.causes, repro: null };
+}
+
+/** The checks the script makes: those clip-parity saw fail (parity.norm always), or all of them when none did. */
+const ALL_CHECKS = ["parity.norm", "parity.ranks", "parity.tensors", "scaling.nonempty", "errors.nonfinite", "comm.budget"];
+
+/** A Python literal of a float: repr-exact for finite values. */
+function pyFloat(x: number): string {
+  if (Number.isNaN(x)) return 'float("nan")';
+  if (!Number.isFinite(x)) return x > 0 ? "math.inf" : "-math.inf";
+  const s = String(x);
+  return /[.e]/.test(s) ? s : `${s}.0`;
+}
+
+/**
+ * The model as Python for the script: MODEL = [(where, name prefix, rows)] in manifest order, where "first" (stage 0),
+ * "last" (the last stage) or a range of layers whose parameters repeat under the prefix "layers.{i}."; rows are
+ * "name shape tp-style" triples, a shape as d0,d1. A run of parameters outside the layers that repeats a layer's rows
+ * under another prefix (DeepSeek-V3's MTP block) is written as that prefix over the same rows; rows used twice are
+ * named once. The script's expansion is replayed here and checked against the manifest.
+ */
+function modelCode(model: ModelManifest): string[] {
+  const triple = (name: string, p: { shape: number[]; tp: string }) => `${name} ${p.shape.join(",")} ${p.tp}`;
+  type Group = { where: string; first: number; last: number; prefix: string; rows: string[] };
+  const groups: Group[] = [];
+  for (const p of model.params) {
+    const where = p.layer === null ? (p.kind === "embedding" ? "first" : "last") : "layer";
+    const prefix = p.layer === null ? "" : `layers.${p.layer}.`;
+    if (!p.name.startsWith(prefix)) throw new Error(`internal: ${p.name} (layer ${p.layer}) does not start with ${prefix}`);
+    const g = groups[groups.length - 1];
+    const layer = p.layer ?? -1;
+    if (g && g.where === where && g.last === layer) g.rows.push(triple(p.name.slice(prefix.length), p));
+    else groups.push({ where, first: layer, last: layer, prefix: prefix && "layers.{i}.", rows: [triple(p.name.slice(prefix.length), p)] });
+  }
+  // Consecutive layers with the same rows: one range.
+  const merged: Group[] = [];
+  for (const g of groups) {
+    const m = merged[merged.length - 1];
+    if (m && g.where === "layer" && m.where === "layer" && m.last === g.first - 1 && m.rows.join() === g.rows.join()) m.last = g.last;
+    else merged.push({ ...g, rows: [...g.rows] });
+  }
+  // Outside the layers: a run of rows that is a layer's rows under a prefix of its own.
+  const layerRows = merged.filter((g) => g.where === "layer").map((g) => g.rows);
+  const out: Group[] = [];
+  for (const g of merged) {
+    if (g.where === "layer") {
+      out.push(g);
+      continue;
+    }
+    let rest = g.rows;
+    for (let j = 0; j < rest.length; j++) {
+      const hit = layerRows.find((r) => {
+        const first = r[0]!.split(" ")[0]!;
+        const name = rest[j]!.split(" ")[0]!;
+        if (!name.endsWith(first) || j + r.length > rest.length) return false;
+        const pre = name.slice(0, name.length - first.length);
+        return r.every((row, k) => rest[j + k] === pre + row);
+      });
+      if (!hit) continue;
+      const name = rest[j]!.split(" ")[0]!;
+      if (j) out.push({ ...g, prefix: "", rows: rest.slice(0, j) });
+      out.push({ ...g, prefix: name.slice(0, name.length - hit[0]!.split(" ")[0]!.length), rows: hit });
+      rest = rest.slice(j + hit.length);
+      j = -1;
+    }
+    if (rest.length) out.push({ ...g, prefix: "", rows: rest });
+  }
+  // Replay the script's expansion: the same names, shapes and styles in the same order as the manifest.
+  const expanded = out.flatMap((g) => (g.where === "layer" ? Array.from({ length: g.last - g.first + 1 }, (_, k) => g.first + k) : [null]).flatMap((i) => g.rows.map((r) => g.prefix.replace("{i}", String(i)) + r)));
+  const want = model.params.map((p) => triple(p.name, p));
+  if (expanded.join("\n") !== want.join("\n")) throw new Error(`internal: the script's rows of ${model.name} do not expand to its manifest`);
+  const text = (rows: string[]) => {
+    const lines: string[] = [];
+    for (const r of rows) {
+      const last = lines[lines.length - 1];
+      if (last !== undefined && last.length + 3 + r.length <= 108) lines[lines.length - 1] = `${last}   ${r}`;
+      else lines.push(r);
+    }
+    return lines.length === 1 ? JSON.stringify(lines[0]) : `"""\n${lines.map((l) => `    ${l}`).join("\n")}\n"""`;
+  };
+  const uses = new Map<string, number>();
+  for (const g of out) uses.set(g.rows.join("\n"), (uses.get(g.rows.join("\n")) ?? 0) + 1);
+  const named = new Map<string, string>();
+  const defs: string[] = [];
+  for (const [rows, n] of uses) {
+    if (n < 2) continue;
+    const name = `ROWS_${named.size + 1}`;
+    named.set(rows, name);
+    defs.push(`${name} = ${text(rows.split("\n"))}`);
+  }
+  const items = out.map((g) => {
+    const where = g.where === "layer" ? `range(${g.first}, ${g.last + 1})` : JSON.stringify(g.where);
+    return `(${where}, ${JSON.stringify(g.prefix)}, ${named.get(g.rows.join("\n")) ?? text(g.rows)})`;
+  });
+  const model_ = items.join(", ").length + 10 <= 116 ? [`MODEL = [${items.join(", ")}]`] : ["MODEL = [", ...items.map((x) => `    ${x.replace(/\n/g, "\n    ")},`), "]"];
+  return [...defs, ...model_];
+}
+
+/**
+ * Everything the script needs, computed without running anything (the reference is the harness's own). `seen` is
+ * clip-parity's run of the cell, if it ran; otherwise the committed docs/frameworks.json record is used when it has
+ * the cell.
+ */
+export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult | null): ExportData {
   const layout = validateLayout(cell.layout);
   const world = worldSize(layout);
   const model = getModel(cell.model);
   const regime = regimeSpec(cell.regime);
   const step = cell.step ?? 0;
+  const id = cellId(cell);
   const reference = computeReference(model, cell.dtype, cell.normType, cell.regime, cell.seed, step);
   const maxNorm = maxNormOf(cell, reference.totalNorm);
   const errorIfNonfinite = cell.errorIfNonfinite ?? regime.errorIfNonfinite;
   const plan = planWorld(model, layout);
-  refusePartial(plan.flat(), `export --cell ${cellId(cell)}`);
+  refusePartial(plan.flat(), `export --cell ${id}`);
+  if (regime.tiedExp !== undefined && plan.flat().some((p) => !p.canonical)) {
+    throw new InputError(`export --cell ${id}: the finalize regime (each tied copy its own partial gradient) is not exported; the script gives every copy the logical gradient`);
+  }
+  for (const t of model.ties) {
+    const p = model.params.find((x) => x.name === t.canonical)!;
+    for (const r of t.replicas) if (r.tp !== p.tp) throw new Error(`internal: ${r.fqn} has tp style ${r.tp}, its canonical copy ${p.tp}: the script gives a replica its canonical copy's`);
+  }
   const meshes = meshesOf(layout);
-  const specialParam = regime.special === null ? null : (model.params.find((p) => regime.hasGrad(p.index))?.name ?? null);
-  const commBudgets = plan.map((params, rank) => {
-    const groups = new Set(params.map((p) => reductionGroup(meshes, rank, p, p.placements.map((x) => x.kind !== "replicate")).key));
-    return Math.max(1, groups.size) + 1;
-  });
-  const num = (x: number) => (Number.isFinite(x) ? x : Number.isNaN(x) ? "NaN" : x > 0 ? "Infinity" : "-Infinity");
-  const id = cellId(cell);
-  const data = {
-    id,
-    target: subject.framework ? `${subject.name}: ${subject.framework.trainer}` : subject.name,
-    world,
-    layout,
-    dtype: cell.dtype,
-    seed: cell.seed,
-    step,
-    normType: cell.normType === Infinity ? "inf" : cell.normType,
-    maxNorm,
-    errorIfNonfinite,
-    tolerance: torchTolerance(cell.dtype, subject.options.tolerance),
-    experts: subject.convention.experts,
-    regime: { mode: regime.mode, exp: regime.exp, special: regime.special === null ? null : num(regime.special), specialParam },
-    referenceNorm: num(reference.totalNorm),
-    commBudgets,
-    logical: model.params.map((p) => ({ name: p.name, shape: p.shape, hasGrad: regime.hasGrad(p.index) })),
-    ranks: plan.map((params, rank) =>
-      params.map((p) => ({
-        fqn: p.fqn,
-        name: p.name,
-        canonical: p.canonical,
-        mesh: p.mesh,
-        meshAxes: p.meshAxes,
-        placements: p.placements,
-        globalShape: p.block.globalShape,
-        block: { start: p.block.start, len: p.block.len },
-        hasGrad: regime.hasGrad(p.index),
-        countedHere: countedHere(p, layout, rank),
-      })),
-    ),
-  };
+  const commBudgets = plan.map((params, rank) => Math.max(1, new Set(params.map((p) => reductionGroup(meshes, rank, p, p.placements.map((x) => x.kind !== "replicate")).key)).size) + 1);
   const expertsPresent = plan.some((ps) => ps.some((p) => p.mesh === "sparse"));
-  const call = renderCall(subject.convention, { foreach: subject.options.foreach, expertsPresent, cell: { maxNorm, normType: cell.normType, errorIfNonfinite } });
-  const fileName = `repro-${id.replace(/[^A-Za-z0-9_.-]+/g, "-").replace(/^-+|-+$/g, "")}.py`;
-  const failed = seen?.checks.filter((c) => c.status === "fail") ?? [];
-  const seenText = seen
-    ? failed.length
-      ? `What clip-parity saw (the same cell through its PyTorch adapter):\n\n${failed
-          .map((c) => `    ${c.id}: ${c.message.split("\n")[0]!.slice(0, 400)}`)
-          .join("\n")}\n\nReproduce it in clip-parity: ${seen.repro}`
-      : `clip-parity saw this cell pass every check (${seen.repro}).`
-    : "Exported without running the cell in clip-parity (--no-run).";
-  // One parameter per line: a reader of the script (an upstream maintainer) can find a rank's copies.
-  const json = [
-    "{",
-    ...Object.entries(data).map(([k, v], i, all) => {
-      const end = i === all.length - 1 ? "" : ",";
-      if (k === "logical") return `  "logical": [\n${(v as unknown[]).map((x) => `    ${JSON.stringify(x)}`).join(",\n")}\n  ]${end}`;
-      if (k === "ranks") {
-        const ranks = (v as unknown[][]).map((ps, r) => `    [\n      ${ps.map((x) => JSON.stringify(x)).join(",\n      ")}\n    ]`);
-        return `  "ranks": [\n${ranks.join(",\n")}\n  ]${end}`;
-      }
-      return `  ${JSON.stringify(k)}: ${JSON.stringify(v)}${end}`;
-    }),
-    "}",
+  const seen = run ? seenFromRun(run) : seenFromRecord(cell, subject);
+  const convention = subject.convention;
+  const unsupported = applicability(convention, { normType: cell.normType, regime: cell.regime, errorIfNonfinite });
+  const checks = new Set(seen?.failed.length ? ["parity.norm", ...seen.failed] : ALL_CHECKS);
+  if (errorIfNonfinite && !Number.isFinite(reference.totalNorm)) checks.add("errors.nonfinite");
+  const call = renderCall(convention, { foreach: subject.options.foreach, expertsPresent });
+  const features = new Set([...checks, ...(/\blocal_param\(/.test(call) ? ["local"] : [])]);
+
+  // Which parameters have a gradient, as one Python expression checked against the regime over the manifest.
+  const hasGrad = [
+    ["lambda i: True", () => true],
+    ["lambda i: False", () => false],
+    ["lambda i: i % 3 != 1", (i: number) => i % 3 !== 1],
+  ].find(([, f]) => model.params.every((p) => regime.hasGrad(p.index) === (f as (i: number) => boolean)(p.index)))?.[0];
+  if (!hasGrad) throw new Error(`internal: regime ${cell.regime}: which parameters have a gradient has no Python expression here`);
+  const specialParam = regime.special === null ? null : (model.params.find((p) => regime.hasGrad(p.index))?.name ?? null);
+  const special = specialParam === null ? "None" : `(${JSON.stringify(specialParam)}, ${pyFloat(regime.special!)})`;
+  const tolerance = torchTolerance(cell.dtype, subject.options.tolerance);
+  const target = subject.framework ? `${subject.framework.name} ${subject.info.packageVersion ?? ""}`.trim() : subject.name.slice("torch:".length);
+  const budgets = new Set(commBudgets).size === 1 ? `[${commBudgets[0]}] * ${world}` : `[${commBudgets.join(", ")}]`;
+  const experts = convention.experts === "dense-mesh-when-ep1" && layout.ep === 1;
+  const cellCode = [
+    `CELL_ID = ${JSON.stringify(id)}`,
+    `TARGET = ${JSON.stringify(target)}`,
+    `WORLD, LAYOUT = ${world}, {${LAYOUT_AXES.map((a) => `"${a}": ${layout[a]}`).join(", ")}}`,
+    `DTYPE, SEED, STEP = "${cell.dtype}", ${cell.seed}, ${step}`,
+    `# regime "${cell.regime}": gradients ${regime.mode === "gen" ? `from the generator with |g| < 2^${regime.exp}` : `all ${regime.mode}`}${specialParam ? `, element 0 of ${specialParam} ${pyFloat(regime.special!)}` : ""}`,
+    `MODE, EXP, SPECIAL, HAS_GRAD = "${regime.mode}", ${regime.exp}, ${special}, ${hasGrad}  # noqa: E731`,
+    `NORM_TYPE, MAX_NORM, ERROR_IF_NONFINITE = ${cell.normType === Infinity ? "math.inf" : pyFloat(cell.normType)}, ${pyFloat(maxNorm)}, ${errorIfNonfinite ? "True" : "False"}`,
+    `REFERENCE_NORM, TOLERANCE = ${pyFloat(reference.totalNorm)}, "${tolerance}"  # the exact norm (clip-parity's reference), its tolerance class`,
+    ...(features.has("comm.budget") ? [`COMM_BUDGET = ${budgets}  # collectives per rank: distinct reduction groups + 1 (pp)`] : []),
+    `EXPERTS_ON_DENSE_MESH, UNSUPPORTED = ${experts ? "True" : "False"}, ${JSON.stringify(unsupported ? `${target} does not support this configuration: ${unsupported}` : "")}`,
+    `# ${model.name}: N_LAYERS layers; tied copies (canonical, replica on the last stage); MODEL: (where, name prefix,`,
+    '# "name shape tp-style" rows) in model order, where "first" or "last" stage or the layers i of a range',
+    `N_LAYERS, TIES = ${model.nLayers}, [${model.ties.flatMap((t) => t.replicas.map((r) => `(${JSON.stringify(t.canonical)}, ${JSON.stringify(r.fqn)})`)).join(", ")}]`,
+    ...modelCode(model),
   ].join("\n");
-  if (json.includes("'''")) throw new Error("internal: the cell's JSON holds ''' and cannot be embedded");
-  const script = readFileSync(TEMPLATE, "utf8")
-    // a docstring takes no NUL and shows no control character: both as \x.. text (escapeControls)
-    .replace("@@TITLE@@", () => docstringText(`Reproduces clip-parity cell ${id}`))
-    .replace("@@WORLD@@", String(world))
-    .replace("@@FILE@@", fileName)
-    .replace("@@SEEN@@", () => docstringText(seenText))
-    .replace("@@CELL@@", () => json)
+
+  const fileName = `repro-${id.replace(/[^A-Za-z0-9_.-]+/g, "-").replace(/^-+|-+$/g, "")}.py`;
+  const doc = docText({ cell, layout, world, model: model.name, regime: cell.regime, maxNorm, errorIfNonfinite, subject, target, unsupported, seen, reference: reference.totalNorm, fileName, checks: [...checks] });
+  const template = readFileSync(TEMPLATE, "utf8")
+    .split("\n")
+    .flatMap((line) => {
+      // A line tagged `#? a b` is kept (untagged) only when the script makes one of those checks or uses that feature.
+      const m = /^(.*?)\s*#\? ([\w. ]+)$/.exec(line);
+      if (!m) return [line];
+      return m[2]!.split(" ").some((f) => features.has(f)) ? [m[1]!] : [];
+    })
+    .join("\n");
+  const script = template
+    .replace("@@DOC@@", () => doc)
+    .replace("@@CELL@@", () => cellCode)
     .replace("@@CALL@@", () => call);
   return { cell, script, fileName };
+}
+
+const LAYOUT_AXES = ["pp", "dp_replicate", "dp_shard", "cp", "tp", "ep"] as const;
+const DTYPE_WORDS: Record<DType, string> = { f32: "float32", bf16: "bfloat16", f16: "float16" };
+
+/** Hard-wraps `text` at `width` columns, continuation lines indented by `indent`. */
+function wrap(text: string, indent: string, width = 116): string[] {
+  const out: string[] = [];
+  let line = "";
+  for (const word of text.split(/ +/)) {
+    if (line && line.length + 1 + word.length > width) {
+      out.push(line);
+      line = indent + word;
+    } else line = line ? `${line} ${word}` : word;
+  }
+  if (line) out.push(line);
+  return out;
+}
+
+/** The script's docstring: framework, configuration, cause in words, expected against got, how to run it. */
+function docText(x: {
+  cell: Cell;
+  layout: ValidLayout;
+  world: number;
+  model: string;
+  regime: string;
+  maxNorm: number;
+  errorIfNonfinite: boolean;
+  subject: TorchSubject;
+  target: string;
+  unsupported: string | null;
+  seen: Seen | null;
+  reference: number;
+  fileName: string;
+  checks: string[];
+}): string {
+  // "Label:     text", the text wrapped under itself.
+  const field = (label: string, text: string) => wrap(text, "", 104).map((l, i) => (i === 0 && label ? `${label}:` : "").padEnd(12) + l);
+  const norm = x.cell.normType === Infinity ? "inf-norm" : `${x.cell.normType}-norm`;
+  const fw = x.subject.framework;
+  const who = fw?.name ?? x.target;
+  const config =
+    `layout ${formatLayout(x.layout)} (${x.world} ranks), model ${x.model}, ${DTYPE_WORDS[x.cell.dtype]} gradients, ${norm}, regime ${x.regime} ` +
+    `(seed ${x.cell.seed}${x.cell.step ? `, step ${x.cell.step}` : ""}), max_norm ${x.maxNorm}, error_if_nonfinite ${x.errorIfNonfinite ? "True" : "False"}`;
+  const lines = [
+    `Reproducer: ${x.target} on ${formatLayout(x.layout)} / ${x.model} / ${DTYPE_WORDS[x.cell.dtype]} / ${norm}${x.seen?.failed.length ? `: ${x.seen.failed.join(", ")} fail` : ""}`,
+    "",
+    ...field("Framework", `${x.target} (torch ${x.subject.info.torch}): ${fw ? fw.description : "called as torch.nn.utils.clip_grad_norm_ is"}`),
+    ...field("Config", x.unsupported ? config : `${config}: a configuration ${who} supports`),
+  ];
+  if (x.unsupported) lines.push(...field("Supported", `NO: ${who} does not support this configuration (${x.unsupported}), so the script never reports REPRODUCED`));
+  if (!x.seen) lines.push(...field("Cause", "not known: exported without running the cell (--no-run), and docs/frameworks.json has no record of it"));
+  else if (!x.seen.failed.length) lines.push(...field("Cause", `none: every check passed in ${x.seen.source}`));
+  else x.seen.causes.forEach((k, i) => lines.push(...field(i === 0 ? "Cause" : "", `- ${causeText(k, fw?.explain ?? {})}`)));
+  const coef = Math.min(1, Math.fround(Math.fround(x.maxNorm) / Math.fround(x.reference + Math.fround(1e-6))));
+  lines.push(...field("Expected", `total norm ${x.reference} on every rank (exact), every gradient scaled by clip_coef ${coef}`));
+  if (x.seen?.failed.length) {
+    const got = x.seen.failed.map((c) => `${c}: ${(x.seen!.messages[c] ?? "").slice(0, 240)}`);
+    got[got.length - 1] += ` (seen in ${x.seen.source})`;
+    got.forEach((g, i) => lines.push(...field(i === 0 ? "Got" : "", g)));
+  }
+  lines.push(
+    "",
+    ...wrap(
+      `Run it with torch, numpy and ${fw ? fw.package : "the function under test"} installed (gloo on CPU, NCCL when every rank has a GPU); it checks ` +
+        `${x.checks.join(", ")} and prints REPRODUCED (exit 1) when one fails as above, NOT REPRODUCED (exit 0) otherwise:`,
+      "",
+    ),
+    `    torchrun --standalone --nproc-per-node ${x.world} ${x.fileName}`,
+    ...wrap(`Written by clip-parity export${x.seen?.repro ? `; the cell in clip-parity: ${x.seen.repro}` : "."}`, "    "),
+  );
+  return docstringText(lines.join("\n").replace(/ +$/gm, ""));
 }
 
 /** Text for the script's docstring: control characters as escapes, backslashes and quotes that cannot end it. */
