@@ -42,33 +42,27 @@ def gradient(name, shape):
     """A logical parameter's full gradient in the cell's regime."""
     n, dtype = math.prod(shape), TORCH_DTYPE[DTYPE]
     g = generate(name, n, SEED, STEP, DTYPE, EXP) if MODE == "gen" else torch.full([n], float(MODE == "ones"), dtype=dtype)
-    if SPECIAL and name == SPECIAL[0] and n:
-        g[0] = SPECIAL[1]
+    if SPECIAL and name == SPECIAL[0] and n:  #? special
+        g[0] = SPECIAL[1]  # the regime's non-finite value  #? special
     return g.reshape(shape)
 
 def build(device):
-    """Dense (pp, dp_replicate, dp_shard, cp, tp) and expert (pp, dp_replicate, efsdp, ep) meshes on the same ranks,
-    row-major; this rank's parameter copies as DTensors on its stage's sub-meshes (axes of size > 1), with gradients."""
+    """This rank's parameter copies, gradients set: DTensors on its stage's sub-mesh (the axes of size > 1) of a mesh."""
     sizes = dict(LAYOUT, efsdp=LAYOUT["dp_shard"] * LAYOUT["cp"] * LAYOUT["tp"] // LAYOUT["ep"])
-    axes = {"dense": [a for a in ("dp_replicate", "dp_shard", "cp", "tp") if sizes[a] > 1] or ["dp_shard"]}
-    axes["sparse"] = [a for a in ("dp_replicate", "efsdp", "ep") if sizes[a] > 1 or a == "ep"]
-    meshes = {}
-    for kind, names in axes.items():
-        full = DeviceMesh(device.type, torch.arange(WORLD).reshape([sizes[a] for a in ("pp", *names)]), mesh_dim_names=("pp", *names))
-        meshes[kind], meshes["pp"] = full[tuple(names)], full["pp"]
-    if EXPERTS_ON_DENSE_MESH:  # as the framework does at ep = 1
-        axes["sparse"], meshes["sparse"] = axes["dense"], meshes["dense"]
+    axes = {"dense": [a for a in ("dp_replicate", "dp_shard", "cp", "tp") if sizes[a] > 1] or ["dp_shard"],
+            "sparse": [a for a in ("dp_replicate", "efsdp", "ep") if sizes[a] > 1 or a == "ep"]}
+    full = {k: DeviceMesh(device.type, torch.arange(WORLD).reshape([sizes[a] for a in ("pp", *v)]), mesh_dim_names=("pp", *v)) for k, v in axes.items()}
+    meshes = {"pp": full["dense"]["pp"], **{k: full[k][tuple(v)] for k, v in axes.items()}}
+    axes["sparse"], meshes["sparse"] = axes["dense"], meshes["dense"]  # experts on the dense mesh at ep = 1, as the framework does  #? dense-experts
     # FSDP shards dim 0 (experts [E, out, in]: dim 1), TP by the projection's style, EP the experts; the rest replicate.
-    tp = {"colwise": Shard(0), "rowwise": Shard(1), "replicate": Replicate()}
-    rules = {s: {"dp_shard": Shard(0), "cp": Shard(0), "tp": tp[s]} for s in tp}
-    rules["expert"] = {"efsdp": Shard(1), "ep": Shard(0), "dp_shard": Shard(1), "cp": Shard(1), "tp": Shard(1)}
-    stage, last = meshes["pp"].get_local_rank(), LAYOUT["pp"] - 1
+    rules = {s: {"dp_shard": Shard(0), "cp": Shard(0), "tp": pl} for s, pl in (("colwise", Shard(0)), ("rowwise", Shard(1)), ("replicate", Replicate()))}
+    rules["expert"] = {"efsdp": Shard(1), "ep": Shard(0), "dp_shard": Shard(1), "cp": Shard(1), "tp": Shard(1)}  #? experts
+    stage, named = meshes["pp"].get_local_rank(), []
     mine = [(x[1], *x) for x in LOGICAL if x[4] == stage]
-    mine += [(fqn, *x) for canonical, fqn in TIES for x in LOGICAL if x[1] == canonical and x[4] != stage == last]  # replicas
-    named = []
+    mine += [(fqn, *x) for canon, fqn in TIES for x in LOGICAL if x[1] == canon and x[4] != stage == LAYOUT["pp"] - 1]  # replicas  #? ties
     for fqn, i, name, shape, style, _ in mine:
-        kind = "sparse" if style == "expert" else "dense"
-        mesh, pls = meshes[kind], [rules[style].get(a, Replicate()) for a in axes[kind]]
+        mesh, names = (meshes["sparse"], axes["sparse"]) if style == "expert" else (meshes["dense"], axes["dense"])
+        pls = [rules[style].get(a, Replicate()) for a in names]
         p = torch.nn.Parameter(distribute_tensor(torch.empty(shape, dtype=TORCH_DTYPE[DTYPE], device=device), mesh, pls, src_data_rank=None))
         if HAS_GRAD(i):
             p.grad = distribute_tensor(gradient(name, shape).to(device), mesh, pls, src_data_rank=None)
@@ -77,20 +71,30 @@ def build(device):
         named.append((fqn, p))
     return meshes, named
 
-def clip_coef(norm):
-    """clamp(max_norm / (norm + 1e-6), max=1) in float32, as torch's tensor arithmetic does it."""
-    t = torch.tensor([MAX_NORM, norm, 1e-6], dtype=torch.float32)
-    return torch.clamp(t[0] / (t[1] + t[2]), max=1.0).item()
+#?{ parity.tensors scaling.nonempty
+def first_bad(named, before, norm):
+    """(check, what) of the first local gradient not round(float32(g) * clip_coef of the rank's own norm), or None."""
+    t = torch.tensor([MAX_NORM, REFERENCE_NORM if TOLERANCE == "exact" else norm, 1e-6], dtype=torch.float32)
+    coef = torch.clamp(t[0] / (t[1] + t[2]), max=1.0).item()  # as torch computes it: float32, clamped to 1
+    for fqn, p in [(f, p) for f, p in named if p.grad is not None]:
+        g0, got = before[fqn], p.grad.to_local().detach().cpu()
+        if CLIP_COEF < 1 and bool((g0 != 0).any()) and torch.equal(got, g0):  #? scaling.nonempty
+            return "scaling.nonempty", f"{fqn} still holds its unclipped values"  #? scaling.nonempty
+        want = (g0.float() * coef).to(got.dtype)  #? parity.tensors
+        for i in (~((got == want) | (got.isnan() & want.isnan()))).flatten().nonzero()[:1, 0].tolist():  # the first that differs  #? parity.tensors
+            return "parity.tensors", f"{fqn} local element {i}: got {got.flatten()[i].item()!r}, expected {want.flatten()[i].item()!r}"  #? parity.tensors
+    return None
 
+#?}
 @@CALL@@
 
 def main():
     if os.environ.get("WORLD_SIZE") != str(WORLD):
         return print(f"run me with {WORLD} ranks: torchrun --standalone --nproc-per-node {WORLD} {sys.argv[0]}", file=sys.stderr) or 2
     timeout = timedelta(seconds=float(os.environ.get("REPRO_TIMEOUT_S", "60")))  # a hang surfaces as an error
-    cuda = torch.cuda.device_count() >= WORLD and os.environ.get("REPRO_DEVICE") != "cpu"
+    cuda = torch.cuda.device_count() >= WORLD and os.environ.get("REPRO_DEVICE") != "cpu"  # NCCL when every rank has a GPU
     device = torch.device("cuda", int(os.environ["LOCAL_RANK"])) if cuda else torch.device("cpu")
-    dist.init_process_group("nccl" if cuda else "gloo", timeout=timeout, **({"device_id": device} if cuda else {}))
+    dist.init_process_group("nccl" if cuda else "gloo", timeout=timeout, device_id=device if cuda else None)
     rank, control = dist.get_rank(), dist.new_group(backend="gloo", timeout=timeout)  # control: the verdict's own group
     meshes, named = build(device)
     before = {fqn: p.grad.to_local().detach().cpu().clone() for fqn, p in named if p.grad is not None}  #? parity.tensors scaling.nonempty
@@ -99,46 +103,29 @@ def main():
         with comm:
             ret = clip(named, meshes)
         norm = float(ret.full_tensor() if isinstance(ret, DTensor) else ret)
+        bad = first_bad(named, before, norm)  #? parity.tensors scaling.nonempty
     except Exception as e:  # noqa: BLE001 - the target's exception is the finding
         error = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}"
-    coef = clip_coef(REFERENCE_NORM if TOLERANCE == "exact" or norm is None else norm)  #? parity.tensors scaling.nonempty
-    for fqn, p in named if norm is not None else []:  #? parity.tensors scaling.nonempty
-        if p.grad is None or bad:  #? parity.tensors scaling.nonempty
-            continue  #? parity.tensors scaling.nonempty
-        g0, got = before[fqn], p.grad.to_local().detach().cpu()  #? parity.tensors scaling.nonempty
-        if clip_coef(REFERENCE_NORM) < 1 and bool((g0 != 0).any()) and torch.equal(got, g0):  #? scaling.nonempty
-            bad = ("scaling.nonempty", f"{fqn} still holds its unclipped values")  #? scaling.nonempty
-        want = (g0.float() * coef).to(got.dtype)  # each clipped element must be round(float32(g) * coef)  #? parity.tensors
-        diff = (~((got == want) | (got.isnan() & want.isnan()))).flatten().nonzero()  #? parity.tensors
-        if len(diff) and not bad:  #? parity.tensors
-            i = int(diff[0])  #? parity.tensors
-            bad = ("parity.tensors", f"{fqn} local element {i}: got {got.flatten()[i].item()!r}, expected {want.flatten()[i].item()!r}")  #? parity.tensors
-    every, code = [None] * WORLD, torch.tensor([0])
+    every, fails = [None] * WORLD, []
     dist.all_gather_object(every, (norm, error, bad, comm.get_total_counts()), group=control)
     if rank == 0:
-        print(f"{TARGET} (torch {torch.__version__}, {dist.get_backend()}); clip-parity cell {CELL_ID}")
-        print(f"expected: norm {REFERENCE_NORM!r} on every rank (exact), gradients scaled by clip_coef {clip_coef(REFERENCE_NORM)!r}")
-        for r, (n, e, b, c) in enumerate(every):
-            print(f"  rank {r}: got {e or repr(n)}, {c} collectives" + (f"; {b[0]}: {b[1]}" if b else ""))
-        fails = verdict(every)
-        code[0] = int(bool(fails) and not UNSUPPORTED)
-        print("".join(f"FAIL {f}\n" for f in fails) + ("REPRODUCED" if code[0] else f"NOT REPRODUCED{f' ({UNSUPPORTED})' if UNSUPPORTED else ''}"), flush=True)
-    dist.broadcast(code, src=0, group=control)
+        print(f"{TARGET} (torch {torch.__version__}, {dist.get_backend()}); clip-parity cell {CELL_ID}\n"
+              f"expected: norm {REFERENCE_NORM!r} on every rank (exact), gradients scaled by clip_coef {CLIP_COEF!r}")
+        print("\n".join(f"  rank {r}: got {e or repr(n)}, {c} collectives" + (f"; {b[0]}: {b[1]}" if b else "") for r, (n, e, b, c) in enumerate(every)))
+        # The checks clip-parity saw fail on this cell, over every rank's (norm, error, first bad gradient, collectives).
+        ref, eps = REFERENCE_NORM, {"exact": 0.0, "fp32": 4 * 2.0**-24, "bf16": 4 * 2.0**-8}[TOLERANCE]
+        norms, errors = [(r, x[0]) for r, x in enumerate(every) if x[0] is not None], [(r, x[1]) for r, x in enumerate(every) if x[1]]
+        far = [(r, n) for r, n in norms if not (n == ref or math.isnan(n) and math.isnan(ref) or abs(n - ref) <= eps * abs(ref))]
+        if ERROR_IF_NONFINITE and not math.isfinite(ref):  # every rank must raise  #? errors.nonfinite
+            fails += [f"errors.nonfinite: the norm is non-finite, error_if_nonfinite is set, rank {r} did not raise" for r, x in enumerate(every) if not x[1]][:1]  #? errors.nonfinite
+            errors, far = [], []  #? errors.nonfinite
+        fails += [f"parity.norm: rank {r} raised {e}" for r, e in errors][:1] or [f"parity.norm: rank {r} returned {n!r}, reference {ref!r} (tolerance {TOLERANCE})" for r, n in far][:1]
+        fails += ["parity.ranks: the ranks returned different norms"] if len({repr(n) for _, n in norms}) > 1 else []  #? parity.ranks
+        fails += [f"{x[2][0]}: rank {r}: {x[2][1]}" for r, x in enumerate(every) if x[2]][:1]  #? parity.tensors scaling.nonempty
+        fails += [f"comm.budget: rank {r} issued {x[3]} collectives in one clip; budget {COMM_BUDGET[r]} = reduction groups + 1 (pp)" for r, x in enumerate(every) if x[3] > COMM_BUDGET[r]][:1]  #? comm.budget
+        print("".join(f"FAIL {f}\n" for f in fails) + ("REPRODUCED" if fails and not UNSUPPORTED else f"NOT REPRODUCED {UNSUPPORTED}".strip()), flush=True)
     dist.destroy_process_group()
-    return int(code[0])
-
-def verdict(every):
-    """The checks clip-parity saw fail on this cell, over every rank's (norm, error, first bad gradient, collectives)."""
-    ref, fails, eps = REFERENCE_NORM, [], {"exact": 0.0, "fp32": 4 * 2.0**-24, "bf16": 4 * 2.0**-8}[TOLERANCE]
-    norms, errors = [(r, x[0]) for r, x in enumerate(every) if x[0] is not None], [(r, x[1]) for r, x in enumerate(every) if x[1]]
-    if ERROR_IF_NONFINITE and not math.isfinite(ref):  #? errors.nonfinite
-        return [f"errors.nonfinite: the norm is non-finite, error_if_nonfinite is set, rank {r} did not raise" for r, x in enumerate(every) if not x[1]][:1]  #? errors.nonfinite
-    far = [(r, n) for r, n in norms if not (n == ref or math.isnan(n) and math.isnan(ref) or abs(n - ref) <= eps * abs(ref))]  #? parity.norm
-    fails += [f"parity.norm: rank {r} raised {e}" for r, e in errors][:1] or [f"parity.norm: rank {r} returned {n!r}, reference {ref!r} (tolerance {TOLERANCE})" for r, n in far][:1]  #? parity.norm
-    fails += ["parity.ranks: the ranks returned different norms"] if len({repr(n) for _, n in norms}) > 1 else []  #? parity.ranks
-    fails += [f"{x[2][0]}: rank {r}: {x[2][1]}" for r, x in enumerate(every) if x[2]][:1]  #? parity.tensors scaling.nonempty
-    fails += [f"comm.budget: rank {r} issued {x[3]} collectives in one clip; budget {COMM_BUDGET[r]} = reduction groups + 1 (pp)" for r, x in enumerate(every) if x[3] > COMM_BUDGET[r]][:1]  #? comm.budget
-    return fails
+    return int(rank == 0 and bool(fails) and not UNSUPPORTED)  # torchrun exits 1 when rank 0 does
 
 if __name__ == "__main__":
     sys.exit(main())

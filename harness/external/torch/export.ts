@@ -23,7 +23,7 @@ import type { ModelManifest } from "../../model/manifest.ts";
 import { causeText, causesOf, type FrameworksData } from "../frameworks-table.ts";
 import { applicability } from "./frameworks.ts";
 import { meshesOf, reductionGroup } from "../../world/context.ts";
-import type { DType } from "../../clip/api.ts";
+import { clipCoefficient, type DType } from "../../clip/api.ts";
 import { runCell } from "../../run/cell.ts";
 import { cellId, type Cell } from "../../spec/cell.ts";
 import type { CellResult } from "../../results/types.ts";
@@ -196,8 +196,12 @@ export function renderCall(c: Convention, opts: { foreach: boolean | null; exper
     if (s.why) out.push(`${pad}# ${s.why}`);
     const { before, expr } = callExpr(g, s);
     const lhs = s.saveAs ?? "ret";
-    out.push(...before.map((l) => pad + l), `${pad}${lhs} = ${expr}`);
-    if (last) out.push(`${pad}return ${norm === "return" ? lhs : norm.result}`);
+    // The last step's value returned directly when it is the norm.
+    if (last && norm === "return" && !s.saveAs) out.push(...before.map((l) => pad + l), `${pad}return ${expr}`);
+    else {
+      out.push(...before.map((l) => pad + l), `${pad}${lhs} = ${expr}`);
+      if (last) out.push(`${pad}return ${norm === "return" ? lhs : norm.result}`);
+    }
     return out;
   };
   c.paths.forEach((p, i) => {
@@ -218,7 +222,7 @@ export function renderCall(c: Convention, opts: { foreach: boolean | null; exper
   if (text.includes('"model"')) helpers.push(...PARAMS_MODEL);
   if (usesLocal) helpers.push(...LOCAL_PARAM);
   const inspect = body.some((l) => l.includes("inspect.signature")) ? ["import inspect"] : [];
-  return [...inspect, ...g.lines, "", ...helpers, "", "def clip(named, meshes):", '    """The call under test, made the way the framework\'s trainer makes it."""', ...body]
+  return [...inspect, ...g.lines, ...helpers, "", "def clip(named, meshes):", '    """The call under test, made the way the framework\'s trainer makes it."""', ...body]
     .join("\n")
     .replace(/\n{3,}/g, "\n\n")
     .replace(/^\n+/, "");
@@ -284,7 +288,7 @@ function seenFromRecord(cell: Cell, subject: TorchSubject): Seen | null {
   const fw = data.frameworks.find((f) => f.name === subject.framework!.name);
   const rec = fw?.cells.find((c) => c.case === cellId(cell).slice(cell.subject.length + 1));
   if (!fw || !rec || rec.status === "n/a") return null;
-  return { source: `docs/frameworks.json (${fw.name} ${fw.version}, torch ${data.torch})`, failed: rec.failed, messages: rec.messages, causes: rec.causes, repro: null };
+  return { source: `docs/frameworks.json, ${fw.name} ${fw.version}`, failed: rec.failed, messages: rec.messages, causes: rec.causes, repro: null };
 }
 
 /** The checks the script makes: those clip-parity saw fail (parity.norm always), or all of them when none did. */
@@ -359,26 +363,44 @@ function modelCode(model: ModelManifest): string[] {
     const lines: string[] = [];
     for (const r of rows) {
       const last = lines[lines.length - 1];
-      if (last !== undefined && last.length + 3 + r.length <= 108) lines[lines.length - 1] = `${last}   ${r}`;
+      if (last !== undefined && last.length + 2 + r.length <= 110) lines[lines.length - 1] = `${last}  ${r}`;
       else lines.push(r);
     }
-    return lines.length === 1 ? JSON.stringify(lines[0]) : `"""\n${lines.map((l) => `    ${l}`).join("\n")}\n"""`;
+    // Continuation lines under the first (which follows the opening quotes): whitespace only separates the words.
+    return lines.length === 1 ? JSON.stringify(lines[0]) : `"""${lines.join("\n    ")}"""`;
   };
-  const uses = new Map<string, number>();
-  for (const g of out) uses.set(g.rows.join("\n"), (uses.get(g.rows.join("\n")) ?? 0) + 1);
-  const named = new Map<string, string>();
-  const defs: string[] = [];
-  for (const [rows, n] of uses) {
-    if (n < 2) continue;
-    const name = `ROWS_${named.size + 1}`;
-    named.set(rows, name);
-    defs.push(`${name} = ${text(rows.split("\n"))}`);
+  // Rows used twice get a name; so does the longest run of rows (3 or more) that two different lists start with
+  // (DeepSeek-V3's attention, in its dense layer 0 and its MoE layers), the lists then written as that name + the rest.
+  const lists = [...new Map(out.map((g) => [g.rows.join("\n"), g.rows])).values()];
+  let shared: string[] = [];
+  for (const a of lists) {
+    for (const b of lists) {
+      let k = 0;
+      while (a !== b && k < a.length && k < b.length && a[k] === b[k]) k++;
+      if (k >= 3 && k > shared.length) shared = a.slice(0, k);
+    }
   }
+  const defs: string[] = [];
+  const names = new Map<string, string>();
+  const define = (rows: string[], body: string) => {
+    const name = `ROWS_${names.size + 1}`;
+    names.set(rows.join("\n"), name);
+    defs.push(`${name} = ${body}`);
+  };
+  if (shared.length) define(shared, text(shared));
+  const body = (rows: string[]) => {
+    const known = names.get(rows.join("\n"));
+    if (known) return known;
+    const k = shared.length && rows.length > shared.length && shared.every((r, i) => rows[i] === r) ? shared.length : 0;
+    return k ? `${names.get(shared.join("\n"))} + " " + ${text(rows.slice(k))}` : text(rows);
+  };
+  for (const rows of lists) if (out.filter((g) => g.rows.join("\n") === rows.join("\n")).length > 1 && !names.has(rows.join("\n"))) define(rows, body(rows));
   const items = out.map((g) => {
     const where = g.where === "layer" ? `range(${g.first}, ${g.last + 1})` : JSON.stringify(g.where);
-    return `(${where}, ${JSON.stringify(g.prefix)}, ${named.get(g.rows.join("\n")) ?? text(g.rows)})`;
+    return `(${where}, ${JSON.stringify(g.prefix)}, ${body(g.rows)})`;
   });
-  const model_ = items.join(", ").length + 10 <= 116 ? [`MODEL = [${items.join(", ")}]`] : ["MODEL = [", ...items.map((x) => `    ${x.replace(/\n/g, "\n    ")},`), "]"];
+  const what = `# ${model.name} in order: (the "first" or "last" stage or a range of layers i, name prefix, "name shape tp-style" rows)`;
+  const model_ = [`MODEL = [  ${what}`, ...items.map((x) => `    ${x.replace(/\n/g, "\n    ")},`), "]"];
   return [...defs, ...model_];
 }
 
@@ -413,9 +435,21 @@ export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult |
   const convention = subject.convention;
   const unsupported = applicability(convention, { normType: cell.normType, regime: cell.regime, errorIfNonfinite });
   const checks = new Set(seen?.failed.length ? ["parity.norm", ...seen.failed] : ALL_CHECKS);
+  // errors.nonfinite can only fail on a non-finite norm with error_if_nonfinite set, scaling.nonempty only when clip_coef < 1.
   if (errorIfNonfinite && !Number.isFinite(reference.totalNorm)) checks.add("errors.nonfinite");
+  else checks.delete("errors.nonfinite");
+  if (!(clipCoefficient(maxNorm, reference.totalNorm) < 1)) checks.delete("scaling.nonempty");
   const call = renderCall(convention, { foreach: subject.options.foreach, expertsPresent });
-  const features = new Set([...checks, ...(/\blocal_param\(/.test(call) ? ["local"] : [])]);
+  const experts = convention.experts === "dense-mesh-when-ep1" && layout.ep === 1;
+  const features = new Set([
+    ...checks,
+    ...(/\blocal_param\(/.test(call) ? ["local"] : []),
+    ...(experts ? ["dense-experts"] : []),
+    ...(model.params.some((p) => p.tp === "expert") ? ["experts"] : []),
+    ...(model.ties.length ? ["ties"] : []),
+    ...(regime.special !== null ? ["special"] : []),
+  ]);
+  const coef = clipCoefficient(maxNorm, reference.totalNorm);
 
   // Which parameters have a gradient, as one Python expression checked against the regime over the manifest.
   const hasGrad = [
@@ -429,33 +463,32 @@ export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult |
   const tolerance = torchTolerance(cell.dtype, subject.options.tolerance);
   const target = subject.framework ? `${subject.framework.name} ${subject.info.packageVersion ?? ""}`.trim() : subject.name.slice("torch:".length);
   const budgets = new Set(commBudgets).size === 1 ? `[${commBudgets[0]}] * ${world}` : `[${commBudgets.join(", ")}]`;
-  const experts = convention.experts === "dense-mesh-when-ep1" && layout.ep === 1;
   const cellCode = [
-    `CELL_ID = ${JSON.stringify(id)}`,
-    `TARGET = ${JSON.stringify(target)}`,
+    `CELL_ID, TARGET, UNSUPPORTED = ${JSON.stringify(id)}, ${JSON.stringify(target)}, ${JSON.stringify(unsupported ? `(${target} does not support this configuration: ${unsupported})` : "")}`,
     `WORLD, LAYOUT = ${world}, {${LAYOUT_AXES.map((a) => `"${a}": ${layout[a]}`).join(", ")}}`,
-    `DTYPE, SEED, STEP = "${cell.dtype}", ${cell.seed}, ${step}`,
-    `# regime "${cell.regime}": gradients ${regime.mode === "gen" ? `from the generator with |g| < 2^${regime.exp}` : `all ${regime.mode}`}${specialParam ? `, element 0 of ${specialParam} ${pyFloat(regime.special!)}` : ""}`,
-    `MODE, EXP, SPECIAL, HAS_GRAD = "${regime.mode}", ${regime.exp}, ${special}, ${hasGrad}  # noqa: E731`,
+    `DTYPE, SEED, STEP, MODE, EXP, SPECIAL, HAS_GRAD = "${cell.dtype}", ${cell.seed}, ${step}, "${regime.mode}", ${regime.exp}, ${special}, ${hasGrad}  # regime ${cell.regime}`,
     `NORM_TYPE, MAX_NORM, ERROR_IF_NONFINITE = ${cell.normType === Infinity ? "math.inf" : pyFloat(cell.normType)}, ${pyFloat(maxNorm)}, ${errorIfNonfinite ? "True" : "False"}`,
-    `REFERENCE_NORM, TOLERANCE = ${pyFloat(reference.totalNorm)}, "${tolerance}"  # the exact norm (clip-parity's reference), its tolerance class`,
+    `REFERENCE_NORM, CLIP_COEF, TOLERANCE = ${pyFloat(reference.totalNorm)}, ${pyFloat(coef)}, "${tolerance}"  # exact, as clip-parity computes them`,
     ...(features.has("comm.budget") ? [`COMM_BUDGET = ${budgets}  # collectives per rank: distinct reduction groups + 1 (pp)`] : []),
-    `EXPERTS_ON_DENSE_MESH, UNSUPPORTED = ${experts ? "True" : "False"}, ${JSON.stringify(unsupported ? `${target} does not support this configuration: ${unsupported}` : "")}`,
-    `# ${model.name}: N_LAYERS layers; tied copies (canonical, replica on the last stage); MODEL: (where, name prefix,`,
-    '# "name shape tp-style" rows) in model order, where "first" or "last" stage or the layers i of a range',
     `N_LAYERS, TIES = ${model.nLayers}, [${model.ties.flatMap((t) => t.replicas.map((r) => `(${JSON.stringify(t.canonical)}, ${JSON.stringify(r.fqn)})`)).join(", ")}]`,
     ...modelCode(model),
   ].join("\n");
 
   const fileName = `repro-${id.replace(/[^A-Za-z0-9_.-]+/g, "-").replace(/^-+|-+$/g, "")}.py`;
   const doc = docText({ cell, layout, world, model: model.name, regime: cell.regime, maxNorm, errorIfNonfinite, subject, target, unsupported, seen, reference: reference.totalNorm, fileName, checks: [...checks] });
+  // Template lines tagged `#? a b`, and blocks between `#?{ a b` and `#?}`, are kept only when the script makes one of
+  // those checks or uses that feature; the tags themselves never reach the script.
+  const keep = (tags: string) => tags.split(" ").some((f) => features.has(f));
+  const skipping: boolean[] = [];
   const template = readFileSync(TEMPLATE, "utf8")
     .split("\n")
     .flatMap((line) => {
-      // A line tagged `#? a b` is kept (untagged) only when the script makes one of those checks or uses that feature.
-      const m = /^(.*?)\s*#\? ([\w. ]+)$/.exec(line);
-      if (!m) return [line];
-      return m[2]!.split(" ").some((f) => features.has(f)) ? [m[1]!] : [];
+      const block = /^\s*#\?\{ ([\w. -]+)$/.exec(line);
+      if (block) return skipping.push(skipping.some(Boolean) || !keep(block[1]!)), [];
+      if (/^\s*#\?\}$/.test(line)) return skipping.pop(), [];
+      if (skipping.some(Boolean)) return [];
+      const m = /^(.*?)\s*#\? ([\w. -]+)$/.exec(line);
+      return !m ? [line] : keep(m[2]!) ? [m[1]!] : [];
     })
     .join("\n");
   const script = template
@@ -510,29 +543,28 @@ function docText(x: {
   const lines = [
     `Reproducer: ${x.target} on ${formatLayout(x.layout)} / ${x.model} / ${DTYPE_WORDS[x.cell.dtype]} / ${norm}${x.seen?.failed.length ? `: ${x.seen.failed.join(", ")} fail` : ""}`,
     "",
-    ...field("Framework", `${x.target} (torch ${x.subject.info.torch}): ${fw ? fw.description : "called as torch.nn.utils.clip_grad_norm_ is"}`),
+    ...field("Framework", `${x.target}${fw?.package === "torch" ? "" : ` (torch ${x.subject.info.torch})`}: ${fw ? fw.description : "called as torch.nn.utils.clip_grad_norm_ is"}`),
     ...field("Config", x.unsupported ? config : `${config}: a configuration ${who} supports`),
   ];
   if (x.unsupported) lines.push(...field("Supported", `NO: ${who} does not support this configuration (${x.unsupported}), so the script never reports REPRODUCED`));
   if (!x.seen) lines.push(...field("Cause", "not known: exported without running the cell (--no-run), and docs/frameworks.json has no record of it"));
   else if (!x.seen.failed.length) lines.push(...field("Cause", `none: every check passed in ${x.seen.source}`));
   else x.seen.causes.forEach((k, i) => lines.push(...field(i === 0 ? "Cause" : "", `- ${causeText(k, fw?.explain ?? {})}`)));
-  const coef = Math.min(1, Math.fround(Math.fround(x.maxNorm) / Math.fround(x.reference + Math.fround(1e-6))));
-  lines.push(...field("Expected", `total norm ${x.reference} on every rank (exact), every gradient scaled by clip_coef ${coef}`));
+  lines.push(...field("Expected", `norm ${x.reference} on every rank (exact), every gradient scaled by clip_coef ${clipCoefficient(x.maxNorm, x.reference)}`));
   if (x.seen?.failed.length) {
     const got = x.seen.failed.map((c) => `${c}: ${(x.seen!.messages[c] ?? "").slice(0, 240)}`);
-    got[got.length - 1] += ` (seen in ${x.seen.source})`;
+    got[got.length - 1] += ` (${x.seen.source})`;
     got.forEach((g, i) => lines.push(...field(i === 0 ? "Got" : "", g)));
   }
   lines.push(
     "",
     ...wrap(
-      `Run it with torch, numpy and ${fw ? fw.package : "the function under test"} installed (gloo on CPU, NCCL when every rank has a GPU); it checks ` +
-        `${x.checks.join(", ")} and prints REPRODUCED (exit 1) when one fails as above, NOT REPRODUCED (exit 0) otherwise:`,
+      `Written by clip-parity export; needs torch, numpy${fw && fw.package !== "torch" ? ` and ${fw.package}` : ""}${fw ? "" : " and the function under test"} (gloo on CPU, NCCL when ` +
+        `every rank has a GPU). It checks ${x.checks.join(", ")}: REPRODUCED (exit 1) when one fails${x.seen?.failed.length ? " as above" : ""}, else NOT REPRODUCED (exit 0).`,
       "",
     ),
     `    torchrun --standalone --nproc-per-node ${x.world} ${x.fileName}`,
-    ...wrap(`Written by clip-parity export${x.seen?.repro ? `; the cell in clip-parity: ${x.seen.repro}` : "."}`, "    "),
+    ...(x.seen?.repro ? wrap(`The cell in clip-parity: ${x.seen.repro}`, "    ") : []),
   );
   return docstringText(lines.join("\n").replace(/ +$/gm, ""));
 }
