@@ -5,9 +5,10 @@
  * failure under torchrun with torch alone (and says so when a cell passes).
  */
 import { execa } from "execa";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { main as cli } from "../../cli/main.ts";
 import { caseKey, CI_SUBSET, renderFrameworks, runFrameworks, type FrameworksData } from "../../harness/external/frameworks-table.ts";
@@ -90,17 +91,18 @@ describe("framework files", () => {
   });
 
   it("render as plain Python calls, the way the trainer makes them", () => {
-    const cell = { maxNorm: 1, normType: 2, errorIfNonfinite: false };
-    const tf = renderCall(getFramework("transformers").convention, { foreach: null, expertsPresent: true, cell });
+    const tf = renderCall(getFramework("transformers").convention, { foreach: null, expertsPresent: true });
     expect(tf).toMatch(/if has_mixed_dtensor\(q\.grad for q in P if q\.grad is not None\):/);
-    expect(tf).toContain("ret = Trainer._mixed_mesh_grad_norm(None, ParamsModel(named), MAX_NORM)");
-    expect(tf).toContain("ret = receiver_1().clip_grad_norm_(P, MAX_NORM)");
-    const titan = renderCall(getFramework("torchtitan").convention, { foreach: null, expertsPresent: true, cell });
-    expect(titan).toContain('foreach=True, pp_mesh=meshes["pp"] if CELL["layout"]["pp"] > 1 else None, ep_enabled=CELL["layout"]["ep"] > 1)');
-    const mg = renderCall(getFramework("megatron-core").convention, { foreach: null, expertsPresent: true, cell });
+    expect(tf).toContain("return Trainer._mixed_mesh_grad_norm(None, ParamsModel(named), MAX_NORM)");
+    expect(tf).toContain("return receiver_1().clip_grad_norm_(P, MAX_NORM)");
+    expect(tf).toContain("class ParamsModel(torch.nn.Module):"); // only the helpers a convention uses
+    expect(tf).not.toContain("def local_param(");
+    const titan = renderCall(getFramework("torchtitan").convention, { foreach: null, expertsPresent: true });
+    expect(titan).toContain('foreach=True, pp_mesh=meshes["pp"] if LAYOUT["pp"] > 1 else None, ep_enabled=LAYOUT["ep"] > 1)');
+    const mg = renderCall(getFramework("megatron-core").convention, { foreach: null, expertsPresent: true });
     const code = mg.split("\n").filter((l) => !/^\s*#/.test(l)).join("\n"); // the steps, in order, without their why
-    expect(code).toMatch(/total_norm = get_grad_norm_fp32\(\[q\.grad for q in LP if q\.grad is not None and q\.clip_parity_counted\], norm_type=NORM_TYPE, grad_stats_parallel_group=dist\.group\.WORLD\)\n\s+ret = clip_grad_by_total_norm_fp32\(LP, MAX_NORM, total_norm\)\n\s+return total_norm/);
-    const plain = renderCall(plainConvention("torch.nn.utils:clip_grad_norm_"), { foreach: true, expertsPresent: false, cell });
+    expect(code).toMatch(/total_norm = get_grad_norm_fp32\(\[q\.grad for q in LP if q\.grad is not None and q\.counted_in_norm\], norm_type=NORM_TYPE, grad_stats_parallel_group=dist\.group\.WORLD\)\n\s+ret = clip_grad_by_total_norm_fp32\(LP, MAX_NORM, total_norm\)\n\s+return total_norm/);
+    const plain = renderCall(plainConvention("torch.nn.utils:clip_grad_norm_"), { foreach: true, expertsPresent: false });
     expect(plain).toMatch(/if "foreach" in sig:\n\s+kw\["foreach"\] = True/);
     expect(plain).toMatch(/if "ep_enabled" in sig:\n\s+kw\["ep_enabled"\] = False/);
   });
@@ -201,18 +203,24 @@ describe(`an exported script${torch.skipNote}`, () => {
   afterAll(() => {
     for (const d of dirs) rmSync(d, { recursive: true, force: true });
   });
+  const python = torchOptionsFromEnv().python;
+  const TITAN_MTP = "torch:torchtitan/pp2,dp_shard2,ep2/deepseek-v3-debug/f32/n2/active/s0";
+  const TORCH_PASS = "torch:torch/dp_shard2,tp2/llama3-debug/f32/n2/active/s0";
 
-  async function exportAndRun(id: string) {
+  async function exportTo(id: string) {
     const dir = mkdtempSync(join(tmpdir(), "clip-parity-export-"));
     dirs.push(dir);
     // --no-run: what clip-parity saw is the committed record; the script alone must see it again.
-    const { path, data } = await exportCell({ cell: parseCellId(id), outDir: dir, run: false });
+    return exportCell({ cell: parseCellId(id), outDir: dir, run: false });
+  }
+
+  async function exportAndRun(id: string) {
+    const { path, data } = await exportTo(id);
     expect(data.script).not.toMatch(/^\s*(import|from)\s+(st_io|gen|adapter|agree|harness)\b/m);
     expect(data.script).not.toContain("sys.path");
-    const python = torchOptionsFromEnv().python;
     const r = await execa(python, ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node=4", path], {
       reject: false,
-      cwd: dir, // nothing of this project on the path
+      cwd: dirname(path), // nothing of this project on the path
       env: { OMP_NUM_THREADS: "1", PYTHONPATH: "", PYTHONWARNINGS: "ignore", REPRO_DEVICE: "cpu" },
       extendEnv: true,
       timeout: 300_000,
@@ -220,15 +228,70 @@ describe(`an exported script${torch.skipNote}`, () => {
     return r;
   }
 
+  it.runIf(torch.run)("is upstream material: at most 150 lines, framework, configuration, cause, expected against got, no placeholder", async () => {
+    const rec = committed().frameworks.find((f) => f.name === "torchtitan")!.cells.find((c) => `torch:torchtitan/${c.case}` === TITAN_MTP)!;
+    for (const id of [TITAN_MTP, TORCH_PASS]) {
+      const { script } = (await exportTo(id)).data;
+      expect(script.endsWith("\n") && script.split("\n").length - 1, id).toBeLessThanOrEqual(150); // lines, as wc -l counts them
+      expect(script, id).not.toMatch(/example\.com|TODO|XXX|placeholder/i);
+      ast(script);
+    }
+    const { script } = (await exportTo(TITAN_MTP)).data;
+    const doc = script.slice(0, script.indexOf('"""', 3)).replace(/\s+/g, " ");
+    const titan = getFramework("torchtitan");
+    expect(doc).toContain(`Framework: torchtitan ${committed().frameworks.find((f) => f.name === "torchtitan")!.version}`);
+    expect(doc).toContain("Config: layout pp2,dp_shard2,ep2 (4 ranks), model deepseek-v3-debug, float32 gradients, 2-norm, regime active");
+    // The cause in words: the framework's own explanation of each cause clip-parity found.
+    expect(rec.causes).toEqual(["mtp-twice", "comm-budget"]);
+    for (const k of rec.causes) expect(doc).toContain(titan.explain[k]!.replace(/\s+/g, " "));
+    expect(doc).toContain("Expected: norm 3590.387451171875 on every rank (exact)");
+    expect(doc).toMatch(/Got: parity\.norm: rank 0: total norm 3614\.6123046875 != reference 3590\.387451171875/);
+    expect(doc).toContain("comm.budget: rank 0 issued 3 collectives");
+    // The cell as a handful of constants and the model as rows, not every rank's parameters.
+    expect(script).toContain('WORLD, LAYOUT = 4, {"pp": 2, "dp_replicate": 1, "dp_shard": 2, "cp": 1, "tp": 1, "ep": 2}');
+    expect(script).toMatch(/^MODEL = \[/m);
+    expect(script.match(/^def generate\(/gm)).toHaveLength(1);
+  });
+
+  it.runIf(torch.run)("says when the framework does not support the configuration, and never reports it reproduced", async () => {
+    const { script } = (await exportTo("torch:transformers/dp_shard2,tp2/llama3-debug/bf16/n1/inactive/s0")).data;
+    const doc = script.slice(0, script.indexOf('"""', 3)).replace(/\s+/g, " ");
+    expect(doc).toMatch(/Supported: NO: transformers does not support this configuration \(its clip takes no norm_type: it computes the 2-norm only, and the cell asks for 1\)/);
+    expect(script).toMatch(/UNSUPPORTED = .*"\(transformers [^"]* does not support this configuration/);
+    ast(script);
+  });
+
+  it.runIf(torch.run)("generates bit for bit what the adapter's generator (adapters/torch/gen.py) generates", async () => {
+    const { path } = await exportTo(TORCH_PASS);
+    // The script's generate() against gen.generate(): float32, bfloat16 and float16, several names, seeds, steps and
+    // exponents, sizes across a chunk boundary of gen.py; compared as bytes.
+    const code = [
+      "import importlib.util, sys, torch",
+      `sys.path.insert(0, ${JSON.stringify(join(PROJECT_ROOT, "adapters", "torch"))})`,
+      "import gen",
+      "spec = importlib.util.spec_from_file_location('repro', sys.argv[1]); repro = importlib.util.module_from_spec(spec); spec.loader.exec_module(repro)",
+      "cases = [('tok_embeddings.weight', 'f32', 0, 0, 0, 1000), ('layers.3.moe.experts.w1', 'bf16', 7, 2, -20, 70000),",
+      "         ('mtp.0.embed_tokens.weight', 'f16', 2**63 + 5, 1, -1, 4099), ('naïve/ü', 'f32', 123456789, 0, -20, 5), ('x', 'bf16', 1, 9, 0, 0)]",
+      "for name, dtype, seed, step, exp, n in cases:",
+      "    a = repro.generate(name, n, seed, step, dtype, exp)",
+      "    b = gen.generate({'seed': seed, 'step': step, 'name': name, 'dtype': dtype, 'exp': exp, 'mode': 'gen'}, n, chunk=4096)",
+      "    assert a.dtype == b.dtype and a.shape == b.shape, (name, a.dtype, b.dtype, a.shape, b.shape)",
+      "    raw = lambda t: t.view({2: torch.int16, 4: torch.int32}[t.element_size()]).numpy().tobytes()  # a same-size view: the bits",
+      "    assert raw(a) == raw(b), name",
+      "print('same', len(cases))",
+    ].join("\n");
+    const r = await execa(python, ["-c", code, path], { reject: false, env: { PYTHONWARNINGS: "ignore" }, extendEnv: true });
+    expect(r.stderr.slice(-2000) + r.stdout).toContain("same 5");
+  });
+
   it.runIf(torch.run)(
     "reproduces torchtitan's MTP replica counted twice and its extra collective under torchrun, with torch alone",
     async () => {
-      const id = "torch:torchtitan/pp2,dp_shard2,ep2/deepseek-v3-debug/f32/n2/active/s0";
-      const rec = committed().frameworks.find((f) => f.name === "torchtitan")!.cells.find((c) => `torch:torchtitan/${c.case}` === id)!;
+      const rec = committed().frameworks.find((f) => f.name === "torchtitan")!.cells.find((c) => `torch:torchtitan/${c.case}` === TITAN_MTP)!;
       expect(rec.failed).toEqual(["parity.norm", "comm.budget"]);
-      const r = await exportAndRun(id);
+      const r = await exportAndRun(TITAN_MTP);
       expect(r.exitCode, r.stderr.slice(-2000)).toBe(1);
-      expect(r.stdout).toContain("REPRODUCED");
+      expect(r.stdout).toMatch(/^REPRODUCED$/m);
       const fails = [...r.stdout.matchAll(/^FAIL (\S+):/gm)].map((m) => m[1]);
       expect(fails).toEqual(rec.failed);
       // The very norm clip-parity's adapter saw: "total norm 3614.6123046875 != reference 3590.387451171875".
@@ -239,13 +302,21 @@ describe(`an exported script${torch.skipNote}`, () => {
   );
 
   it.runIf(torch.run)(
-    "says so when the cell passes (exit 0), so a reproduction is not a foregone conclusion",
+    "says NOT REPRODUCED when the cell passes (exit 0), so a reproduction is not a foregone conclusion",
     async () => {
-      const r = await exportAndRun("torch:torch/dp_shard2,tp2/llama3-debug/f32/n2/active/s0");
+      const r = await exportAndRun(TORCH_PASS);
       expect(r.exitCode, r.stdout + r.stderr.slice(-2000)).toBe(0);
-      expect(r.stdout).toContain("no check failed here");
+      expect(r.stdout).toMatch(/^NOT REPRODUCED$/m);
       expect(r.stdout).not.toMatch(/^FAIL/m);
     },
     600_000,
   );
 });
+
+/** The script parses as Python. */
+function ast(script: string): void {
+  const path = join(mkdtempSync(join(tmpdir(), "cp-export-ast-")), "repro.py");
+  writeFileSync(path, script);
+  execFileSync(torchOptionsFromEnv().python, ["-c", "import ast, sys; ast.parse(open(sys.argv[1], encoding='utf-8').read())", path]);
+  rmSync(dirname(path), { recursive: true, force: true });
+}

@@ -19,7 +19,14 @@ const HOSTILE = 'rank 0 raised: boom\u0000 after a NUL, \u001b[2J an escape, """
 describe("export: hostile text in the script", () => {
   it("is still valid Python, with the control characters shown as escapes", () => {
     const cell: Cell = { subject: "torch:torchtitan", layout: parseLayout("tp2"), model: "llama3-debug", dtype: "f32", normType: 2, regime: "active", seed: 0 };
-    const seen = { checks: [{ id: "parity.norm", status: "fail", message: HOSTILE }], repro: "npx clip-parity cell --subject 'torch:torchtitan'" } as unknown as CellResult;
+    const seen = {
+      cell,
+      checks: [{ id: "parity.norm", status: "fail", message: HOSTILE }],
+      ranks: [{ rank: 0, error: HOSTILE }],
+      referenceNorm: 1,
+      liveness: null,
+      repro: "npx clip-parity cell --subject 'torch:torchtitan'",
+    } as unknown as CellResult;
     const { script } = buildExport(cell, loadTorchSubject("torch:torchtitan") as TorchSubject, seen);
     expect(script).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/);
     expect(script).toContain("boom\\\\x00 after a NUL");

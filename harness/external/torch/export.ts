@@ -547,7 +547,8 @@ function docText(x: {
     ...field("Config", x.unsupported ? config : `${config}: a configuration ${who} supports`),
   ];
   if (x.unsupported) lines.push(...field("Supported", `NO: ${who} does not support this configuration (${x.unsupported}), so the script never reports REPRODUCED`));
-  if (!x.seen) lines.push(...field("Cause", "not known: exported without running the cell (--no-run), and docs/frameworks.json has no record of it"));
+  if (x.unsupported) lines.push(...field("Cause", `none to report: clip-parity skips this cell for ${who} (not applicable)`));
+  else if (!x.seen) lines.push(...field("Cause", "not known: exported without running the cell (--no-run), and docs/frameworks.json has no record of it"));
   else if (!x.seen.failed.length) lines.push(...field("Cause", `none: every check passed in ${x.seen.source}`));
   else x.seen.causes.forEach((k, i) => lines.push(...field(i === 0 ? "Cause" : "", `- ${causeText(k, fw?.explain ?? {})}`)));
   lines.push(...field("Expected", `norm ${x.reference} on every rank (exact), every gradient scaled by clip_coef ${clipCoefficient(x.maxNorm, x.reference)}`));
