@@ -73,17 +73,17 @@ def build(device):
 
 #?{ parity.tensors scaling.nonempty
 def first_bad(named, before, norm):
-    """(check, what) of the first local gradient not round(float32(g) * clip_coef of the rank's own norm), or None."""
+    """{check: the first local gradient that fails it}: not round(float32(g) * clip_coef of the rank's own norm), unscaled."""
     t = torch.tensor([MAX_NORM, REFERENCE_NORM if TOLERANCE == "exact" else norm, 1e-6], dtype=torch.float32)
-    coef = torch.clamp(t[0] / (t[1] + t[2]), max=1.0).item()  # as torch computes it: float32, clamped to 1
+    coef, found = torch.clamp(t[0] / (t[1] + t[2]), max=1.0).item(), {}  # as torch computes it: float32, clamped to 1
     for fqn, p in [(f, p) for f, p in named if p.grad is not None]:
         g0, got = before[fqn], p.grad.to_local().detach().cpu()
-        if CLIP_COEF < 1 and bool((g0 != 0).any()) and torch.equal(got, g0):  #? scaling.nonempty
-            return "scaling.nonempty", f"{fqn} still holds its unclipped values"  #? scaling.nonempty
         want = (g0.float() * coef).to(got.dtype)  #? parity.tensors
         for i in (~((got == want) | (got.isnan() & want.isnan()))).flatten().nonzero()[:1, 0].tolist():  # the first that differs  #? parity.tensors
-            return "parity.tensors", f"{fqn} local element {i}: got {got.flatten()[i].item()!r}, expected {want.flatten()[i].item()!r}"  #? parity.tensors
-    return None
+            found.setdefault("parity.tensors", f"{fqn} local element {i}: got {got.flatten()[i].item()!r}, expected {want.flatten()[i].item()!r}")  #? parity.tensors
+        if CLIP_COEF < 1 and bool((g0 != 0).any()) and torch.equal(got, g0):  #? scaling.nonempty
+            found.setdefault("scaling.nonempty", f"{fqn} still holds its unclipped values")  #? scaling.nonempty
+    return found
 
 #?}
 @@CALL@@
@@ -98,7 +98,7 @@ def main():
     rank, control = dist.get_rank(), dist.new_group(backend="gloo", timeout=timeout)  # control: the verdict's own group
     meshes, named = build(device)
     before = {fqn: p.grad.to_local().detach().cpu().clone() for fqn, p in named if p.grad is not None}  #? parity.tensors scaling.nonempty
-    norm, error, bad, comm = None, None, None, CommDebugMode()
+    norm, error, bad, comm = None, None, {}, CommDebugMode()
     try:
         with comm:
             ret = clip(named, meshes)
@@ -111,18 +111,18 @@ def main():
     if rank == 0:
         print(f"{TARGET} (torch {torch.__version__}, {dist.get_backend()}); clip-parity cell {CELL_ID}\n"
               f"expected: norm {REFERENCE_NORM!r} on every rank (exact), gradients scaled by clip_coef {CLIP_COEF!r}")
-        print("\n".join(f"  rank {r}: got {e or repr(n)}, {c} collectives" + (f"; {b[0]}: {b[1]}" if b else "") for r, (n, e, b, c) in enumerate(every)))
-        # The checks clip-parity saw fail on this cell, over every rank's (norm, error, first bad gradient, collectives).
-        ref, eps = REFERENCE_NORM, {"exact": 0.0, "fp32": 4 * 2.0**-24, "bf16": 4 * 2.0**-8}[TOLERANCE]
+        print("\n".join(f"  rank {r}: got {e or repr(n)}, {c} collectives" + "".join(f"; {k}: {v}" for k, v in b.items()) for r, (n, e, b, c) in enumerate(every)))
+        # The checks, in clip-parity's order; with error_if_nonfinite and a non-finite norm every rank must raise that error.
+        ref, eps, raise_wanted = REFERENCE_NORM, {"exact": 0.0, "fp32": 4 * 2.0**-24, "bf16": 4 * 2.0**-8}[TOLERANCE], ERROR_IF_NONFINITE and not math.isfinite(REFERENCE_NORM)
         norms, errors = [(r, x[0]) for r, x in enumerate(every) if x[0] is not None], [(r, x[1]) for r, x in enumerate(every) if x[1]]
         far = [(r, n) for r, n in norms if not (n == ref or math.isnan(n) and math.isnan(ref) or abs(n - ref) <= eps * abs(ref))]
-        if ERROR_IF_NONFINITE and not math.isfinite(ref):  # every rank must raise  #? errors.nonfinite
-            fails += [f"errors.nonfinite: the norm is non-finite, error_if_nonfinite is set, rank {r} did not raise" for r, x in enumerate(every) if not x[1]][:1]  #? errors.nonfinite
-            errors, far = [], []  #? errors.nonfinite
-        fails += [f"parity.norm: rank {r} raised {e}" for r, e in errors][:1] or [f"parity.norm: rank {r} returned {n!r}, reference {ref!r} (tolerance {TOLERANCE})" for r, n in far][:1]
-        fails += ["parity.ranks: the ranks returned different norms"] if len({repr(n) for _, n in norms}) > 1 else []  #? parity.ranks
-        fails += [f"{x[2][0]}: rank {r}: {x[2][1]}" for r, x in enumerate(every) if x[2]][:1]  #? parity.tensors scaling.nonempty
-        fails += [f"comm.budget: rank {r} issued {x[3]} collectives in one clip; budget {COMM_BUDGET[r]} = reduction groups + 1 (pp)" for r, x in enumerate(every) if x[3] > COMM_BUDGET[r]][:1]  #? comm.budget
+        found = {"parity.norm": [f"rank {r} raised {e}" for r, e in errors if not raise_wanted] + [f"rank {r} returned {n!r}, reference {ref!r} (tolerance {TOLERANCE})" for r, n in far]}
+        found["parity.tensors"] = [f"rank {r}: {x[2]['parity.tensors']}" for r, x in enumerate(every) if "parity.tensors" in x[2]]  #? parity.tensors
+        found["parity.ranks"] = ["the ranks returned different norms"] if len({repr(n) for _, n in norms}) > 1 else []  #? parity.ranks
+        found["scaling.nonempty"] = [f"rank {r}: {x[2]['scaling.nonempty']}" for r, x in enumerate(every) if "scaling.nonempty" in x[2]]  #? scaling.nonempty
+        found["errors.nonfinite"] = [f"rank {r} {'raised another error' if x[1] else 'returned a norm'}" for r, x in enumerate(every) if raise_wanted and "finite" not in (x[1] or "")]  #? errors.nonfinite
+        found["comm.budget"] = [f"rank {r} issued {x[3]} collectives in one clip; budget {COMM_BUDGET[r]} = reduction groups + 1 (pp)" for r, x in enumerate(every) if x[3] > COMM_BUDGET[r]]  #? comm.budget
+        fails = [f"{check}: {what[0]}" for check, what in found.items() if what]
         print("".join(f"FAIL {f}\n" for f in fails) + ("REPRODUCED" if fails and not UNSUPPORTED else f"NOT REPRODUCED {UNSUPPORTED}".strip()), flush=True)
     dist.destroy_process_group()
     return int(rank == 0 and bool(fails) and not UNSUPPORTED)  # torchrun exits 1 when rank 0 does

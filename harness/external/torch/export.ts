@@ -156,8 +156,8 @@ function callExpr(g: Gen, step: Call): { before: string[]; expr: string } {
       g.instances.set(key, inst);
       const factory = importName(g, step.receiver.factory);
       const kw = Object.entries(step.receiver.kwargs).map(([k, a]) => `${k}=${argExpr(g, a)}`);
-      g.lines.push("", `def ${inst}():`, `    """${step.receiver.factory}(${kw.join(", ")}), one per process, as the trainer holds it."""`);
-      g.lines.push(`    global _${inst}`, `    if _${inst} is None:`, `        _${inst} = ${factory}(${kw.join(", ")})`, `    return _${inst}`, "", `_${inst} = None`);
+      // Built on first use (after init_process_group), then the same object: one per process, as the trainer holds it.
+      g.lines.push("", "@functools.cache", `def ${inst}():`, `    return ${factory}(${kw.join(", ")})  # one per process, as the trainer holds it`);
     }
     fn = `${inst}().${step.target.split(".").pop()}`;
   }
@@ -221,8 +221,8 @@ export function renderCall(c: Convention, opts: { foreach: boolean | null; exper
   const helpers: string[] = [];
   if (text.includes('"model"')) helpers.push(...PARAMS_MODEL);
   if (usesLocal) helpers.push(...LOCAL_PARAM);
-  const inspect = body.some((l) => l.includes("inspect.signature")) ? ["import inspect"] : [];
-  return [...inspect, ...g.lines, ...helpers, "", "def clip(named, meshes):", '    """The call under test, made the way the framework\'s trainer makes it."""', ...body]
+  const inspect = [...(body.some((l) => l.includes("inspect.signature")) ? ["import inspect"] : []), ...(g.instances.size ? ["import functools"] : [])];
+  return [...inspect, ...g.lines, ...helpers, "", "def clip(named, meshes):  # the call under test, made the way the framework's trainer makes it", ...body]
     .join("\n")
     .replace(/\n{3,}/g, "\n\n")
     .replace(/^\n+/, "");
@@ -233,14 +233,11 @@ const PARAMS_MODEL = [
   "",
   "class ParamsModel(torch.nn.Module):",
   '    """What the trainer passes as `model`: parameters() and named_parameters() over this rank\'s copies."""',
-  "",
   "    def __init__(self, named):",
   "        super().__init__()",
   "        self.named = named",
-  "",
   "    def parameters(self, recurse=True):",
   "        return iter([p for _, p in self.named])",
-  "",
   '    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):',
   "        return iter([(prefix + n, p) for n, p in self.named])",
 ];
@@ -292,7 +289,7 @@ function seenFromRecord(cell: Cell, subject: TorchSubject): Seen | null {
 }
 
 /** The checks the script makes: those clip-parity saw fail (parity.norm always), or all of them when none did. */
-const ALL_CHECKS = ["parity.norm", "parity.ranks", "parity.tensors", "scaling.nonempty", "errors.nonfinite", "comm.budget"];
+const ALL_CHECKS = ["parity.norm", "parity.tensors", "parity.ranks", "scaling.nonempty", "errors.nonfinite", "comm.budget"];
 
 /** A Python literal of a float: repr-exact for finite values. */
 function pyFloat(x: number): string {
@@ -434,7 +431,8 @@ export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult |
   const seen = run ? seenFromRun(run) : seenFromRecord(cell, subject);
   const convention = subject.convention;
   const unsupported = applicability(convention, { normType: cell.normType, regime: cell.regime, errorIfNonfinite });
-  const checks = new Set(seen?.failed.length ? ["parity.norm", ...seen.failed] : ALL_CHECKS);
+  // The checks the script makes (those it implements, in clip-parity's order): what clip-parity saw fail, else all.
+  const checks = new Set(ALL_CHECKS.filter((c) => !seen?.failed.length || c === "parity.norm" || seen.failed.includes(c)));
   // errors.nonfinite can only fail on a non-finite norm with error_if_nonfinite set, scaling.nonempty only when clip_coef < 1.
   if (errorIfNonfinite && !Number.isFinite(reference.totalNorm)) checks.add("errors.nonfinite");
   else checks.delete("errors.nonfinite");
@@ -475,7 +473,7 @@ export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult |
   ].join("\n");
 
   const fileName = `repro-${id.replace(/[^A-Za-z0-9_.-]+/g, "-").replace(/^-+|-+$/g, "")}.py`;
-  const doc = docText({ cell, layout, world, model: model.name, regime: cell.regime, maxNorm, errorIfNonfinite, subject, target, unsupported, seen, reference: reference.totalNorm, fileName, checks: [...checks] });
+  const doc = docText({ cell, layout, world, model: model.name, regime: cell.regime, maxNorm, errorIfNonfinite, subject, target, unsupported, seen, reference: reference.totalNorm, fileName, checks: ALL_CHECKS.filter((c) => checks.has(c)) });
   // Template lines tagged `#? a b`, and blocks between `#?{ a b` and `#?}`, are kept only when the script makes one of
   // those checks or uses that feature; the tags themselves never reach the script.
   const keep = (tags: string) => tags.split(" ").some((f) => features.has(f));
@@ -560,8 +558,8 @@ function docText(x: {
   lines.push(
     "",
     ...wrap(
-      `Written by clip-parity export; needs torch, numpy${fw && fw.package !== "torch" ? ` and ${fw.package}` : ""}${fw ? "" : " and the function under test"} (gloo on CPU, NCCL when ` +
-        `every rank has a GPU). It checks ${x.checks.join(", ")}: REPRODUCED (exit 1) when one fails${x.seen?.failed.length ? " as above" : ""}, else NOT REPRODUCED (exit 0).`,
+      `Written by clip-parity export; needs torch, numpy${fw && fw.package !== "torch" ? ` and ${fw.package}` : ""}${fw ? "" : " and the function under test"} (gloo; NCCL with a ` +
+        `GPU per rank). Checks ${x.checks.join(", ")}: REPRODUCED (exit 1) if one fails${x.seen?.failed.length ? " as above" : ""}, else NOT REPRODUCED.`,
       "",
     ),
     `    torchrun --standalone --nproc-per-node ${x.world} ${x.fileName}`,
