@@ -436,7 +436,8 @@ export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult |
   // errors.nonfinite can only fail on a non-finite norm with error_if_nonfinite set, scaling.nonempty only when clip_coef < 1.
   if (errorIfNonfinite && !Number.isFinite(reference.totalNorm)) checks.add("errors.nonfinite");
   else checks.delete("errors.nonfinite");
-  if (!(clipCoefficient(maxNorm, reference.totalNorm) < 1)) checks.delete("scaling.nonempty");
+  const coef = clipCoefficient(maxNorm, reference.totalNorm);
+  if (!(coef < 1)) checks.delete("scaling.nonempty");
   const call = renderCall(convention, { foreach: subject.options.foreach, expertsPresent });
   const experts = convention.experts === "dense-mesh-when-ep1" && layout.ep === 1;
   const features = new Set([
@@ -447,7 +448,6 @@ export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult |
     ...(model.ties.length ? ["ties"] : []),
     ...(regime.special !== null ? ["special"] : []),
   ]);
-  const coef = clipCoefficient(maxNorm, reference.totalNorm);
 
   // Which parameters have a gradient, as one Python expression checked against the regime over the manifest.
   const hasGrad = [
