@@ -563,7 +563,8 @@ function docText(x: {
       "",
     ),
     `    torchrun --standalone --nproc-per-node ${x.world} ${x.fileName}`,
-    ...(x.seen?.repro ? wrap(`The cell in clip-parity: ${x.seen.repro}`, "    ") : []),
+    // One line, not wrapped: a command is copied whole.
+    ...(x.seen?.repro ? [`The cell in clip-parity: ${x.seen.repro}`] : []),
   );
   return docstringText(lines.join("\n").replace(/ +$/gm, ""));
 }
