@@ -288,7 +288,7 @@ function seenFromRecord(cell: Cell, subject: TorchSubject): Seen | null {
   return { source: `docs/frameworks.json, ${fw.name} ${fw.version}`, failed: rec.failed, messages: rec.messages, causes: rec.causes, repro: null };
 }
 
-/** The checks the script makes: those clip-parity saw fail (parity.norm always), or all of them when none did. */
+/** Every check the script can make, in clip-parity's order (harness/checks/index.ts); it makes those clip-parity saw fail. */
 const ALL_CHECKS = ["parity.norm", "parity.tensors", "parity.ranks", "scaling.nonempty", "errors.nonfinite", "comm.budget"];
 
 /** A Python literal of a float: repr-exact for finite values. */
