@@ -21,7 +21,7 @@ import { computeReference } from "../../clip/reference.ts";
 import { maxNormOf, REGIMES, regimeSpec, type Regime } from "../../clip/regimes.ts";
 import type { ModelManifest } from "../../model/manifest.ts";
 import { causeText, causesOf, type FrameworksData } from "../frameworks-table.ts";
-import { applicability } from "./frameworks.ts";
+import { applicability, outsideConfigurations } from "./frameworks.ts";
 import { meshesOf, reductionGroup } from "../../world/context.ts";
 import { clipCoefficient, type DType } from "../../clip/api.ts";
 import { runCell } from "../../run/cell.ts";
@@ -431,6 +431,8 @@ export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult |
   const seen = run ? seenFromRun(run) : seenFromRecord(cell, subject);
   const convention = subject.convention;
   const unsupported = applicability(convention, { normType: cell.normType, regime: cell.regime, errorIfNonfinite });
+  // a configuration the framework's trainer never builds: a failure there is not one its maintainers would take
+  const outside = subject.framework ? outsideConfigurations(subject.framework, { ...cell, errorIfNonfinite }) : null;
   // The checks the script makes (those it implements, in clip-parity's order): what clip-parity saw fail, else all.
   const checks = new Set(ALL_CHECKS.filter((c) => !seen?.failed.length || c === "parity.norm" || seen.failed.includes(c)));
   // errors.nonfinite can only fail on a non-finite norm with error_if_nonfinite set, scaling.nonempty only when clip_coef < 1.
@@ -473,7 +475,7 @@ export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult |
   ].join("\n");
 
   const fileName = `repro-${id.replace(/[^A-Za-z0-9_.-]+/g, "-").replace(/^-+|-+$/g, "")}.py`;
-  const doc = docText({ cell, layout, world, model: model.name, regime: cell.regime, maxNorm, errorIfNonfinite, subject, target, unsupported, seen, reference: reference.totalNorm, fileName, checks: ALL_CHECKS.filter((c) => checks.has(c)) });
+  const doc = docText({ cell, layout, world, model: model.name, regime: cell.regime, maxNorm, errorIfNonfinite, subject, target, unsupported, outside, seen, reference: reference.totalNorm, fileName, checks: ALL_CHECKS.filter((c) => checks.has(c)) });
   // Template lines tagged `#? a b`, and blocks between `#?{ a b` and `#?}`, are kept only when the script makes one of
   // those checks or uses that feature; the tags themselves never reach the script.
   const keep = (tags: string) => tags.split(" ").some((f) => features.has(f));
@@ -525,6 +527,8 @@ function docText(x: {
   subject: TorchSubject;
   target: string;
   unsupported: string | null;
+  /** Why the cell lies outside the configurations the framework's trainer builds (its file's `configurations`). */
+  outside: string | null;
   seen: Seen | null;
   reference: number;
   fileName: string;
@@ -542,7 +546,7 @@ function docText(x: {
     `Reproducer: ${x.target} on ${formatLayout(x.layout)} / ${x.model} / ${DTYPE_WORDS[x.cell.dtype]} / ${norm}${x.seen?.failed.length ? `: ${x.seen.failed.join(", ")} fail` : ""}`,
     "",
     ...field("Framework", `${x.target}${fw?.package === "torch" ? "" : ` (torch ${x.subject.info.torch})`}: ${fw ? fw.description : "called as torch.nn.utils.clip_grad_norm_ is"}`),
-    ...field("Config", x.unsupported ? config : `${config}: a configuration ${who} supports`),
+    ...field("Config", x.unsupported ? config : x.outside ? `${config}: NOT a configuration ${who}'s trainer builds (${x.outside})` : `${config}: a configuration ${who} supports`),
   ];
   if (x.unsupported) lines.push(...field("Supported", `NO: ${who} does not support this configuration (${x.unsupported}), so the script never reports REPRODUCED`));
   if (x.unsupported) lines.push(...field("Cause", `none to report: clip-parity skips this cell for ${who} (not applicable)`));
