@@ -206,6 +206,8 @@ describe(`an exported script${torch.skipNote}`, () => {
   const python = torchOptionsFromEnv().python;
   const TITAN_MTP = "torch:torchtitan/pp2,dp_shard2,ep2/deepseek-v3-debug/f32/n2/active/s0";
   const TORCH_PASS = "torch:torch/dp_shard2,tp2/llama3-debug/f32/n2/active/s0";
+  // a failure in a configuration torchtitan's trainer builds (one PP stage): the extra EP all_reduce
+  const TITAN_COMM = "torch:torchtitan/cp2,tp2,ep2/deepseek-v3-debug/f32/n2/active/s0";
 
   async function exportTo(id: string) {
     const dir = mkdtempSync(join(tmpdir(), "clip-parity-export-"));
@@ -230,7 +232,7 @@ describe(`an exported script${torch.skipNote}`, () => {
 
   it.runIf(torch.run)("is upstream material: at most 150 lines, framework, configuration, cause, expected against got, no placeholder", async () => {
     const rec = committed().frameworks.find((f) => f.name === "torchtitan")!.cells.find((c) => `torch:torchtitan/${c.case}` === TITAN_MTP)!;
-    for (const id of [TITAN_MTP, TORCH_PASS]) {
+    for (const id of [TITAN_COMM, TORCH_PASS]) {
       const { script } = (await exportTo(id)).data;
       expect(script.endsWith("\n") && script.split("\n").length - 1, id).toBeLessThanOrEqual(150); // lines, as wc -l counts them
       expect(script, id).not.toMatch(/example\.com|TODO|XXX|placeholder/i);
@@ -241,6 +243,8 @@ describe(`an exported script${torch.skipNote}`, () => {
     const titan = getFramework("torchtitan");
     expect(doc).toContain(`Framework: torchtitan ${committed().frameworks.find((f) => f.name === "torchtitan")!.version}`);
     expect(doc).toContain("Config: layout pp2,dp_shard2,ep2 (4 ranks), model deepseek-v3-debug, float32 gradients, 2-norm, regime active");
+    // torchtitan raises NotImplementedError for MTP with PP: the header says this is not its trainer's configuration
+    expect(doc).toMatch(/NOT a configuration torchtitan's trainer builds \(torchtitan's trainer builds no MTP layer/);
     // The cause in words: the framework's own explanation of each cause clip-parity found.
     expect(rec.causes).toEqual(["mtp-twice", "comm-budget"]);
     for (const k of rec.causes) expect(doc).toContain(titan.explain[k]!.replace(/\s+/g, " "));
