@@ -113,7 +113,7 @@ def main():
               f"expected: norm {REFERENCE_NORM!r} on every rank (exact), gradients scaled by clip_coef {CLIP_COEF!r}")
         print("\n".join(f"  rank {r}: got {e or repr(n)}, {c} collectives" + "".join(f"; {k}: {v}" for k, v in b.items()) for r, (n, e, b, c) in enumerate(every)))
         # The checks, in clip-parity's order; with error_if_nonfinite and a non-finite norm every rank must raise that error.
-        ref, eps, raise_wanted = REFERENCE_NORM, {"exact": 0.0, "fp32": 4 * 2.0**-24, "bf16": 4 * 2.0**-8}[TOLERANCE], ERROR_IF_NONFINITE and not math.isfinite(REFERENCE_NORM)
+        ref, eps, raise_wanted = REFERENCE_NORM, NORM_BOUND, ERROR_IF_NONFINITE and not math.isfinite(REFERENCE_NORM)
         norms, errors = [(r, x[0]) for r, x in enumerate(every) if x[0] is not None], [(r, x[1]) for r, x in enumerate(every) if x[1]]
         far = [(r, n) for r, n in norms if not (n == ref or math.isnan(n) and math.isnan(ref) or abs(n - ref) <= eps * abs(ref))]
         found = {"parity.norm": [f"rank {r} raised {e}" for r, e in errors if not raise_wanted] + [f"rank {r} returned {n!r}, reference {ref!r} (tolerance {TOLERANCE})" for r, n in far]}

@@ -18,6 +18,7 @@ import { formatLayout, parseLayout, validateLayout, worldSize, type ValidLayout 
 import { getModel, MODEL_NAMES } from "../../model/models.ts";
 import { planWorld } from "../../model/plan.ts";
 import { computeReference } from "../../clip/reference.ts";
+import { normTolerance } from "../../checks/types.ts";
 import { maxNormOf, REGIMES, regimeSpec, type Regime } from "../../clip/regimes.ts";
 import type { ModelManifest } from "../../model/manifest.ts";
 import { causeText, causesOf, type FrameworksData } from "../frameworks-table.ts";
@@ -468,7 +469,9 @@ export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult |
     `WORLD, LAYOUT = ${world}, {${LAYOUT_AXES.map((a) => `"${a}": ${layout[a]}`).join(", ")}}`,
     `DTYPE, SEED, STEP, MODE, EXP, SPECIAL, HAS_GRAD = "${cell.dtype}", ${cell.seed}, ${step}, "${regime.mode}", ${regime.exp}, ${special}, ${hasGrad}  # regime ${cell.regime}`,
     `NORM_TYPE, MAX_NORM, ERROR_IF_NONFINITE = ${cell.normType === Infinity ? "math.inf" : pyFloat(cell.normType)}, ${pyFloat(maxNorm)}, ${errorIfNonfinite ? "True" : "False"}`,
-    `REFERENCE_NORM, CLIP_COEF, TOLERANCE = ${pyFloat(reference.totalNorm)}, ${pyFloat(coef)}, "${tolerance}"  # exact, as clip-parity computes them`,
+    // NORM_BOUND: |norm - ref| / ref the class allows (fp32-accum: 8 sqrt(n + 1) 2^-24 / p + 4 2^-24, n the cell's elements)
+    `REFERENCE_NORM, CLIP_COEF, TOLERANCE, NORM_BOUND = ${pyFloat(reference.totalNorm)}, ${pyFloat(coef)}, "${tolerance}", ` +
+      `${pyFloat(normTolerance(tolerance, cell.normType, reference.elementsWithGrad))}  # as clip-parity computes them`,
     ...(features.has("comm.budget") ? [`COMM_BUDGET = ${budgets}  # collectives per rank: distinct reduction groups + 1 (pp)`] : []),
     `N_LAYERS, TIES = ${model.nLayers}, [${model.ties.flatMap((t) => t.replicas.map((r) => `(${JSON.stringify(t.canonical)}, ${JSON.stringify(r.fqn)})`)).join(", ")}]`,
     ...modelCode(model),
