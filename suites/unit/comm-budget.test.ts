@@ -9,6 +9,7 @@ import type { CheckContext } from "../../harness/checks/types.ts";
 import { parseLayout } from "../../harness/layout/layout.ts";
 import { ManifestBuilder } from "../../harness/model/manifest.ts";
 import { planWorld } from "../../harness/model/plan.ts";
+import { getModel } from "../../harness/model/models.ts";
 import type { CommRecord } from "../../harness/world/world.ts";
 
 const model = new ManifestBuilder("two-ties", 2)
@@ -25,11 +26,16 @@ function comm(calls: number): CommRecord {
   return { calls, bytes: 0, byKind: { all_reduce: { calls, bytes: 0 }, all_gather: k(), broadcast: k(), barrier: k() }, byGroup: {} };
 }
 
-function judge(callsPerRank: number, opts: { shape?: "clip" | "optimizer"; budgets?: { collectives?: number }; of?: typeof model; record?: (calls: number) => CommRecord } = {}) {
-  const layout = parseLayout("pp2");
+function judge(
+  callsPerRank: number | number[],
+  opts: { shape?: "clip" | "optimizer"; budgets?: { collectives?: number }; of?: typeof model; record?: (calls: number) => CommRecord; layout?: string } = {},
+) {
+  const layout = parseLayout(opts.layout ?? "pp2");
   const plan = planWorld(opts.of ?? model, layout);
   const record = opts.record ?? comm;
-  const ctx = { cell: { layout }, plan, subject: { shape: opts.shape ?? "optimizer" }, budgets: opts.budgets ?? {}, comm: plan.map(() => record(callsPerRank)) } as unknown as CheckContext;
+  const calls = (rank: number) => (typeof callsPerRank === "number" ? callsPerRank : callsPerRank[rank]!);
+  const grads = plan.map((ps) => ps.map(() => ({})));
+  const ctx = { cell: { layout }, plan, grads, subject: { shape: opts.shape ?? "optimizer" }, budgets: opts.budgets ?? {}, comm: plan.map((_, r) => record(calls(r))) } as unknown as CheckContext;
   return commBudget.judge(ctx);
 }
 
@@ -74,5 +80,27 @@ describe("comm.budget: the budget and what its messages say", () => {
   it("a matrix's budget replaces the default", () => {
     expect(judge(7, { budgets: { collectives: 7 } }).status).toBe("pass");
     expect(judge(8, { budgets: { collectives: 7 } }).message).toMatch(/^rank 0 issued 8 collectives \(8 all_reduce\) in one clip; budget 7 = the matrix's budget$/);
+  });
+});
+
+describe("comm.budget: what a tie group and a Partial gradient add", () => {
+  it("a tie group within one rank (one stage) needs no finalize collective", () => {
+    expect(judge(2, { layout: "single" }).status).toBe("pass");
+    expect(judge(3, { layout: "single" }).message).toMatch(/budget 2 = 1 distinct reduction groups \+ 1 \(pp\)$/);
+  });
+
+  it("each Partial(sum) gradient over several ranks adds one collective, named in the message", () => {
+    const sp = getModel("llama3-debug-sp");
+    const plan = planWorld(sp, parseLayout("tp2"));
+    const partials = plan[0]!.filter((p) => p.canonical && p.placements.some((x) => x.kind === "partial")).length;
+    expect(partials).toBeGreaterThan(1);
+    const budget = judge(0, { of: sp, layout: "tp2", shape: "clip" });
+    expect(budget.status).toBe("pass");
+    const over = judge(100, { of: sp, layout: "tp2", shape: "clip" });
+    expect(over.message).toMatch(new RegExp(`\\+ 1 \\(pp\\) \\+ ${partials} Partial gradients \\(summed over the Partial axes\\)$`));
+  });
+
+  it("a pass says the most collectives any rank issued", () => {
+    expect(judge([1, 2], { shape: "clip" }).message).toBe("at most 2 collectives per rank");
   });
 });
