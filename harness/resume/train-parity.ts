@@ -19,7 +19,7 @@ import { Backend } from "../backend/backend.ts";
 import { fail, globalIndex, normTolerance, pass, sameNorm, type CheckResult } from "../checks/types.ts";
 import { formatLayout, validateLayout, worldSize, type Layout } from "../layout/layout.ts";
 import { getModel } from "../model/models.ts";
-import { numel, refusePartialGradients, type ModelManifest } from "../model/manifest.ts";
+import { countParams, refusePartialGradients, type ModelManifest } from "../model/manifest.ts";
 import type { LocalParam } from "../model/plan.ts";
 import { regimeSpec } from "../clip/regimes.ts";
 import { InputError } from "../errors.ts";
@@ -137,7 +137,7 @@ export async function runTrain(cell: TrainCell, options: TrainOptions): Promise<
   const model = options.model ?? getModel(cell.model);
   // the terms of the norm's power sum, which fp32-accum's bound grows with
   const hasGrad = regimeSpec(cell.regime).hasGrad;
-  const elementsWithGrad = model.params.filter((p) => hasGrad(p.index)).reduce((n, p) => n + numel(p.shape), 0);
+  const elementsWithGrad = countParams(model, (p) => hasGrad(p.index));
   const layouts = cell.layouts.map((l) => validateLayout(l));
   const cfg: TrainConfig = {
     subject,
