@@ -14,7 +14,6 @@ import { runCell } from "../run/cell.ts";
 import { cellId, type Case, type Cell } from "../spec/cell.ts";
 import type { CellResult } from "../results/types.ts";
 import { cannotRunOn, loadFrameworks, outsideConfigurations, type Framework } from "./torch/frameworks.ts";
-import { regimeSpec } from "../clip/regimes.ts";
 import { vacuity } from "./vacuity.ts";
 import type { TorchOptions } from "./torch/options.ts";
 import { closeTorchSessions, isTorchSubject, loadTorchSubject, type TorchSubject } from "./torch/subject.ts";
@@ -282,7 +281,8 @@ export async function runFrameworks(
           const r = await runCell(cell, { subject: s });
           const seconds = (performance.now() - t0) / 1000;
           const log = s.lastRun;
-          const outside = outsideConfigurations(fw, { ...c, errorIfNonfinite: c.errorIfNonfinite ?? regimeSpec(c.regime).errorIfNonfinite });
+          // the cell as it ran: r.errorIfNonfinite is the regime default resolved by runCell
+          const outside = outsideConfigurations(fw, { ...c, errorIfNonfinite: r.errorIfNonfinite });
           const rec = recordOf(r, log, outside);
           if (rec.status === "pass") {
             const why = await vacuousWhy(c);
