@@ -82,7 +82,6 @@ export function summedPartial(rank: RankContext, p: ParamView & { grad: Tensor }
  */
 export function leaderMeasure<T>(rank: RankContext, p: ParamView & { grad: Tensor }, measure: (g: Tensor) => T): Promise<T | null> {
   const leader = isReplicaLeader(rank, p);
-  if (!leader && !needsPartialSum(rank, p)) return Promise.resolve(null);
   return withSummedGrad(rank, p, (g) => (leader ? measure(g) : null));
 }
 

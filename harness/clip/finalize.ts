@@ -92,11 +92,11 @@ export function gradSpecs(
 ): GradSpecs {
   const regime = regimeSpec(cfg.regime);
   // the non-finite regimes put their special value at element 0 of the first parameter with a gradient
-  const specialIndex = regime.special === null ? -1 : (model.params.find((p) => regime.hasGrad(p.index))?.index ?? -1);
+  const specialParam = regime.special === null ? undefined : model.params.find((p) => regime.hasGrad(p.index));
   const seed = BigInt(cfg.seed);
   const base = (p: { name: string; index: number }): GenSpec => {
     const g: GenSpec = { seed, step: cfg.step, name: p.name, dtype: cfg.dtype, exp: regime.exp, mode: regime.mode };
-    if (p.index === specialIndex) {
+    if (p.index === specialParam?.index) {
       g.specialIndex = 0;
       g.specialValue = regime.special!;
     }

@@ -28,13 +28,20 @@ function comm(calls: number): CommRecord {
 
 function judge(
   callsPerRank: number | number[],
-  opts: { shape?: "clip" | "optimizer"; budgets?: { collectives?: number }; of?: typeof model; record?: (calls: number) => CommRecord; layout?: string } = {},
+  opts: {
+    shape?: "clip" | "optimizer";
+    budgets?: { collectives?: number };
+    of?: typeof model;
+    record?: (calls: number) => CommRecord;
+    layout?: string;
+    hasGrad?: (p: { name: string }) => boolean;
+  } = {},
 ) {
   const layout = parseLayout(opts.layout ?? "pp2");
   const plan = planWorld(opts.of ?? model, layout);
   const record = opts.record ?? comm;
   const calls = (rank: number) => (typeof callsPerRank === "number" ? callsPerRank : callsPerRank[rank]!);
-  const grads = plan.map((ps) => ps.map(() => ({})));
+  const grads = plan.map((ps) => ps.map((p) => (opts.hasGrad === undefined || opts.hasGrad(p) ? {} : null)));
   const ctx = { cell: { layout }, plan, grads, subject: { shape: opts.shape ?? "optimizer" }, budgets: opts.budgets ?? {}, comm: plan.map((_, r) => record(calls(r))) } as unknown as CheckContext;
   return commBudget.judge(ctx);
 }
@@ -98,6 +105,17 @@ describe("comm.budget: what a tie group and a Partial gradient add", () => {
     expect(budget.status).toBe("pass");
     const over = judge(100, { of: sp, layout: "tp2", shape: "clip" });
     expect(over.message).toMatch(new RegExp(`\\+ 1 \\(pp\\) \\+ ${partials} Partial gradients \\(summed over the Partial axes\\)$`));
+  });
+
+  it("one Partial gradient is named in the singular, and a Partial parameter without a gradient adds nothing", () => {
+    const sp = getModel("llama3-debug-sp");
+    const plan = planWorld(sp, parseLayout("tp2"));
+    const first = plan[0]!.find((p) => p.canonical && p.placements.some((x) => x.kind === "partial"))!;
+    const onlyFirst = (p: { name: string }) => p.name === first.name || !sp.params.find((q) => q.name === p.name)?.partialOver?.length;
+    const over = judge(100, { of: sp, layout: "tp2", shape: "clip", hasGrad: onlyFirst });
+    expect(over.message).toMatch(/\+ 1 \(pp\) \+ 1 Partial gradient \(summed over the Partial axes\)$/);
+    const none = judge(100, { of: sp, layout: "tp2", shape: "clip", hasGrad: (p) => !sp.params.find((q) => q.name === p.name)?.partialOver?.length });
+    expect(none.message).toMatch(/\+ 1 \(pp\)$/);
   });
 
   it("a pass says the most collectives any rank issued", () => {

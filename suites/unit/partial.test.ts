@@ -6,6 +6,7 @@
 import { describe, expect, it } from "vitest";
 import { Backend } from "../../harness/backend/backend.ts";
 import { defineSubject, type DType } from "../../harness/clip/api.ts";
+import { needsPartialSum } from "../../harness/clip/common.ts";
 import { gradSpecs } from "../../harness/clip/finalize.ts";
 import { BUILTIN_SUBJECTS } from "../../harness/clip/registry.ts";
 import { ModelError } from "../../harness/errors.ts";
@@ -122,5 +123,17 @@ describe("the reference and the checks on Partial gradients", () => {
     const over = (await runCell(cell({ layout: parseLayout("dp_replicate2,tp2") }), { subject: extra })).checks.find((c) => c.id === "comm.budget")!;
     expect(over.status).toBe("fail");
     expect(over.message).toContain(`budget ${params + 3} = 2 distinct reduction groups + 1 (pp) + ${params} Partial gradients (summed over the Partial axes)`);
+  });
+});
+
+describe("needsPartialSum", () => {
+  // a rank whose groups span two ranks along every flagged axis: only the placements decide
+  const rank = { groupOf: (_p: unknown, flags: readonly boolean[]) => ({ ranks: flags.some(Boolean) ? [0, 1] : [0] }) } as unknown as Parameters<typeof needsPartialSum>[0];
+  const param = (...kinds: string[]) => ({ placements: kinds.map((kind) => ({ kind })) }) as unknown as Parameters<typeof needsPartialSum>[1];
+
+  it("is true for a Partial axis of several ranks, alone on its mesh or beside others, and false without one", () => {
+    expect(needsPartialSum(rank, param("partial"))).toBe(true);
+    expect(needsPartialSum(rank, param("shard", "partial"))).toBe(true);
+    expect(needsPartialSum(rank, param("shard", "replicate"))).toBe(false);
   });
 });
