@@ -34,7 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import st_io  # noqa: E402
 
 # Mirrors PROTOCOL_VERSION in harness/external/torch/protocol.ts (suites/torch/protocol.test.ts checks it).
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 DENSE_AXES = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
@@ -234,7 +234,7 @@ def check_job(job: dict) -> None:
     if job.get("kind") not in ("clip", "quit"):
         raise JobError(f"job kind {job.get('kind')!r} is not clip or quit")
     if job["kind"] == "clip":
-        need = ("rank", "world", "layout", "dtype", "maxNorm", "normType", "errorIfNonfinite", "foreach", "convention", "grads", "out", "result", "params")
+        need = ("rank", "world", "layout", "dtype", "maxNorm", "normType", "errorIfNonfinite", "foreach", "collectiveTimeoutS", "convention", "grads", "out", "result", "params")
         missing = [k for k in need if k not in job]
         if missing:
             raise JobError(f"the job lacks {', '.join(missing)} (protocol {PROTOCOL_VERSION})")
@@ -303,7 +303,19 @@ def build_meshes(layout: dict, device_type: str) -> dict:
         full[name] = mesh
         out[name] = mesh[tuple(axes[name])]
     out["pp"] = full["dense"]["pp"]
+    groups = {id(g): g for mesh in full.values() for g in mesh.get_all_groups()}
+    groups.setdefault(id(dist.group.WORLD), dist.group.WORLD)
+    out["groups"] = list(groups.values())
     return out
+
+
+def set_collective_timeout(groups: list, timeout: timedelta) -> None:
+    """c10d's timeout on the cell's groups. Set to the job's collectiveTimeoutS for the target's call, a rank
+    left waiting in a collective that a peer never issued raises c10d's own timeout error after that long (the
+    harness reports it as a hang) instead of blocking until the harness gives up on the whole cell; set back
+    to the session's long timeout afterwards, for what the adapter itself does between cells (building meshes)."""
+    for g in groups:
+        dist.set_timeout(timeout, g)
 
 
 def param_mesh(p: dict, job: dict, meshes: dict):
@@ -564,6 +576,7 @@ def run_job(job: dict, device: torch.device, meshes: dict, targets: Targets) -> 
                 mon.known.add(_ptr(t.to_local()))
     used_kwargs: set = set()
     t0 = time.perf_counter()
+    set_collective_timeout(meshes["groups"], timedelta(seconds=float(job["collectiveTimeoutS"])))
     try:
         ret = None
         with mon:
@@ -601,6 +614,8 @@ def run_job(job: dict, device: torch.device, meshes: dict, targets: Targets) -> 
             "message": (str(e).strip().split("\n")[0] or repr(e))[:2000],
             "traceback": traceback.format_exc().strip().split("\n")[-12:],
         }
+    finally:
+        set_collective_timeout(meshes["groups"], c10d.default_pg_timeout)
     cell.results.clear()
     calls.clear()
     # Tensors die with their last reference; an exception's frames or a collective's output still held by a

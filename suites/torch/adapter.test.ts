@@ -134,11 +134,17 @@ describe(`PyTorch functions as subjects, through the adapter${torch.skipNote}`, 
     expect(message(r, "parity.norm")).toMatch(/ValueError: boom from the target/);
   }, 300_000);
 
-  it.runIf(torch.run)("a hang is a liveness failure after the timeout, and the next cell runs in a fresh session", async () => {
+  it.runIf(torch.run)("a hang is a liveness failure seen by the ranks within the collective timeout, and the next cell runs in a fresh session", async () => {
     const hang = "torch:clip_targets:hang";
-    const r = await run(cell(hang, "dp_shard2,tp2", "llama3-debug", "f32", 2, "active"), loadTorchSubject(hang, { cellTimeoutS: 20 }));
+    const subject = loadTorchSubject(hang, { cellTimeoutS: 120, collectiveTimeoutS: 5 }) as TorchSubject;
+    const r = await run(cell(hang, "dp_shard2,tp2", "llama3-debug", "f32", 2, "active"), subject);
     expect(failed(r)).toContain("liveness");
-    expect(r.liveness).toMatch(/did not finish within 20 s.*rank\(s\) 1,2,3 never returned/s);
+    expect(r.liveness).toMatch(/^rank [123] timed out in a collective \(a hang\): /);
+    expect(subject.lastRun?.jobSeconds).toBeLessThan(30); // not the cell's 120 s
+    // a rank stuck outside any collective is caught by the harness's own deadline
+    const stall = "torch:clip_targets:stall";
+    const stuck = await run(cell(stall, "dp_shard2,tp2", "llama3-debug", "f32", 2, "active"), loadTorchSubject(stall, { cellTimeoutS: 15 }));
+    expect(stuck.liveness).toMatch(/did not finish within 15 s.*rank\(s\) 0 never returned/s);
     const next = await run(cell(STOCK, "dp_shard2,tp2", "llama3-debug", "f32", 2, "inactive"));
     expect(failed(next)).toEqual([]);
   }, 600_000);

@@ -18,6 +18,7 @@ describe("TorchOptions from the environment", () => {
     const o = torchOptionsFromEnv({
       CLIP_PARITY_TORCH_PYTHON: "/opt/py/bin/python",
       CLIP_PARITY_TORCH_TIMEOUT_S: "20",
+      CLIP_PARITY_TORCH_COLLECTIVE_TIMEOUT_S: "4",
       CLIP_PARITY_TORCH_START_TIMEOUT_S: "7.5",
       CLIP_PARITY_TORCH_TOLERANCE: "bf16",
       CLIP_PARITY_TORCH_FOREACH: "false",
@@ -25,13 +26,14 @@ describe("TorchOptions from the environment", () => {
       CLIP_PARITY_TORCH_VERBOSE: "1",
       CLIP_PARITY_TORCH_KEEP: "true",
     });
-    expect(o).toEqual({ python: "/opt/py/bin/python", cellTimeoutS: 20, startTimeoutS: 7.5, tolerance: "bf16", foreach: false, device: "cpu", verbose: true, keep: true });
+    expect(o).toEqual({ python: "/opt/py/bin/python", cellTimeoutS: 20, collectiveTimeoutS: 4, startTimeoutS: 7.5, tolerance: "bf16", foreach: false, device: "cpu", verbose: true, keep: true });
   });
 
   it("refuse a bad value, naming the variable and the value", () => {
     const bad: [string, string, RegExp][] = [
       ["CLIP_PARITY_TORCH_TIMEOUT_S", "soon", /CLIP_PARITY_TORCH_TIMEOUT_S: "soon" is not a positive number of seconds/],
       ["CLIP_PARITY_TORCH_START_TIMEOUT_S", "-3", /CLIP_PARITY_TORCH_START_TIMEOUT_S: "-3"/],
+      ["CLIP_PARITY_TORCH_COLLECTIVE_TIMEOUT_S", "0", /CLIP_PARITY_TORCH_COLLECTIVE_TIMEOUT_S: "0" is not a positive number of seconds/],
       ["CLIP_PARITY_TORCH_TOLERANCE", "fp16", /CLIP_PARITY_TORCH_TOLERANCE: "fp16" is not exact, fp32, fp32-accum, bf16 or auto/],
       ["CLIP_PARITY_TORCH_FOREACH", "maybe", /CLIP_PARITY_TORCH_FOREACH: "maybe" is not one of/],
       ["CLIP_PARITY_TORCH_DEVICE", "cuda", /CLIP_PARITY_TORCH_DEVICE: "cuda" is not cpu or auto/],

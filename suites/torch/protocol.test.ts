@@ -30,6 +30,7 @@ const job = (): Job => ({
   normType: 2,
   errorIfNonfinite: false,
   foreach: null,
+  collectiveTimeoutS: 10,
   convention: plainConvention("torch.nn.utils:clip_grad_norm_"),
   grads: "/x/in-0.safetensors",
   out: "/x/out-0.safetensors",

@@ -17,8 +17,15 @@ export const SETUP_HINT = "run `npm run setup:torch` (installs torch and the pin
 export interface TorchOptions {
   /** The interpreter that has torch (and the frameworks). */
   python: string;
-  /** Per cell: the clip itself takes about a second, so this only catches a hang. */
+  /** Per cell: the clip itself takes about a second, so this only catches a rank stuck outside any collective. */
   cellTimeoutS: number;
+  /**
+   * How long a rank waits in one of the target's collectives before it raises c10d's timeout error: a hang
+   * (a rank that skipped a collective its peers issued) is reported after this long, not after cellTimeoutS.
+   * A peer busy for longer than this before its collective reads as a hang too: the clip step of a cpu cell
+   * takes about 0.5 s.
+   */
+  collectiveTimeoutS: number;
   /** Launching torchrun and importing torch on every rank. */
   startTimeoutS: number;
   /** The tolerance class claimed for every cell; "auto": fp32-accum for float32 gradients (torch accumulates them in float32), bf16 otherwise (the norm comes back in the gradients' dtype). */
@@ -36,6 +43,7 @@ export interface TorchOptions {
 export const DEFAULT_TORCH_OPTIONS: Readonly<TorchOptions> = Object.freeze({
   python: join(PROJECT_ROOT, ".venv", "bin", "python"),
   cellTimeoutS: 180,
+  collectiveTimeoutS: 10,
   startTimeoutS: 300,
   tolerance: "auto",
   foreach: null,
@@ -48,6 +56,7 @@ export const DEFAULT_TORCH_OPTIONS: Readonly<TorchOptions> = Object.freeze({
 const KNOWN = {
   PYTHON: "python",
   TIMEOUT_S: "cellTimeoutS",
+  COLLECTIVE_TIMEOUT_S: "collectiveTimeoutS",
   START_TIMEOUT_S: "startTimeoutS",
   TOLERANCE: "tolerance",
   FOREACH: "foreach",
@@ -90,6 +99,9 @@ export function torchOptionsFromEnv(env: NodeJS.ProcessEnv = process.env, base: 
         break;
       case "cellTimeoutS":
         o.cellTimeoutS = seconds(name, raw);
+        break;
+      case "collectiveTimeoutS":
+        o.collectiveTimeoutS = seconds(name, raw);
         break;
       case "startTimeoutS":
         o.startTimeoutS = seconds(name, raw);

@@ -34,17 +34,22 @@
  * collectives (a target that raised half-way on some ranks), or a rank failed in the adapter, the harness
  * ends the session after reading the results, and the next cell starts a fresh one.
  *
+ * A hang is seen by the ranks themselves: while the target runs, every group of the cell's meshes (and the
+ * default group) has c10d's timeout set to the job's `collectiveTimeoutS`, so a rank waiting that long in one
+ * collective raises c10d's own "Timed out waiting" error, which the harness reports as a liveness failure;
+ * the groups get the session's long timeout back afterwards (building meshes may legitimately take longer).
  * The harness kills the session (torchrun's process group and every rank by the pid it reported) after a
- * cell times out (a hang), after torchrun exits (a crash), when the session is replaced and at exit. A rank
+ * cell times out (a rank stuck outside any collective), after torchrun exits (a crash), when the session is
+ * replaced and at exit. A rank
  * whose torchrun died exits by itself (PR_SET_PDEATHSIG, and a parent check while it waits for a job).
  *
  * Version history: 1 (implicit, never written) the prose protocol of issue 7; 2 adds the version, `kind`,
- * the call convention, `countedHere`, the result's `path` and `groupCalls`.
+ * the call convention, `countedHere`, the result's `path` and `groupCalls`; 3 adds the job's `collectiveTimeoutS`.
  */
 import { readFileSync } from "node:fs";
 import { z } from "zod";
 
-export const PROTOCOL_VERSION = 2;
+export const PROTOCOL_VERSION = 3;
 
 /** module:qualname, e.g. torch.nn.utils:clip_grad_norm_ or transformers.trainer:Trainer._mixed_mesh_grad_norm */
 export const TARGET_RE = /^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*$/;
@@ -184,6 +189,8 @@ export const clipJobSchema = z.strictObject({
   normType,
   errorIfNonfinite: z.boolean(),
   foreach: z.boolean().nullable(),
+  /** c10d's timeout for the target's collectives, in seconds: how long a rank waits for a peer before calling it a hang. */
+  collectiveTimeoutS: z.number().positive(),
   convention: conventionSchema,
   grads: z.string(),
   out: z.string(),

@@ -291,6 +291,7 @@ async function runExternal(subject: TorchSubject, x: ExternalCell): Promise<Exte
         normType: x.normType === Infinity ? "inf" : x.normType,
         errorIfNonfinite: x.errorIfNonfinite,
         foreach: o.foreach,
+        collectiveTimeoutS: Math.min(o.collectiveTimeoutS, timeoutMs / 1000),
         convention: subject.convention,
         grads,
         out: join(dir, `out-${rank}.safetensors`),
