@@ -10,6 +10,7 @@
  * "explained": the classification is in `causesOf`, the evidence in the cell's messages.
  */
 import { worldSize } from "../layout/layout.ts";
+import { BUILTIN_SUBJECTS } from "../clip/registry.ts";
 import { runCell } from "../run/cell.ts";
 import { cellId, type Case, type Cell } from "../spec/cell.ts";
 import type { CellResult } from "../results/types.ts";
@@ -34,6 +35,12 @@ export const CI_SUBSET = {
   ],
 } as const;
 
+/** The built-in subject whose cells the torch cells' times are compared with: torchtitan's clip, in process. */
+export const NATIVE_TWIN = "titan";
+
+/** Milliseconds as seconds, to the millisecond (the page's and the data's precision). */
+const ms = (x: number) => Math.round(x) / 1000;
+
 /** The case part of a cell id (without the subject). */
 export const caseKey = (c: Case) => cellId({ subject: "", ...c }).slice(1);
 
@@ -57,6 +64,12 @@ export interface FrameworkCellRecord {
   cannotRun?: string;
   /** On a pass: why the pass shows nothing (vacuity.ts: a clip that does not do the work passes it too). */
   vacuous?: string;
+  /**
+   * A cell that ran: its wall time in runCell (a session start excluded), the target's own call (the slowest
+   * rank, under the adapter's collective and memory monitor) and the adapter's share (the cell's time in the
+   * adapter and its files, minus the call: TorchCellLog.phases), in seconds.
+   */
+  seconds?: { cell: number; target: number; adapter: number };
 }
 
 export interface FrameworkRecord {
@@ -71,6 +84,8 @@ export interface FrameworkRecord {
 }
 
 export interface FrameworksData {
+  /** The same cases run by the built-in subject that mirrors torchtitan's clip, in process: wall seconds by case. */
+  native?: { subject: string; seconds: Record<string, number> };
   torch: string;
   backend: string;
   cellTimeoutS: number;
@@ -251,6 +266,13 @@ export async function runFrameworks(
     records.set(name, rec);
   }
   const timing: Timing = { cells: 0, cellSeconds: 0, sessionStarts: 0, sessionSeconds: 0 };
+  const native = { subject: NATIVE_TWIN, seconds: {} as Record<string, number> };
+  const twin = BUILTIN_SUBJECTS[NATIVE_TWIN]!;
+  for (const c of cases) {
+    const t0 = performance.now();
+    await runCell({ subject: NATIVE_TWIN, ...c }, { subject: twin });
+    native.seconds[caseKey(c)] = ms(performance.now() - t0);
+  }
   const byWorld = [...new Set(cases.map((c) => worldSize(c.layout)))].sort((a, b) => a - b);
   // Shared-session frameworks first within a world size: they reuse one session between them.
   const order = [...subjects.values()].sort((a, b) => Number(a.framework!.session === "own") - Number(b.framework!.session === "own"));
@@ -289,6 +311,8 @@ export async function runFrameworks(
             if (why) rec.vacuous = why;
           }
           if (log && !log.notApplicable) {
+            const call = log.phases.call ?? 0;
+            rec.seconds = { cell: ms((seconds - log.sessionStartSeconds) * 1000), target: ms(call * 1000), adapter: ms(((log.phases.total ?? call) - call) * 1000) };
             timing.cells++;
             timing.cellSeconds += seconds - log.sessionStartSeconds;
             if (log.sessionStartSeconds > 0) {
@@ -311,7 +335,7 @@ export async function runFrameworks(
     if (per) rec.cells = cases.map((c) => per.get(caseKey(c))!).filter(Boolean);
   }
   return {
-    data: { torch, backend: "cpu (gloo)", cellTimeoutS: options.cellTimeoutS ?? 180, threads: process.env.OMP_NUM_THREADS ?? "1", frameworks: [...records.values()] },
+    data: { native, torch, backend: "cpu (gloo)", cellTimeoutS: options.cellTimeoutS ?? 180, threads: process.env.OMP_NUM_THREADS ?? "1", frameworks: [...records.values()] },
     timing,
   };
 }
@@ -366,6 +390,38 @@ function tally(cells: readonly FrameworkCellRecord[]) {
   };
 }
 
+function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length ? (s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2) : NaN;
+}
+
+/** Where a cell's time goes, per framework, over the gpu4 cells (the first `cases.gpu4` of every list). */
+function timeSection(d: FrameworksData): string[] {
+  if (!d.native) return [];
+  const gpu4 = new Set(Object.keys(d.native.seconds).slice(0, d.cases.gpu4));
+  const s3 = (x: number) => (Number.isNaN(x) ? "-" : x.toFixed(3));
+  const o = [
+    "",
+    "## Time per cell",
+    "",
+    `Median seconds over the gpu4 cells each framework ran: the cell's wall time (a session start excluded), the target's own call ` +
+      `(the slowest rank, under the adapter's collective and memory monitor) and the adapter's share (the cell's time in the adapter ` +
+      `and its files, minus the call: writing and loading the shards, building the DTensors, settling, saving and reading the ` +
+      `clipped shards back). The built-in \`${d.native.subject}\` subject, which mirrors torchtitan's clip in process, runs the ` +
+      `same ${gpu4.size} cases in a median ${s3(median([...gpu4].map((k) => d.native!.seconds[k]!)))} s per cell.`,
+    "",
+    "| framework | cells timed | cell | target | adapter | cells whose adapter share is over 0.1 s |",
+    "|---|---|---|---|---|---|",
+  ];
+  for (const f of d.frameworks) {
+    const timed = f.cells.filter((c) => c.seconds && gpu4.has(c.case)).map((c) => c.seconds!);
+    if (!timed.length) continue;
+    const m = (k: "cell" | "target" | "adapter") => s3(median(timed.map((t) => t[k])));
+    o.push(`| ${f.name} | ${timed.length} | ${m("cell")} | ${m("target")} | ${m("adapter")} | ${timed.filter((t) => t.adapter > 0.1).length} |`);
+  }
+  return o;
+}
+
 /**
  * The page: summary, then per framework its causes, failed checks with one message each, and every cell.
  * `explain`: per framework, its file's explanations of causes (loadFrameworks by default).
@@ -415,6 +471,7 @@ export function renderFrameworks(d: FrameworksData, explain: Record<string, Reco
         `${t.checks.map(([k, n]) => `${k} ${n}`).join(", ") || "-"} |`,
     );
   }
+  o.push(...timeSection(d));
   for (const f of d.frameworks) {
     o.push("");
     o.push(`## ${f.name}${f.version ? ` (${f.package} ${f.version})` : ""}`);

@@ -217,6 +217,14 @@ export interface TorchCellLog {
   jobSeconds: number;
   /** Seconds spent starting a session for this cell (0 when one was reused). */
   sessionStartSeconds: number;
+  /**
+   * Where the cell's time went, in seconds: `inputs` (the harness writing every rank's shards and job),
+   * the adapter's own phases as the slowest rank reports them (`load` the shards, `params` the DTensors
+   * built from them, `call` the target under the collective and memory monitor, `settle` waiting for
+   * freed tensors before the leak count, `save` the clipped shards, `meshes` built for a new layout), and
+   * `results` (the harness reading the results back into the cell's tensors). `total` is all of it.
+   */
+  phases: Record<string, number>;
   /** Why the session was ended after the cell (a group out of step), or undefined. */
   sessionEnded?: string;
 }
@@ -235,7 +243,7 @@ async function runExternal(subject: TorchSubject, x: ExternalCell): Promise<Exte
   const { world, backend, layout } = x;
   const o = subject.options;
   const tolerance = torchTolerance(x.cell.dtype, o.tolerance);
-  const log: TorchCellLog = { paths: Array.from({ length: world }, () => null), notApplicable: null, jobSeconds: 0, sessionStartSeconds: 0 };
+  const log: TorchCellLog = { paths: Array.from({ length: world }, () => null), notApplicable: null, jobSeconds: 0, sessionStartSeconds: 0, phases: {} };
   subject.lastRun = log;
   const fail = (message: string, liveness: string | null): ExternalRun => ({
     ranks: Array.from({ length: world }, (_, rank) => ({ rank, error: new Error(message) })),
@@ -270,15 +278,19 @@ async function runExternal(subject: TorchSubject, x: ExternalCell): Promise<Exte
   const startedNow = session.startedAt >= t0;
   log.sessionStartSeconds = startedNow ? session.startSeconds : 0;
 
+  const cellStarted = performance.now(); // after the session start, which is counted apart
   const cellInfo = JSON.stringify({ ...x.cell, world, layout });
   const dir = session.newJobDir();
   const timeoutMs = x.timeoutMs ?? o.cellTimeoutS * 1000;
+  let inputsMs = 0;
   const outcome = await session.runJob(
     dir,
     (rank): ClipJob => {
+      const t = performance.now();
       const entries = x.params[rank]!.filter((p) => p.grad !== null).map((p) => ({ name: p.fqn, tensor: p.grad as Tensor }));
       const grads = join(dir, `in-${rank}.safetensors`);
       backend.saveSafetensors(grads, entries, { rank: String(rank), cell: cellInfo });
+      inputsMs += performance.now() - t;
       return {
         protocol: PROTOCOL_VERSION,
         kind: "clip",
@@ -303,6 +315,11 @@ async function runExternal(subject: TorchSubject, x: ExternalCell): Promise<Exte
   );
   log.jobSeconds = outcome.seconds;
   const { results, failure } = outcome;
+  log.phases.inputs = inputsMs / 1000;
+  for (const r of results) {
+    for (const [phase, s] of Object.entries(r?.timings ?? {})) if (phase !== "total") log.phases[phase] = Math.max(log.phases[phase] ?? 0, s);
+  }
+  const readStarted = performance.now();
 
   const ranks: ExternalRun["ranks"] = [];
   const memory: NonNullable<ExternalRun["memory"]> = [];
@@ -345,7 +362,9 @@ async function runExternal(subject: TorchSubject, x: ExternalCell): Promise<Exte
       liveness ??= `rank ${rank}: the clipped gradients could not be read back: ${(err as Error).message}`;
     }
   }
+  log.phases.results = (performance.now() - readStarted) / 1000;
   session.dropJob(dir);
+  log.phases.total = (performance.now() - cellStarted) / 1000;
   // A group left out of step (a target raised half-way on some ranks) must not reach the next cell.
   const outOfStep = failure ? null : groupsOutOfStep(results);
   if (outOfStep && session.alive) {
