@@ -56,9 +56,9 @@ describe("protocol", () => {
     const dir = process.env.TMPDIR ?? "/tmp";
     const path = join(dir, `clip-parity-protocol-test-${process.pid}.json`);
     writeFileSync(path, JSON.stringify({ protocol: PROTOCOL_VERSION + 1, rank: 0 }));
-    expect(() => readProtocolFile(resultSchema, path)).toThrow(/speaks protocol 3, this harness 2: .*different versions/);
+    expect(() => readProtocolFile(resultSchema, path)).toThrow(new RegExp(`speaks protocol ${PROTOCOL_VERSION + 1}, this harness ${PROTOCOL_VERSION}: .*different versions`));
     writeFileSync(path, JSON.stringify({ protocol: PROTOCOL_VERSION, rank: 0, norm: "big", error: null, path: null }));
-    expect(() => readProtocolFile(resultSchema, path)).toThrow(new RegExp(`${path.replace(/[.]/g, "\\.")} does not follow protocol 2: norm`));
+    expect(() => readProtocolFile(resultSchema, path)).toThrow(new RegExp(`${path.replace(/[.]/g, "\\.")} does not follow protocol ${PROTOCOL_VERSION}: norm`));
   });
 });
 
@@ -93,7 +93,7 @@ describe(`the adapter's side of the protocol${torch.skipNote}`, () => {
     while (!existsSync(result) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     const r = readProtocolFile(resultSchema, result);
     expect(r.adapterError).toBe(true);
-    expect(r.error?.message).toMatch(/the job speaks protocol 1, this adapter 2: adapters\/torch\/adapter\.py and harness\/external\/torch\/protocol\.ts come from different versions/);
+    expect(r.error?.message).toMatch(new RegExp(`the job speaks protocol 1, this adapter ${PROTOCOL_VERSION}: adapters/torch/adapter\\.py and harness/external/torch/protocol\\.ts come from different versions`));
     expect(session.alive).toBe(true);
     // It still reads the next job: the quit that close() sends ends it cleanly, not a kill.
     await session.close();
