@@ -145,7 +145,8 @@ export function causesOf(r: CellResult): string[] {
   const live = r.liveness ?? "";
   if (fails.has("liveness")) {
     // What the ranks that did return said: a rank that raised where the others went on into a collective.
-    const raised = r.ranks.map((x) => x.error).filter((e): e is string => Boolean(e) && !/^the PyTorch adapter /.test(e!));
+    // (not c10d's timeout of a rank left waiting: that is the hang itself, seen by the rank)
+    const raised = r.ranks.map((x) => x.error).filter((e): e is string => Boolean(e) && !/^the PyTorch adapter |Timed out waiting/.test(e!));
     if (/did not finish|timed out|never returned/.test(live)) {
       if (fails.has("errors.nonfinite")) add("hang-nonfinite");
       else if (raised.length) add(`hang-raise:${raised[0]!.slice(0, 160)}`);

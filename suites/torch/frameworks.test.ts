@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { main as cli } from "../../cli/main.ts";
-import { caseKey, CI_SUBSET, renderFrameworks, runFrameworks, type FrameworksData } from "../../harness/external/frameworks-table.ts";
+import { caseKey, causesOf, CI_SUBSET, renderFrameworks, runFrameworks, type FrameworksData } from "../../harness/external/frameworks-table.ts";
 import { frameworkCases } from "../../matrix/frameworks.ts";
 import { parseLayout } from "../../harness/layout/layout.ts";
 import { exportCell, parseCellId, renderCall } from "../../harness/external/torch/export.ts";
@@ -29,6 +29,27 @@ const committed = (): FrameworksData => JSON.parse(readFileSync(DATA, "utf8")) a
 
 afterAll(async () => {
   await closeTorchSessions();
+});
+
+describe("causes of a hang", () => {
+  // what runExternal reports when ranks 1-3 wait in a collective rank 0 skipped, and c10d's timeout ends the wait
+  const timeout = "RuntimeError: [gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 10000ms for recv operation to complete";
+  const hung = (rank0: { norm?: number; error?: string }) =>
+    ({
+      cell: { layout: parseLayout("dp_shard2,tp2"), dtype: "f32", regime: "active", model: "llama3-debug" },
+      checks: [{ id: "liveness", status: "fail", message: `rank 1 timed out in a collective (a hang): ${timeout}` }],
+      ranks: [rank0, { error: timeout }, { error: timeout }, { error: timeout }],
+      liveness: `rank 1 timed out in a collective (a hang): ${timeout}`,
+      referenceNorm: 1,
+    }) as unknown as Parameters<typeof causesOf>[0];
+
+  it("ranks that time out waiting are the hang itself, not ranks that raised", () => {
+    expect(causesOf(hung({ norm: 0 }))).toEqual(["hang"]);
+  });
+
+  it("a rank that raised while the others waited is named", () => {
+    expect(causesOf(hung({ error: "ValueError: boom" }))).toEqual(["hang-raise:ValueError: boom"]);
+  });
 });
 
 describe("framework files", () => {
