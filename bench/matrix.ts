@@ -141,6 +141,11 @@ const median = (xs: number[]): number => {
 };
 const fmt = (x: number, d = 2) => (Number.isFinite(x) ? x.toFixed(d) : "-");
 
+/** time / (bytes touched / bandwidth) over every phase: the figure the closing lines print. */
+function boundRatio(timings: CellTimings, bytes: Record<string, number>, bw: number): number {
+  return timings.total / ((Object.values(bytes).reduce((a, b) => a + b, 0) / bw) * 1e3);
+}
+
 /** The per-phase table: ms are totals over the cells given; bytes likewise. */
 function phaseTable(timings: CellTimings, bytes: Record<string, number>, bw: number) {
   const boundMs = (b: number) => (b / bw) * 1e3;
@@ -255,6 +260,8 @@ console.log(
 
 // ---- part 2: the whole cpu matrix, one subject, one worker ----
 
+let wholeRatio: number | null = null;
+
 if (!args["no-matrix"]) {
   const bwBefore = bwBytes / timeReadPass();
   const started = performance.now();
@@ -281,6 +288,7 @@ if (!args["no-matrix"]) {
   );
   console.table(phaseTable(t, bytes, bwRun));
   if (failed) process.exitCode = 1;
+  wholeRatio = boundRatio(t, bytes, bwRun);
 }
 
 // ---- part 3: cost against model size ----
@@ -346,3 +354,7 @@ function timeReadPass(): number {
 
 bwStore.free(bwId);
 if (Number.isNaN(sink)) console.log("(sink)");
+
+// The figures to quote, last: each against the bandwidth measured in this run.
+console.log(`\n${cells.length} fixed cells: ${fmt(boundRatio(sumTimings, sumBytes, bw))} x the memory-touch bound`);
+if (wholeRatio !== null) console.log(`whole cpu matrix: ${fmt(wholeRatio)} x the memory-touch bound`);
