@@ -550,12 +550,15 @@ def prepare_call(step: dict, cell: Cell, targets: Targets):
     return fn, args, kwargs
 
 
-def run_job(job: dict, device: torch.device, meshes: dict, targets: Targets) -> tuple[dict, list]:
-    """Runs one cell on this rank. Returns (result json, [(fqn, clipped local grad)])."""
+def run_job(job: dict, device: torch.device, meshes: dict, targets: Targets) -> dict:
+    """Runs one cell on this rank: the clipped local gradients go to job["out"]; returns the result json."""
     rank = dist.get_rank()
     timings = {}
     t0 = time.perf_counter()
-    grads, _ = st_io.load(job["grads"])
+    # out == grads: the clipped gradients go back into the input file, mapped shared (no copy in, none out)
+    in_place = job["out"] == job["grads"]
+    grads, _ = st_io.load(job["grads"], shared=in_place)
+    mapped = dict(grads) if in_place else {}
     timings["load"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -640,8 +643,13 @@ def run_job(job: dict, device: torch.device, meshes: dict, targets: Targets) -> 
     result["kwargs"] = sorted(used_kwargs)
     out = cell.clipped()
     result["gradsMissing"] = cell.missing()
+    t0 = time.perf_counter()
+    if not (in_place and st_io.write_back(mapped, out)):
+        st_io.save(job["out"], out)  # a new file: what the target returned, whatever its dtype or shape
+    out.clear()
+    timings["save"] = time.perf_counter() - t0
     result["timings"] = timings
-    return result, out
+    return result
 
 
 # ---- the session loop ---------------------------------------------------------------------------------
@@ -761,22 +769,16 @@ def serve(session: str) -> None:
         with open(path) as f:
             job = json.load(f)
         t0 = time.perf_counter()
-        out: list = []
         try:
             check_job(job)
             if job["kind"] == "quit":
                 break
             meshes = cache.get(job["layout"], device.type)
-            result, out = run_job(job, device, meshes, targets)
+            result = run_job(job, device, meshes, targets)
             result["timings"]["meshes"] = cache.build_seconds
         except Exception as e:  # noqa: BLE001 - an adapter-side failure (bad job, mesh build...)
             result = adapter_error(rank, e)
-            out = []
-        t1 = time.perf_counter()
-        if "out" in job:
-            st_io.save(job["out"], out)
-        del out
-        result.setdefault("timings", {})["save"] = time.perf_counter() - t1
+        result.setdefault("timings", {})
         result["timings"]["total"] = time.perf_counter() - t0
         if "result" in job:
             write_json(job["result"], result)

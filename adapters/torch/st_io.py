@@ -22,9 +22,10 @@ DTYPES = {
 NAMES = {v: k for k, v in DTYPES.items()}
 
 
-def load(path: str) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+def load(path: str, shared: bool = False) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     """Every tensor of the file and the metadata map. The data section is read once into one buffer and the
-    tensors are views of it (one copy from the page cache, none per tensor: this runs for every cell)."""
+    tensors are views of it (one copy from the page cache, none per tensor: this runs for every cell).
+    shared: the buffer is the file itself, mapped shared (no copy at all): writing a tensor writes the file."""
     size = os.path.getsize(path)
     with open(path, "rb") as f:
         head = f.read(8)
@@ -34,8 +35,11 @@ def load(path: str) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
         if 8 + n > size:
             raise ValueError(f"safetensors {path}: header length {n} runs past the end of the file")
         header = json.loads(f.read(n).decode("utf-8"))
-        data = torch.empty(size - 8 - n, dtype=torch.uint8)
-        if data.numel():
+        if shared:
+            data = torch.from_file(path, shared=True, size=size, dtype=torch.uint8)[8 + n :]
+        else:
+            data = torch.empty(size - 8 - n, dtype=torch.uint8)
+        if data.numel() and not shared:
             got = f.readinto(memoryview(data.numpy()))
             if got != data.numel():
                 raise ValueError(f"safetensors {path}: read {got} of {data.numel()} data bytes")
@@ -57,9 +61,27 @@ def load(path: str) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
             out[name] = torch.empty(shape, dtype=dtype)
         elif begin % item == 0:
             out[name] = data[begin:end].view(dtype).reshape(shape)
+        elif shared:
+            raise ValueError(f"safetensors {path}: tensor {name!r} is not aligned for {info['dtype']}: it cannot be mapped")
         else:  # unaligned for its dtype (not written by clip-parity): a copy of its own
             out[name] = data[begin:end].clone().view(dtype).reshape(shape)
     return out, meta
+
+
+def write_back(views: dict[str, torch.Tensor], tensors: list[tuple[str, torch.Tensor]]) -> bool:
+    """Puts each (name, tensor) into the mapped file tensor of that name (load(shared=True)): nothing to do for
+    one clipped in place, a copy for one the caller replaced. False, with nothing written, when some tensor has
+    no mapped tensor of its name, dtype and shape: the caller then writes the file anew (save), so that the
+    reader sees what was returned."""
+    for name, t in tensors:
+        v = views.get(name)
+        if v is None or v.dtype != t.dtype or v.shape != t.shape:
+            return False
+    for name, t in tensors:
+        v = views[name]
+        if t.data_ptr() != v.data_ptr() or t.stride() != v.stride():
+            v.copy_(t)
+    return True
 
 
 def save(path: str, tensors: list[tuple[str, torch.Tensor]], metadata: dict[str, str] | None = None) -> None:

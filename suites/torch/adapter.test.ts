@@ -105,6 +105,16 @@ describe(`PyTorch functions as subjects, through the adapter${torch.skipNote}`, 
     expect(status(r, "parity.ranks")).toBe("pass");
   }, 300_000);
 
+  it.runIf(torch.run)("gradients the target replaced instead of scaling are judged as returned: the same dtype passes, another dtype is refused", async () => {
+    // the adapter clips in the mapped input file: a replaced gradient must be copied into it, one of another dtype must not be
+    const replaced = await run(cell("torch:clip_targets:replaces", "dp_shard2,tp2", "llama3-debug", "bf16", 2, "active"));
+    // its copies are scratch the clip leaves held by the parameters (memory.*); the values are right
+    expect(failed(replaced)).toEqual(["memory.peak", "memory.leak"]);
+    expect(status(replaced, "parity.tensors")).toBe("pass");
+    const widened = await run(cell("torch:clip_targets:widens", "dp_shard2,tp2", "llama3-debug", "bf16", 2, "active"));
+    expect(widened.liveness).toMatch(/^rank 0: the clipped gradients could not be read back: .*the adapter returned f32 \[.*\], expected bf16/);
+  }, 300_000);
+
   it.runIf(torch.run)("a cell the framework cannot be asked is skipped with the reason, never judged from the stub's errors", async () => {
     // transformers' Trainer clips by the 2-norm and takes no error_if_nonfinite: the stub raises on every
     // rank, which errors.nonfinite counted as a pass on a non-finite cell that asks for an error

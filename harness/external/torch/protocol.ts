@@ -13,7 +13,10 @@
  *                            cell, the rank's physical copies and how to call the target: `conventionSchema`)
  *                            or `{"protocol": V, "kind": "quit"}`, which ends the session.
  *   job-N/out-R.safetensors  the clipped local gradients, copied back into the cell's tensors so that the
- *                            ordinary checks judge them.
+ *                            ordinary checks judge them. When the job's `out` names its `grads` file (what
+ *                            the harness sends), the adapter maps that file shared and the gradients are
+ *                            clipped in it: no copy in, none out; a gradient the target replaced is copied
+ *                            into it, and one of another dtype or shape makes the adapter write the file anew.
  *   job-N/result-R.json      `resultSchema`, written last and atomically: the returned norm (non-finite values
  *                            as "NaN"/"Infinity"/"-Infinity": JSON has none) or the exception, the collectives
  *                            issued (per call: op, kind, group ranks, bytes), scratch memory, the convention

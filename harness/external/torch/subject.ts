@@ -306,7 +306,7 @@ async function runExternal(subject: TorchSubject, x: ExternalCell): Promise<Exte
         collectiveTimeoutS: Math.min(o.collectiveTimeoutS, timeoutMs / 1000),
         convention: subject.convention,
         grads,
-        out: join(dir, `out-${rank}.safetensors`),
+        out: grads, // in place: the adapter maps the file shared and clips into it (protocol.ts)
         result: join(dir, `result-${rank}.json`),
         params: x.params[rank]!.map((v) => jobParam(v, layout, rank)),
       };
@@ -341,7 +341,7 @@ async function runExternal(subject: TorchSubject, x: ExternalCell): Promise<Exte
       ranks.push({ rank, value: parseNorm(r.norm) });
     }
     // The clipped gradients go back into the cell's tensors, whatever the norm was.
-    const out = join(dir, `out-${rank}.safetensors`);
+    const out = join(dir, `in-${rank}.safetensors`); // the job's `out`: the input file, clipped in place
     if (!existsSync(out)) continue;
     try {
       const byFqn = new Map(x.params[rank]!.map((p) => [p.fqn, p]));
