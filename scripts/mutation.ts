@@ -36,7 +36,7 @@ export function cpuSize(): { cases: number; cells: number } {
 export function suiteText(): string {
   const { cells } = cpuSize();
   const optimizer = `the finalize section's ${finalizeMatrix().cases.length} cases and the train section's ${trainCases("cpu").filter((c) => c.expect === "pass" && OPTIMIZER_SUBJECTS.includes(c.subject)).length} passing case(s) on ${OPTIMIZER_SUBJECTS.join(", ")}`;
-  return `the cpu matrix (${cells} cells, each compared with golden/cpu.json) and the ${loadRegressions().length} regression cells on each correct subject, ${optimizer}, and the unit tests of the optimizer helpers, comm.budget and Partial gradients`;
+  return `the cpu matrix (${cells} cells, each compared with golden/cpu.json) and the ${loadRegressions().length} regression cells on each correct subject, ${optimizer}, and the unit tests of the optimizer helpers, comm.budget, Partial gradients and gradient specs`;
 }
 
 function main(): number {

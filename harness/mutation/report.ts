@@ -103,6 +103,23 @@ export interface Explanation {
 
 export const EXPLANATIONS: readonly Explanation[] = [
   {
+    file: "harness/checks/comm-budget.ts",
+    line: 'description: "collectives per rank per clip <= distinct reduction groups + 1 (pp)"',
+    replacements: ['""'],
+    why:
+      "Not a verdict: the description is the line `clip-parity list checks` prints beside the id. No check result, message or " +
+      "exit code depends on it; the budget itself, and each term it adds, is what the unit tests of comm.budget pin.",
+  },
+  {
+    file: "harness/clip/common.ts",
+    line: 'return p.placements.some((x) => x.kind === "partial") && partialGroupOf(rank, p).ranks.length > 1;',
+    replacements: ["true"],
+    why:
+      "Equivalent: the first test only spares computing a group. Without a Partial placement the flags partialGroupOf passes are all " +
+      "false, so the group is this rank alone and `ranks.length > 1` is false either way. (The `!==` mutant of the same test is not " +
+      "equivalent, and a unit test of needsPartialSum on a Partial-only mesh kills it.)",
+  },
+  {
     file: "harness/clip/subjects/titan.ts",
     line: 'if (p.mesh === "sparse") sparse = combine(sparse, local, normType);',
     replacements: ["true", "false", 'p.mesh !== "sparse"'],
