@@ -234,7 +234,7 @@ def check_job(job: dict) -> None:
     if job.get("kind") not in ("clip", "quit"):
         raise JobError(f"job kind {job.get('kind')!r} is not clip or quit")
     if job["kind"] == "clip":
-        need = ("rank", "world", "layout", "dtype", "maxNorm", "normType", "errorIfNonfinite", "foreach", "collectiveTimeoutS", "convention", "grads", "out", "result", "params")
+        need = ("rank", "world", "layout", "dtype", "maxNorm", "normType", "errorIfNonfinite", "foreach", "collectiveTimeoutS", "convention", "grads", "result", "params")
         missing = [k for k in need if k not in job]
         if missing:
             raise JobError(f"the job lacks {', '.join(missing)} (protocol {PROTOCOL_VERSION})")
@@ -551,14 +551,13 @@ def prepare_call(step: dict, cell: Cell, targets: Targets):
 
 
 def run_job(job: dict, device: torch.device, meshes: dict, targets: Targets) -> dict:
-    """Runs one cell on this rank: the clipped local gradients go to job["out"]; returns the result json."""
+    """Runs one cell on this rank: the clipped local gradients go back into job["grads"]; returns the result json."""
     rank = dist.get_rank()
     timings = {}
     t0 = time.perf_counter()
-    # out == grads: the clipped gradients go back into the input file, mapped shared (no copy in, none out)
-    in_place = job["out"] == job["grads"]
-    grads, _ = st_io.load(job["grads"], shared=in_place)
-    mapped = dict(grads) if in_place else {}
+    # the clipped gradients go back into the input file, mapped shared (no copy in, none out)
+    grads, _ = st_io.load(job["grads"], shared=True)
+    mapped = dict(grads)
     timings["load"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -644,8 +643,8 @@ def run_job(job: dict, device: torch.device, meshes: dict, targets: Targets) -> 
     out = cell.clipped()
     result["gradsMissing"] = cell.missing()
     t0 = time.perf_counter()
-    if not (in_place and st_io.write_back(mapped, out)):
-        st_io.save(job["out"], out)  # a new file: what the target returned, whatever its dtype or shape
+    if not st_io.write_back(mapped, out):
+        st_io.save(job["grads"], out)  # a new file: what the target returned, whatever its dtype or shape
     out.clear()
     timings["save"] = time.perf_counter() - t0
     result["timings"] = timings

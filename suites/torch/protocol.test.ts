@@ -33,7 +33,6 @@ const job = (): Job => ({
   collectiveTimeoutS: 10,
   convention: plainConvention("torch.nn.utils:clip_grad_norm_"),
   grads: "/x/in-0.safetensors",
-  out: "/x/out-0.safetensors",
   result: "/x/result-0.json",
   params: [],
 });
@@ -88,7 +87,7 @@ describe(`the adapter's side of the protocol${torch.skipNote}`, () => {
     const dir = session.newJobDir();
     const result = join(dir, "result-0.json");
     // Written by hand: runJob validates its jobs and would refuse this one before the adapter sees it.
-    writeFileSync(join(dir, "job-0.json"), JSON.stringify({ ...job(), protocol: 1, result, out: join(dir, "out-0.safetensors") }));
+    writeFileSync(join(dir, "job-0.json"), JSON.stringify({ ...job(), protocol: 1, result }));
     const deadline = Date.now() + 60_000;
     while (!existsSync(result) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     const r = readProtocolFile(resultSchema, result);

@@ -8,15 +8,15 @@
  *   ready-R.json             rank R is up: `readySchema` (its protocol version, pid, torch version, backend,
  *                            device). The harness refuses a session whose version differs from its own.
  *   job-N/in-R.safetensors   rank R's local gradient shards for cell N, named by physical FQN, written by the
- *                            native store before the job file.
+ *                            native store before the job file, and the clipped ones after it: the adapter maps
+ *                            the file shared and the gradients are clipped in it (no copy in, none out); a
+ *                            gradient the target replaced is copied into it, and one of another dtype or shape
+ *                            makes the adapter write the file anew, as returned, for the harness to refuse.
+ *                            The harness copies them back into the cell's tensors so that the ordinary checks
+ *                            judge them.
  *   job-N/job-R.json         `jobSchema`, written last and atomically (temp file + rename): a clip job (the
  *                            cell, the rank's physical copies and how to call the target: `conventionSchema`)
  *                            or `{"protocol": V, "kind": "quit"}`, which ends the session.
- *   job-N/out-R.safetensors  the clipped local gradients, copied back into the cell's tensors so that the
- *                            ordinary checks judge them. When the job's `out` names its `grads` file (what
- *                            the harness sends), the adapter maps that file shared and the gradients are
- *                            clipped in it: no copy in, none out; a gradient the target replaced is copied
- *                            into it, and one of another dtype or shape makes the adapter write the file anew.
  *   job-N/result-R.json      `resultSchema`, written last and atomically: the returned norm (non-finite values
  *                            as "NaN"/"Infinity"/"-Infinity": JSON has none) or the exception, the collectives
  *                            issued (per call: op, kind, group ranks, bytes), scratch memory, the convention
@@ -30,7 +30,7 @@
  * builds every physical copy as `DTensor.from_local` of its own shard (uneven shards exactly as planned) with
  * a gradient of the same placements; calls the convention's path; records collectives with a CommDebugMode
  * subclass and scratch memory (CUDA: the allocator's peak; CPU: storages created by tensor ops during the
- * call); writes out-R and result-R, whose `groupCalls` counts every collective the rank issued per group
+ * call); leaves the clipped gradients in in-R and writes result-R, whose `groupCalls` counts every collective the rank issued per group
  * (the target's and the adapter's own full_tensor() of a returned DTensor). Meshes live as long as the session:
  * DTensor caches sharding decisions by mesh value, so a mesh rebuilt for the same layout would be handed
  * specs naming destroyed groups. Instead, when the members of some group issued different numbers of
@@ -47,7 +47,8 @@
  * whose torchrun died exits by itself (PR_SET_PDEATHSIG, and a parent check while it waits for a job).
  *
  * Version history: 1 (implicit, never written) the prose protocol of issue 7; 2 adds the version, `kind`,
- * the call convention, `countedHere`, the result's `path` and `groupCalls`; 3 adds the job's `collectiveTimeoutS`.
+ * the call convention, `countedHere`, the result's `path` and `groupCalls`; 3 adds the job's `collectiveTimeoutS` and
+ * clips in the `grads` file (the job's `out` is gone).
  */
 import { readFileSync } from "node:fs";
 import { z } from "zod";
@@ -196,7 +197,6 @@ export const clipJobSchema = z.strictObject({
   collectiveTimeoutS: z.number().positive(),
   convention: conventionSchema,
   grads: z.string(),
-  out: z.string(),
   result: z.string(),
   params: z.array(jobParamSchema),
 });

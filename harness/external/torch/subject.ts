@@ -283,12 +283,14 @@ async function runExternal(subject: TorchSubject, x: ExternalCell): Promise<Exte
   const dir = session.newJobDir();
   const timeoutMs = x.timeoutMs ?? o.cellTimeoutS * 1000;
   let inputsMs = 0;
+  // rank's shards, in and (clipped in place by the adapter) out
+  const shardsFile = (rank: number) => join(dir, `in-${rank}.safetensors`);
   const outcome = await session.runJob(
     dir,
     (rank): ClipJob => {
       const t = performance.now();
       const entries = x.params[rank]!.filter((p) => p.grad !== null).map((p) => ({ name: p.fqn, tensor: p.grad as Tensor }));
-      const grads = join(dir, `in-${rank}.safetensors`);
+      const grads = shardsFile(rank);
       backend.saveSafetensors(grads, entries, { rank: String(rank), cell: cellInfo });
       inputsMs += performance.now() - t;
       return {
@@ -306,7 +308,6 @@ async function runExternal(subject: TorchSubject, x: ExternalCell): Promise<Exte
         collectiveTimeoutS: Math.min(o.collectiveTimeoutS, timeoutMs / 1000),
         convention: subject.convention,
         grads,
-        out: grads, // in place: the adapter maps the file shared and clips into it (protocol.ts)
         result: join(dir, `result-${rank}.json`),
         params: x.params[rank]!.map((v) => jobParam(v, layout, rank)),
       };
@@ -341,7 +342,7 @@ async function runExternal(subject: TorchSubject, x: ExternalCell): Promise<Exte
       ranks.push({ rank, value: parseNorm(r.norm) });
     }
     // The clipped gradients go back into the cell's tensors, whatever the norm was.
-    const out = join(dir, `in-${rank}.safetensors`); // the job's `out`: the input file, clipped in place
+    const out = shardsFile(rank);
     if (!existsSync(out)) continue;
     try {
       const byFqn = new Map(x.params[rank]!.map((p) => [p.fqn, p]));
