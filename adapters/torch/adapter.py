@@ -465,8 +465,9 @@ class Cell:
             out.append((fqn, local.detach().to("cpu")))
         return out
 
-    def missing(self) -> list:
-        have = {fqn for fqn, _ in self.clipped()}
+    def missing(self, clipped: list) -> list:
+        """The copies that had a gradient and have none after the call (clipped: what clipped() returned)."""
+        have = {fqn for fqn, _ in clipped}
         return [fqn for fqn, p in self.by_fqn.items() if p["hasGrad"] and fqn not in have]
 
 
@@ -641,7 +642,7 @@ def run_job(job: dict, device: torch.device, meshes: dict, targets: Targets) -> 
     }
     result["kwargs"] = sorted(used_kwargs)
     out = cell.clipped()
-    result["gradsMissing"] = cell.missing()
+    result["gradsMissing"] = cell.missing(out)
     t0 = time.perf_counter()
     if not st_io.write_back(mapped, out):
         st_io.save(job["grads"], out)  # a new file: what the target returned, whatever its dtype or shape
