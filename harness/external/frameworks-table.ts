@@ -17,7 +17,7 @@ import type { CellResult } from "../results/types.ts";
 import { cannotRunOn, loadFrameworks, outsideConfigurations, type Framework } from "./torch/frameworks.ts";
 import { vacuity } from "./vacuity.ts";
 import type { TorchOptions } from "./torch/options.ts";
-import { closeTorchSessions, isTorchSubject, loadTorchSubject, type TorchSubject } from "./torch/subject.ts";
+import { closeTorchSessions, isCollectiveTimeout, isTorchSubject, loadTorchSubject, type TorchSubject } from "./torch/subject.ts";
 
 /**
  * What a fresh run in CI compares with the committed data: three frameworks (torch and torchtitan share one
@@ -146,7 +146,7 @@ export function causesOf(r: CellResult): string[] {
   if (fails.has("liveness")) {
     // What the ranks that did return said: a rank that raised where the others went on into a collective.
     // (not c10d's timeout of a rank left waiting: that is the hang itself, seen by the rank)
-    const raised = r.ranks.map((x) => x.error).filter((e): e is string => Boolean(e) && !/^the PyTorch adapter |Timed out waiting/.test(e!));
+    const raised = r.ranks.map((x) => x.error).filter((e): e is string => Boolean(e) && !/^the PyTorch adapter /.test(e!) && !isCollectiveTimeout(e!));
     if (/did not finish|timed out|never returned/.test(live)) {
       if (fails.has("errors.nonfinite")) add("hang-nonfinite");
       else if (raised.length) add(`hang-raise:${raised[0]!.slice(0, 160)}`);

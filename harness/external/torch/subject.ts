@@ -162,7 +162,8 @@ function whereRaised(traceback: string[]): string {
   return frames.length ? ` (at ${frames.slice(-3).reverse().join(" < ")})` : "";
 }
 
-const isTimeout = (msg: string) => /timed? ?out|timeout/i.test(msg);
+/** A rank's error that is c10d's timeout of a collective it waited in (collectiveTimeoutS): the hang itself, not a raise. */
+export const isCollectiveTimeout = (msg: string) => /timed? ?out|timeout/i.test(msg);
 
 /**
  * The adapter builds DTensors from Shard and Replicate placements only (torch Partial is not
@@ -336,7 +337,7 @@ async function runExternal(subject: TorchSubject, x: ExternalCell): Promise<Exte
     if (r.error) {
       const msg = `${r.error.type}: ${r.error.message}${whereRaised(r.error.traceback)}`;
       if (r.adapterError) liveness ??= `rank ${rank}: the PyTorch adapter failed: ${msg}\n${session.tail(12)}`;
-      else if (isTimeout(r.error.message)) liveness ??= `rank ${rank} timed out in a collective (a hang): ${msg}`;
+      else if (isCollectiveTimeout(r.error.message)) liveness ??= `rank ${rank} timed out in a collective (a hang): ${msg}`;
       ranks.push({ rank, error: new Error(msg) });
     } else {
       ranks.push({ rank, value: parseNorm(r.norm) });
