@@ -16,6 +16,7 @@
  *      [--allow-emulated]   (the CPU emulation: smoke test only, the numbers mean nothing)
  * Exit status 1 when a target is missed (unless --no-fail), 2 when CUDA is absent.
  */
+import { median } from "../harness/util/stats.ts";
 import { writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { parseArgs } from "node:util";
@@ -43,11 +44,6 @@ if (!status.present || (status.emulated && !args["allow-emulated"])) {
 console.log(`cuda: ${status.message}`);
 
 const TARGETS: Record<string, number> = { "sumAbsPow(p=2)": 0.8, "sumAbsPow(p=1)": 0.8 };
-const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
-};
 
 interface Row {
   dtype: string;

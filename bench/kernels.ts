@@ -9,6 +9,7 @@
  * Run: npm run bench   (options: --mib N  --time MS (total)  --rounds N  --dtype f32|bf16|f16)
  * The ratio reported is the median over interleaved rounds of median(readPass)/median(kernel).
  */
+import { median } from "../harness/util/stats.ts";
 import { createRequire } from "node:module";
 import { parseArgs } from "node:util";
 import { Bench } from "tinybench";
@@ -72,11 +73,6 @@ for (let r = 0; r < rounds; r++) {
   }
 }
 
-const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
-};
 const bytes = numel * size;
 const rows = Object.keys(kernels).map((kernel) => {
   const ms = median(perRound[kernel]);

@@ -30,6 +30,7 @@
  * Run: npm run bench:matrix   (options: --rounds N  --time MS (per task and round)  --mib N  --no-matrix
  *                               --scale  --write-doc)
  */
+import { median } from "../harness/util/stats.ts";
 import { readFileSync } from "node:fs";
 import { cpus, totalmem } from "node:os";
 import { parseLayout } from "../harness/layout/layout.ts";
@@ -134,11 +135,6 @@ function phaseBytes(G: number, R: number): Record<(typeof TIMING_PHASES)[number]
   return { plan: 0, reference: R, allocate: 0, generate: G, subject: 3 * G, collectives: 0, checks: G, free: 0 };
 }
 
-const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
-};
 const fmt = (x: number, d = 2) => (Number.isFinite(x) ? x.toFixed(d) : "-");
 
 /** time / (bytes touched / bandwidth) over every phase: the figure the closing lines print. */

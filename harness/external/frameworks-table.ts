@@ -10,6 +10,7 @@
  * "explained": the classification is in `causesOf`, the evidence in the cell's messages.
  */
 import { worldSize } from "../layout/layout.ts";
+import { median } from "../util/stats.ts";
 import { BUILTIN_SUBJECTS } from "../clip/registry.ts";
 import { runCell } from "../run/cell.ts";
 import { cellId, type Case, type Cell } from "../spec/cell.ts";
@@ -389,11 +390,6 @@ function tally(cells: readonly FrameworkCellRecord[]) {
     notRun: cells.filter((c) => c.status === "not run").length,
     checks: count(inside, (c) => c.failed).sort(byCheck),
   };
-}
-
-function median(xs: readonly number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length ? (s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2) : NaN;
 }
 
 /** Where a cell's time goes, per framework, over the gpu4 cells (the first `cases.gpu4` of every list). */
