@@ -159,8 +159,8 @@ function phaseTable(timings: CellTimings, bytes: Record<string, number>, bw: num
     ms: fmt(timings.total, 1),
     "bytes (MB)": fmt(totalBytes / 1e6, 1),
     "bound ms": fmt(boundMs(totalBytes), 1),
-    "time / bound": fmt(timings.total / boundMs(totalBytes)),
-    "share of total": fmt(timings.total / boundMs(totalBytes)),
+    "time / bound": fmt(boundRatio(timings, bytes, bw)),
+    "share of total": fmt(boundRatio(timings, bytes, bw)),
   });
   return rows;
 }
