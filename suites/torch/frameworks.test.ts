@@ -195,6 +195,9 @@ describe("docs/frameworks.md", () => {
     const paths = new Set(tf.cells.flatMap((c) => c.paths));
     expect([...paths].sort()).toEqual(["accelerate", "mixed-mesh"]);
     expect(data.torch).toBe(pins.torch);
+    // every cell that ran carries its times, and the titan twin every case's (the page's Time per cell)
+    for (const f of data.frameworks) for (const c of f.cells) expect(c.seconds !== undefined, `${f.name} ${c.case}`).toBe(c.status === "pass" || c.status === "fail");
+    expect(Object.keys(data.native!.seconds)).toEqual(frameworkCases().map(caseKey));
   });
 
   it.runIf(torch.run)(
@@ -205,6 +208,7 @@ describe("docs/frameworks.md", () => {
       const cases = frameworkCases().filter((c) => (CI_SUBSET.cases as readonly string[]).includes(caseKey(c)));
       expect(cases).toHaveLength(CI_SUBSET.cases.length);
       const fresh = await runFrameworks(CI_SUBSET.frameworks, cases, { ...torchOptionsFromEnv(), cellTimeoutS: data.cellTimeoutS });
+      expect(Object.keys(fresh.data.native!.seconds)).toEqual(cases.map(caseKey)); // the titan twin ran every case
       for (const f of fresh.data.frameworks) {
         const old = data.frameworks.find((x) => x.name === f.name)!;
         expect(f.version, `${f.name}: installed version differs from docs/frameworks.json; npm run setup:torch, or npm run frameworks`).toBe(old.version);
@@ -212,6 +216,12 @@ describe("docs/frameworks.md", () => {
           const was = old.cells.find((x) => x.case === c.case)!;
           const pick = (x: typeof c) => ({ status: x.status, failed: x.failed, causes: x.causes, paths: x.paths });
           expect(pick(c), `${f.name} ${c.case}`).toEqual(pick(was));
+          // a cell that ran is timed: the target's call and the adapter's share are parts of the cell's wall time
+          if (c.status === "pass" || c.status === "fail") {
+            const t = c.seconds!;
+            expect(Math.min(t.target, t.adapter), `${f.name} ${c.case}`).toBeGreaterThan(0);
+            expect(t.target + t.adapter, `${f.name} ${c.case}`).toBeLessThanOrEqual(t.cell + 0.002);
+          } else expect(c.seconds, `${f.name} ${c.case}`).toBeUndefined();
         }
       }
     },
