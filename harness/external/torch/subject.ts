@@ -13,14 +13,14 @@
  */
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { InputError } from "../../errors.ts";
 import { axisIndex, coordsOf, meshOf, type AxisName } from "../../layout/mesh.ts";
 import type { ValidLayout } from "../../layout/layout.ts";
 import type { CommRecord, CollectiveKind } from "../../world/world.ts";
 import type { DType, ExternalCell, ExternalRun, ParamView, Subject, Tensor, ToleranceClass } from "../../clip/api.ts";
 import { applicability, FRAMEWORK_NAME_RE, getFramework, plainConvention, type Framework } from "./frameworks.ts";
-import { SETUP_HINT, torchOptionsFromEnv, type TorchOptions } from "./options.ts";
+import { ADAPTER, SETUP_HINT, torchOptionsFromEnv, type TorchOptions } from "./options.ts";
 import { PROTOCOL_VERSION, TARGET_RE, type ClipJob, type Convention, type JobParam, type Result } from "./protocol.ts";
 import { AdapterStartError, groupsOutOfStep, pythonPath, sessionFor, type TorchSession } from "./session.ts";
 
@@ -153,11 +153,14 @@ function parseNorm(v: Result["norm"]): number | undefined {
   return v === "NaN" ? NaN : v === "Infinity" ? Infinity : -Infinity;
 }
 
-/** " (at clip_grad.py:72 _get_total_norm < _dispatch.py:323 ...)": the innermost frames, short. */
+/**
+ * " (at clip_grad.py:72 _get_total_norm < _dispatch.py:323 ...)": the innermost frames, short, the adapter's own
+ * left out (where it called the target is not the framework's code, and its line moves with every adapter edit).
+ */
 function whereRaised(traceback: string[]): string {
   const frames = traceback
     .map((l) => /File "([^"]+)", line (\d+), in (\S+)/.exec(l))
-    .filter((m): m is RegExpExecArray => m !== null)
+    .filter((m): m is RegExpExecArray => m !== null && resolve(m[1]!) !== ADAPTER)
     .map((m) => `${m[1]!.split("/").pop()}:${m[2]} ${m[3]}`);
   return frames.length ? ` (at ${frames.slice(-3).reverse().join(" < ")})` : "";
 }
