@@ -127,7 +127,8 @@ export const CAUSES: Record<string, string> = {
   "other:": "",
 };
 
-const head = (m: string) => m.split("\n")[0]!.replace(/\s+reproduce:.*$/, "").trim();
+/** A check message's first line, its reproduce command dropped: what the page and an exported script quote. */
+export const messageHead = (m: string) => m.split("\n")[0]!.replace(/\s+reproduce:.*$/, "").trim();
 
 function errorType(e: string): string {
   return /^(\w+):/.exec(e)?.[1] ?? "an error";
@@ -174,7 +175,7 @@ export function causesOf(r: CellResult): string[] {
     else if (norm > r.referenceNorm && r.cell.model.startsWith("deepseek") && r.cell.layout.pp > 1) add("mtp-twice");
     else if (norm > r.referenceNorm) add("replicated-counted");
     else if (norm < r.referenceNorm) add("norm-too-small");
-    else add(`other:${head(msg("parity.norm"))}`);
+    else add(`other:${messageHead(msg("parity.norm"))}`);
   }
   if (fails.has("errors.nonfinite") && !fails.has("liveness")) {
     const m = msg("errors.nonfinite");
@@ -182,7 +183,7 @@ export function causesOf(r: CellResult): string[] {
     else if (r.cell.layout.pp > 1 && errors.length) add("nonfinite-one-stage");
     else add("nonfinite-silent");
   }
-  if (fails.has("parity.tensors") && !errors.length) add(r.cell.dtype === "f32" ? `other:${head(msg("parity.tensors"))}` : "coef-in-dtype");
+  if (fails.has("parity.tensors") && !errors.length) add(r.cell.dtype === "f32" ? `other:${messageHead(msg("parity.tensors"))}` : "coef-in-dtype");
   if (fails.has("scaling.nonempty")) add(r.cell.regime === "boundary" && r.cell.dtype !== "f32" ? "unscaled-boundary" : "unscaled");
   if (fails.has("scaling.replicas")) add("replicas-differ");
   if (fails.has("comm.budget")) add("comm-budget");
@@ -212,7 +213,7 @@ export function recordOf(r: CellResult, log: TorchSubject["lastRun"], outside: s
     case: cellId(r.cell).slice(r.cell.subject.length + 1),
     status: na ? "n/a" : failed.length ? "fail" : "pass",
     failed: na ? [] : failed.map((c) => c.id),
-    messages: na ? {} : Object.fromEntries(failed.map((c) => [c.id, head(c.message).slice(0, 400)])),
+    messages: na ? {} : Object.fromEntries(failed.map((c) => [c.id, messageHead(c.message).slice(0, 400)])),
     causes: na ? [] : causesOf(r),
     paths: [...new Set((log?.paths ?? []).filter((p): p is string => p !== null))],
     ...(na ? { notApplicable: na } : {}),

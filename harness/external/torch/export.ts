@@ -21,7 +21,7 @@ import { computeReference } from "../../clip/reference.ts";
 import { normTolerance } from "../../checks/types.ts";
 import { maxNormOf, REGIMES, regimeSpec, type Regime } from "../../clip/regimes.ts";
 import type { ModelManifest } from "../../model/manifest.ts";
-import { causeText, causesOf, type FrameworksData } from "../frameworks-table.ts";
+import { causeText, causesOf, messageHead, type FrameworksData } from "../frameworks-table.ts";
 import { applicability, outsideConfigurations } from "./frameworks.ts";
 import { meshesOf, reductionGroup } from "../../world/context.ts";
 import { clipCoefficient, type DType } from "../../clip/api.ts";
@@ -271,11 +271,9 @@ interface Seen {
   repro: string | null;
 }
 
-const head = (m: string) => m.split("\n")[0]!.replace(/\s+reproduce:.*$/, "").trim();
-
 function seenFromRun(r: CellResult): Seen {
   const failed = r.checks.filter((c) => c.status === "fail");
-  return { source: "clip-parity's run of this cell", failed: failed.map((c) => c.id), messages: Object.fromEntries(failed.map((c) => [c.id, head(c.message)])), causes: causesOf(r), repro: r.repro };
+  return { source: "clip-parity's run of this cell", failed: failed.map((c) => c.id), messages: Object.fromEntries(failed.map((c) => [c.id, messageHead(c.message)])), causes: causesOf(r), repro: r.repro };
 }
 
 /** The committed record of this cell in docs/frameworks.json (`npm run frameworks`), if the framework's run has one. */
