@@ -318,6 +318,28 @@ def set_collective_timeout(groups: list, timeout: timedelta) -> None:
         dist.set_timeout(timeout, g)
 
 
+class Mpu:
+    """A Megatron-style model-parallel unit over the layout: what Megatron-DeepSpeed passes to
+    deepspeed.initialize(mpu=...), and DeepSpeed's norm reduces over. Its model-parallel group is pp x tp
+    (Megatron's _MODEL_PARALLEL_GROUP: tensor and pipeline together), data parallel is dp_replicate x dp_shard x
+    cp. Built once per layout (every rank creates every group, as new_group requires)."""
+
+    def __init__(self, layout: dict):
+        pp, tp = layout["pp"], layout["tp"]
+        grid = torch.arange(dist.get_world_size()).reshape(pp, -1, tp)  # (pp, data, tp), row-major
+        rows = {  # each row one group's ranks
+            "model": grid.permute(1, 0, 2).reshape(-1, pp * tp),
+            "tensor_model": grid.reshape(-1, tp),
+            "pipeline_model": grid.permute(1, 2, 0).reshape(-1, pp),
+            "data": grid.permute(0, 2, 1).reshape(-1, grid.shape[1]),
+        }
+        self.groups = {kind: dist.new_subgroups_by_enumeration(r.tolist())[0] for kind, r in rows.items()}
+        for kind, g in self.groups.items():
+            setattr(self, f"get_{kind}_parallel_group", lambda g=g: g)
+            setattr(self, f"get_{kind}_parallel_rank", lambda g=g: dist.get_rank(g))
+            setattr(self, f"get_{kind}_parallel_world_size", lambda g=g: dist.get_world_size(g))
+
+
 def param_mesh(p: dict, job: dict, meshes: dict):
     """(mesh, placements) of one physical copy. Experts stay on the sparse mesh unless the convention says
     that the framework keeps them on the dense mesh at ep = 1 (torchtitan): their efsdp split then runs over
@@ -409,6 +431,12 @@ class Cell:
                     self.local_grads[fqn] = lp.grad
                 lp.clip_parity_fqn = fqn
                 lp.clip_parity_canonical = param.clip_parity_canonical
+                # What a Megatron/DeepSpeed model sets on its parameters and their norms read: split over the
+                # tensor-parallel ranks (tp, or the experts' efsdp over the same ranks), and a pipeline's tied
+                # replica that is not the owner's copy.
+                p, sizes = self.by_fqn[fqn], self.meshes["axes"]["sizes"]
+                lp.tensor_model_parallel = any(k["kind"] != "replicate" and sizes.get(a, 1) > 1 for a, k in zip(p["meshAxes"], p["placements"]) if a in ("tp", "efsdp"))
+                lp.ds_pipe_replicated = not param.clip_parity_canonical
                 self.local[fqn] = lp
         return list(self.local.values())
 
@@ -431,6 +459,20 @@ class Cell:
         if a == "grads_for_norm":
             self.local_params()
             return [g for fqn, g in self.local_grads.items() if self.by_fqn[fqn]["countedHere"]]
+        if a == "local_grads":
+            return [lp.grad for lp in self.local_params() if lp.grad is not None]
+        if a == "mpu":
+            if "mpu" not in self.meshes:
+                self.meshes["mpu"] = Mpu(job["layout"])
+                self.meshes["groups"].extend(self.meshes["mpu"].groups.values())
+            return self.meshes["mpu"]
+        if a == "grads_for_norm_deepspeed":
+            # BF16_Optimizer.get_grads_for_norm's selection, with DeepSpeed's own predicates: no pipeline tied
+            # replica, and a tensor-parallel duplicate only on tensor-parallel rank 0
+            from deepspeed.runtime.utils import is_model_parallel_parameter
+            from deepspeed.utils.bwc import bwc_tensor_model_parallel_rank
+            tp_rank = bwc_tensor_model_parallel_rank(mpu=self.arg("mpu"))
+            return [lp.grad for lp in self.local_params() if lp.grad is not None and not lp.ds_pipe_replicated and (tp_rank == 0 or is_model_parallel_parameter(lp))]
         if a == "max_norm":
             return float(job["maxNorm"])
         if a == "norm_type":
@@ -580,6 +622,7 @@ def run_job(job: dict, device: torch.device, meshes: dict, targets: Targets) -> 
     used_kwargs: set = set()
     t0 = time.perf_counter()
     set_collective_timeout(meshes["groups"], timedelta(seconds=float(job["collectiveTimeoutS"])))
+    fn = args = kwargs = None
     try:
         ret = None
         with mon:
@@ -619,6 +662,8 @@ def run_job(job: dict, device: torch.device, meshes: dict, targets: Targets) -> 
         }
     finally:
         set_collective_timeout(meshes["groups"], c10d.default_pg_timeout)
+    # A later step's arguments may hold an earlier one's result (clip_grads_with_norm_'s total_norm): not a leak.
+    fn = args = kwargs = None
     cell.results.clear()
     calls.clear()
     # Tensors die with their last reference; an exception's frames or a collective's output still held by a

@@ -19,6 +19,7 @@ import { z } from "zod";
 import { InputError } from "../../errors.ts";
 import { LAYOUT_AXES } from "../../layout/layout.ts";
 import { getModel } from "../../model/models.ts";
+import { regimeSpec } from "../../clip/regimes.ts";
 import type { Case } from "../../spec/cell.ts";
 import { ADAPTER_DIR } from "./options.ts";
 import { conventionSchema, formatIssues, type Arg, type Convention } from "./protocol.ts";
@@ -44,6 +45,11 @@ export const configurationsSchema = z.strictObject({
   normTypes: z.array(z.union([z.number().positive(), z.literal("inf")])).optional(),
   /** Whether the trainer ever asks the clip to raise on a non-finite norm. */
   errorIfNonfinite: z.boolean().default(true),
+  /**
+   * Whether the trainer calls its clip when the norm is non-finite; false: it checks the norm first and skips the
+   * step (DeepSpeed's optimizers on overflow), so a cell whose norm is non-finite is not a call it makes.
+   */
+  nonfiniteNorms: z.boolean().default(true),
   /** "cuda": the clip runs on CUDA devices only; on the cpu backend its cells cannot run here. */
   needs: z.literal("cuda").optional(),
 });
@@ -209,6 +215,7 @@ export function outsideConfigurations(fw: Framework, cell: Pick<Case, "layout" |
   const asked = cell.normType === Infinity ? "inf" : cell.normType;
   if (c.normTypes && !c.normTypes.includes(asked)) return `${fw.name}'s trainer asks for the ${c.normTypes.join("/")}-norm only, not ${asked}`;
   if (!c.errorIfNonfinite && cell.errorIfNonfinite && cell.regime.startsWith("nonfinite")) return `${fw.name}'s trainer never asks its clip to raise on a non-finite norm`;
+  if (!c.nonfiniteNorms && regimeSpec(cell.regime).special !== null) return `${fw.name}'s trainer skips the step on a non-finite norm before it clips`;
   return null;
 }
 

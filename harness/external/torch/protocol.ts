@@ -71,6 +71,13 @@ export const ARG_SOURCES = {
   grads_for_norm:
     "the local gradients a Megatron optimizer counts in the norm: canonical copies only (param_is_not_shared), and a shard replicated " +
     "over some axes only on the rank at coordinate 0 of each of them (param_is_not_tensor_parallel_duplicate, generalised)",
+  local_grads: "the local gradients of local_params, every copy that has one (plain tensors, scaled in place)",
+  mpu:
+    "a Megatron-style model-parallel unit over the layout (what Megatron-DeepSpeed passes to deepspeed.initialize): model parallel " +
+    "= pp x tp, tensor = tp, pipeline = pp, data = dp_replicate x dp_shard x cp; get_<kind>_parallel_{group,rank,world_size}",
+  grads_for_norm_deepspeed:
+    "the local gradients DeepSpeed's BF16_Optimizer.get_grads_for_norm counts, by its own predicates: not a pipeline tied replica " +
+    "(ds_pipe_replicated), and tensor-parallel rank 0 or is_model_parallel_parameter (local_params carry tensor_model_parallel)",
   max_norm: "the cell's max_norm (float)",
   norm_type: "the cell's norm type (float; math.inf for inf)",
   error_if_nonfinite: "the cell's error_if_nonfinite (bool)",
