@@ -1,17 +1,20 @@
 /**
- * `npm run frameworks [-- --frameworks a,b] [--out DIR] [--cell-timeout S] [--filter TEXT] [--render-only]`: runs every declared framework
- * (adapters/torch/frameworks/) over the gpu4 matrix and the cpu matrix's distinct shapes on the cpu backend,
- * and writes DIR/frameworks.json (every cell) and DIR/frameworks.md (rendered from it) atomically; DIR
- * defaults to docs/. Needs `npm run setup:torch`. Prints the per-cell cost of the adapter at the end.
+ * `npm run frameworks [-- --frameworks a,b] [--out DIR] [--cell-timeout S] [--filter TEXT] [--render-only | --repros-only]`: runs
+ * every declared framework (adapters/torch/frameworks/) over the gpu4 matrix and the cpu matrix's distinct shapes on
+ * the cpu backend, then runs the exported script of every failure it lists standalone under torchrun (a failure
+ * on the page is one that reproduces without clip-parity), and writes DIR/frameworks.json (every cell) and
+ * DIR/frameworks.md (rendered from it) atomically; DIR defaults to docs/. Needs `npm run setup:torch`. Prints the
+ * per-cell cost of the adapter at the end. --repros-only: the scripts again for the data already in DIR.
  */
-import { mkdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { writeFileAtomic } from "../harness/util/fs.ts";
 import { caseKey, formatFrameworksData, renderFrameworks, runFrameworks, type FrameworksData } from "../harness/external/frameworks-table.ts";
 import { frameworkCases } from "../matrix/frameworks.ts";
 import { loadFrameworks } from "../harness/external/torch/frameworks.ts";
-import { PROJECT_ROOT } from "../harness/external/torch/options.ts";
+import { PROJECT_ROOT, torchOptionsFromEnv } from "../harness/external/torch/options.ts";
+import { reproduceListedFailures } from "../harness/external/torch/repro-run.ts";
 import { builtinMatrices } from "../matrix/index.ts";
 
 async function main(): Promise<number> {
@@ -19,18 +22,25 @@ async function main(): Promise<number> {
   try {
     v = parseArgs({
       args: process.argv.slice(2),
-      options: { frameworks: { type: "string" }, out: { type: "string" }, "cell-timeout": { type: "string" }, filter: { type: "string" }, "render-only": { type: "boolean" } },
+      options: { frameworks: { type: "string" }, out: { type: "string" }, "cell-timeout": { type: "string" }, filter: { type: "string" }, "render-only": { type: "boolean" }, "repros-only": { type: "boolean" } },
       strict: true,
       allowPositionals: false,
     }).values;
   } catch (err) {
-    process.stderr.write(`frameworks: ${(err as Error).message}\nusage: npm run frameworks [-- --frameworks a,b] [--out DIR] [--cell-timeout S] [--filter TEXT] [--render-only]\n`);
+    process.stderr.write(`frameworks: ${(err as Error).message}\nusage: npm run frameworks [-- --frameworks a,b] [--out DIR] [--cell-timeout S] [--filter TEXT] [--render-only | --repros-only]\n`);
     return 2;
   }
   const out = resolve(v.out ?? join(PROJECT_ROOT, "docs"));
-  if (v["render-only"]) {
-    // After editing a framework file's `explain`: the page again from the committed data, nothing run.
-    const data = JSON.parse(readFileSync(join(out, "frameworks.json"), "utf8")) as FrameworksData;
+  if (v["render-only"] || v["repros-only"]) {
+    // After editing a framework file's `explain`: the page again from the committed data, nothing run; after
+    // editing the export: its scripts again.
+    const file = join(out, "frameworks.json");
+    if (!existsSync(file)) {
+      process.stderr.write(`frameworks: --${v["render-only"] ? "render" : "repros"}-only: ${file} does not exist (a run of npm run frameworks writes it)\n`);
+      return 2;
+    }
+    const data = JSON.parse(readFileSync(file, "utf8")) as FrameworksData;
+    if (v["repros-only"]) await reproduce(data);
     writeFileAtomic(join(out, "frameworks.json"), formatFrameworksData(data));
     writeFileAtomic(join(out, "frameworks.md"), renderFrameworks(data));
     process.stdout.write(`wrote ${join(out, "frameworks.md")} from ${join(out, "frameworks.json")}\n`);
@@ -63,6 +73,7 @@ async function main(): Promise<number> {
   });
   const gpu4 = new Set(builtinMatrices().gpu4.cases.map(caseKey));
   const full: FrameworksData = { ...data, cases: { gpu4: cases.filter((c) => gpu4.has(caseKey(c))).length, distinctShapes: cases.filter((c) => !gpu4.has(caseKey(c))).length } };
+  await reproduce(full);
   mkdirSync(out, { recursive: true });
   writeFileAtomic(join(out, "frameworks.json"), formatFrameworksData(full));
   writeFileAtomic(join(out, "frameworks.md"), renderFrameworks(full));
@@ -73,6 +84,15 @@ async function main(): Promise<number> {
       `${timing.sessionStarts} session starts, ${(timing.sessionSeconds / Math.max(1, timing.sessionStarts)).toFixed(1)} s each\n`,
   );
   return 0;
+}
+
+/** Runs the exported script of every failure the data lists; sets each record's `repro`. */
+async function reproduce(data: FrameworksData): Promise<void> {
+  const { reproduced, of } = await reproduceListedFailures(data, torchOptionsFromEnv().python, (id, repro, run) => {
+    const what = repro.reproduced ? `REPRODUCED (${repro.failed.join(", ")})` : `NOT reproduced (exit ${run.exitCode}): ${(run.stdout + run.stderr).trim().split("\n").slice(-3).join(" | ")}`;
+    process.stderr.write(`[repro] ${id}: ${repro.lines} lines, ${what} ${run.seconds.toFixed(1)} s\n`);
+  });
+  process.stdout.write(`exported scripts of the listed failures: ${reproduced} of ${of} reproduced standalone under torchrun\n`);
 }
 
 process.exitCode = await main();

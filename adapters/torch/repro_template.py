@@ -38,16 +38,7 @@ def generate(name, numel, seed, step, dtype, exp):
     q = (bits >> np.uint64(64 - m)).astype(np.int64) - (1 << (m - 1))
     return torch.from_numpy(q * 2.0 ** (exp - m + 1)).to(TORCH_DTYPE[dtype])
 
-def gradient(name, shape):
-    """A logical parameter's full gradient in the cell's regime."""
-    n, dtype = math.prod(shape), TORCH_DTYPE[DTYPE]
-    g = generate(name, n, SEED, STEP, DTYPE, EXP) if MODE == "gen" else torch.full([n], float(MODE == "ones"), dtype=dtype)
-    if SPECIAL and name == SPECIAL[0] and n:  #? special
-        g[0] = SPECIAL[1]  # the regime's non-finite value  #? special
-    return g.reshape(shape)
-
-def build(device):
-    """This rank's parameter copies, gradients set: DTensors on its stage's sub-mesh (the axes of size > 1) of a mesh."""
+def build(device):  # this rank's parameter copies, gradients set: DTensors on its stage's sub-mesh (the axes of size > 1)
     sizes = dict(LAYOUT, efsdp=LAYOUT["dp_shard"] * LAYOUT["cp"] * LAYOUT["tp"] // LAYOUT["ep"])
     axes = {"dense": [a for a in ("dp_replicate", "dp_shard", "cp", "tp") if sizes[a] > 1] or ["dp_shard"],
             "sparse": [a for a in ("dp_replicate", "efsdp", "ep") if sizes[a] > 1 or a == "ep"]}
@@ -64,16 +55,19 @@ def build(device):
         mesh, names = (meshes["sparse"], axes["sparse"]) if style == "expert" else (meshes["dense"], axes["dense"])
         pls = [rules[style].get(a, Replicate()) for a in names]
         p = torch.nn.Parameter(distribute_tensor(torch.empty(shape, dtype=TORCH_DTYPE[DTYPE], device=device), mesh, pls, src_data_rank=None))
-        if HAS_GRAD(i):
-            p.grad = distribute_tensor(gradient(name, shape).to(device), mesh, pls, src_data_rank=None)
-        # Counted by a norm over local shards: the canonical copy, at coordinate 0 of each axis it is replicated over.  #? local
-        p.counted_in_norm = fqn == name and all(c == 0 for c, pl in zip(mesh.get_coordinate(), pls) if isinstance(pl, Replicate))  #? local
+        if HAS_GRAD(i):  # the logical gradient in the cell's regime, then this rank's part of it
+            g = generate(name, math.prod(shape), SEED, STEP, DTYPE, EXP) if MODE == "gen" else torch.full([math.prod(shape)], float(MODE == "ones"), dtype=TORCH_DTYPE[DTYPE])
+            if SPECIAL and name == SPECIAL[0] and g.numel():  #? special
+                g[0] = SPECIAL[1]  # the regime's non-finite value  #? special
+            p.grad = distribute_tensor(g.reshape(shape).to(device), mesh, pls, src_data_rank=None)
+        # Counted by a norm over local shards: the canonical copy, at coordinate 0 of each axis it is replicated over.  #? counted
+        p.counted_in_norm = fqn == name and all(c == 0 for c, pl in zip(mesh.get_coordinate(), pls) if isinstance(pl, Replicate))  #? counted
+        p.tensor_model_parallel, p.ds_pipe_replicated = any(isinstance(pl, Shard) for a, pl in zip(names, pls) if a in ("tp", "efsdp")), fqn != name  # as DeepSpeed's models mark them  #? mp-attrs
         named.append((fqn, p))
     return meshes, named
 
 #?{ parity.tensors scaling.nonempty
-def first_bad(named, before, norm):
-    """{check: the first local gradient that fails it}: not round(float32(g) * clip_coef of the rank's own norm), unscaled."""
+def first_bad(named, before, norm):  # {check: the first local gradient that fails it}: not round(float32(g) * coef), unscaled
     t = torch.tensor([MAX_NORM, REFERENCE_NORM if TOLERANCE == "exact" else norm, 1e-6], dtype=torch.float32)
     coef, found = torch.clamp(t[0] / (t[1] + t[2]), max=1.0).item(), {}  # as torch computes it: float32, clamped to 1
     for fqn, p in [(f, p) for f, p in named if p.grad is not None]:
@@ -109,11 +103,9 @@ def main():
     every, fails = [None] * WORLD, []
     dist.all_gather_object(every, (norm, error, bad, comm.get_total_counts()), group=control)
     if rank == 0:
-        print(f"{TARGET} (torch {torch.__version__}, {dist.get_backend()}); clip-parity cell {CELL_ID}\n"
-              f"expected: norm {REFERENCE_NORM!r} on every rank (exact), gradients scaled by clip_coef {CLIP_COEF!r}")
+        print(f"{TARGET} (torch {torch.__version__}, {dist.get_backend()}); clip-parity cell {CELL_ID}\nexpected: norm {REFERENCE_NORM!r} on every rank (exact), gradients scaled by clip_coef {CLIP_COEF!r}")
         print("\n".join(f"  rank {r}: got {e or repr(n)}, {c} collectives" + "".join(f"; {k}: {v}" for k, v in b.items()) for r, (n, e, b, c) in enumerate(every)))
-        # The checks, in clip-parity's order; with error_if_nonfinite and a non-finite norm every rank must raise that error.
-        ref, eps, raise_wanted = REFERENCE_NORM, NORM_BOUND, ERROR_IF_NONFINITE and not math.isfinite(REFERENCE_NORM)
+        ref, eps, raise_wanted = REFERENCE_NORM, NORM_BOUND, ERROR_IF_NONFINITE and not math.isfinite(REFERENCE_NORM)  # the checks, in order (raise_wanted: every rank must raise the non-finite error)
         norms, errors = [(r, x[0]) for r, x in enumerate(every) if x[0] is not None], [(r, x[1]) for r, x in enumerate(every) if x[1]]
         far = [(r, n) for r, n in norms if not (n == ref or math.isnan(n) and math.isnan(ref) or abs(n - ref) <= eps * abs(ref))]
         found = {"parity.norm": [f"rank {r} raised {e}" for r, e in errors if not raise_wanted] + [f"rank {r} returned {n!r}, reference {ref!r} (tolerance {TOLERANCE})" for r, n in far]}

@@ -71,6 +71,11 @@ export interface FrameworkCellRecord {
    * adapter and its files, minus the call: TorchCellLog.phases), in seconds.
    */
   seconds?: { cell: number; target: number; adapter: number };
+  /**
+   * A failure in the framework's configurations: its `clip-parity export` script run standalone under torchrun
+   * (repro-run.ts): its length in lines, whether it printed REPRODUCED, and the checks it saw fail.
+   */
+  repro?: { lines: number; reproduced: boolean; failed: string[] };
 }
 
 export interface FrameworkRecord {
@@ -390,7 +395,16 @@ function tally(cells: readonly FrameworkCellRecord[]) {
     na: cells.filter((c) => c.status === "n/a").length,
     notRun: cells.filter((c) => c.status === "not run").length,
     checks: count(inside, (c) => c.failed).sort(byCheck),
+    /** Failures whose exported script was run standalone, and those of them that printed REPRODUCED. */
+    reproChecked: inside.filter((c) => c.status === "fail" && c.repro).length,
+    reproduced: inside.filter((c) => c.status === "fail" && c.repro?.reproduced).length,
   };
+}
+
+/** "k of n" for the failures whose scripts ran; "-" without failures; "not checked" when none of them ran. */
+function reproCell(t: ReturnType<typeof tally>): string {
+  if (!t.failed) return "-";
+  return t.reproChecked ? `${t.reproduced} of ${t.failed}` : "not checked";
 }
 
 /** Where a cell's time goes, per framework, over the gpu4 cells (the first `cases.gpu4` of every list). */
@@ -456,16 +470,22 @@ export function renderFrameworks(d: FrameworksData, explain: Record<string, Reco
       "and scales nothing, or one that issues no collective); it is not counted as a pass.",
   );
   o.push("");
-  o.push("| framework | version | in its configurations | passed | vacuous | failed | outside them (failed) | n/a | not run here | failed by check |");
-  o.push("|---|---|---|---|---|---|---|---|---|---|");
+  o.push(
+    "A failure is *reproduced* when the script `clip-parity export --cell torch:<framework>/<cell> --no-run` writes for it runs " +
+      "standalone under `torchrun --standalone` (torch and the framework alone, nothing of clip-parity on the path, CPU ranks) and " +
+      "prints REPRODUCED: `npm run frameworks` runs every such script after the cells (harness/external/torch/repro-run.ts).",
+  );
+  o.push("");
+  o.push("| framework | version | in its configurations | passed | vacuous | failed | reproduced | outside them (failed) | n/a | not run here | failed by check |");
+  o.push("|---|---|---|---|---|---|---|---|---|---|---|");
   for (const f of d.frameworks) {
     if (f.version === null) {
-      o.push(`| ${f.name} | does not import | 0 | - | - | - | - | - | - | ${esc(f.error ?? "")} |`);
+      o.push(`| ${f.name} | does not import | 0 | - | - | - | - | - | - | - | ${esc(f.error ?? "")} |`);
       continue;
     }
     const t = tally(f.cells);
     o.push(
-      `| ${f.name} | ${f.package} ${f.version} | ${t.inside} | ${t.passed} | ${t.vacuous} | ${t.failed} | ${t.outside} (${t.outsideFailed}) | ${t.na} | ${t.notRun} | ` +
+      `| ${f.name} | ${f.package} ${f.version} | ${t.inside} | ${t.passed} | ${t.vacuous} | ${t.failed} | ${reproCell(t)} | ${t.outside} (${t.outsideFailed}) | ${t.na} | ${t.notRun} | ` +
         `${t.checks.map(([k, n]) => `${k} ${n}`).join(", ") || "-"} |`,
     );
   }
@@ -519,6 +539,19 @@ export function renderFrameworks(d: FrameworksData, explain: Record<string, Reco
         const first = inside.find((c) => c.failed.includes(k))!;
         o.push(`| ${k} | ${n} | \`${first.case}\`: ${esc(first.messages[k] ?? "")} |`);
       }
+    }
+    const failures = inside.filter((c) => c.status === "fail");
+    if (failures.length) {
+      const checked = failures.filter((c) => c.repro);
+      const longest = Math.max(0, ...checked.map((c) => c.repro!.lines));
+      o.push(
+        "",
+        checked.length
+          ? `Reproduced standalone: ${t.reproduced} of ${failures.length} failures (scripts of ${longest} lines at most).`
+          : `Reproduced standalone: not checked (this data has no run of the exported scripts).`,
+      );
+      const not = checked.filter((c) => !c.repro!.reproduced);
+      if (not.length) o.push("", `Not reproduced by their scripts (${not.length}): ${not.map((c) => `\`${c.case}\``).join(", ")}.`);
     }
     const outside = f.cells.filter((c) => (c.status === "pass" || c.status === "fail") && c.outside);
     for (const [why, n] of count(outside, (c) => [c.outside!])) {

@@ -13,8 +13,9 @@ import { afterAll, describe, expect, it } from "vitest";
 import { main as cli } from "../../cli/main.ts";
 import { caseKey, causesOf, CI_SUBSET, renderFrameworks, runFrameworks, type FrameworksData } from "../../harness/external/frameworks-table.ts";
 import { frameworkCases } from "../../matrix/frameworks.ts";
-import { parseLayout } from "../../harness/layout/layout.ts";
+import { parseLayout, worldSize } from "../../harness/layout/layout.ts";
 import { exportCell, parseCellId, renderCall } from "../../harness/external/torch/export.ts";
+import { runExportedScript } from "../../harness/external/torch/repro-run.ts";
 import { applicability, cannotRunOn, getFramework, listFrameworkSubjects, loadFrameworks, outsideConfigurations, parseFrameworkFile, plainConvention } from "../../harness/external/torch/frameworks.ts";
 import { PROJECT_ROOT, torchOptionsFromEnv } from "../../harness/external/torch/options.ts";
 import { closeTorchSessions, parseTorchSpec } from "../../harness/external/torch/subject.ts";
@@ -53,9 +54,9 @@ describe("causes of a hang", () => {
 });
 
 describe("framework files", () => {
-  it("declare torch, torchtitan, transformers, accelerate, megatron-core and deepspeed, each a torch:<framework> subject", () => {
+  it("declare torch, torch-total-norm, torchtitan, transformers, accelerate, megatron-core, deepspeed and deepspeed-bf16, each a torch:<framework> subject", () => {
     const subjects = listFrameworkSubjects();
-    expect(subjects.map((s) => s.framework).sort()).toEqual(["accelerate", "deepspeed", "megatron-core", "torch", "torchtitan", "transformers"]);
+    expect(subjects.map((s) => s.framework).sort()).toEqual(["accelerate", "deepspeed", "deepspeed-bf16", "megatron-core", "torch", "torch-total-norm", "torchtitan", "transformers"]);
     for (const s of subjects) {
       expect(parseTorchSpec(s.spec)).toEqual({ kind: "framework", spec: s.spec, framework: s.framework });
       expect(s.description.length).toBeGreaterThan(20);
@@ -175,6 +176,22 @@ describe("docs/frameworks.md", () => {
     expect(readFileSync(DOC, "utf8")).toBe(renderFrameworks(committed()));
   });
 
+  it("lists only failures that reproduce standalone: each one's exported script, under 150 lines, printed REPRODUCED", () => {
+    // npm run frameworks ran every listed failure's script under torchrun (repro-run.ts); the page must say so
+    const failures = committed().frameworks.flatMap((f) => f.cells.filter((c) => c.status === "fail" && !c.outside).map((c) => ({ id: `${f.name} ${c.case}`, c })));
+    expect(failures.length).toBeGreaterThan(0);
+    for (const { id, c } of failures) {
+      expect(c.repro, id).toBeDefined();
+      expect(c.repro!.reproduced, id).toBe(true);
+      expect(c.repro!.lines, id).toBeLessThan(150);
+      // what the script found failing is what clip-parity found (the checks it implements)
+      expect(c.repro!.failed.length, id).toBeGreaterThan(0);
+      for (const k of c.repro!.failed) expect(c.failed, id).toContain(k);
+    }
+    // a failure outside the configurations is not upstream material, and its script is not run
+    for (const f of committed().frameworks) for (const c of f.cells) if (c.outside || c.status !== "fail") expect(c.repro, `${f.name} ${c.case}`).toBeUndefined();
+  });
+
   it("covers every declared framework over every case at the pinned versions, transformers by both Trainer paths", () => {
     const data = committed();
     const pins = Object.fromEntries(
@@ -252,20 +269,13 @@ describe(`an exported script${torch.skipNote}`, () => {
     const { path, data } = await exportTo(id);
     expect(data.script).not.toMatch(/^\s*(import|from)\s+(st_io|gen|adapter|agree|harness)\b/m);
     expect(data.script).not.toContain("sys.path");
-    const r = await execa(python, ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node=4", path], {
-      reject: false,
-      cwd: dirname(path), // nothing of this project on the path
-      env: { OMP_NUM_THREADS: "1", PYTHONPATH: "", PYTHONWARNINGS: "ignore", REPRO_DEVICE: "cpu" },
-      extendEnv: true,
-      timeout: 300_000,
-    });
-    return r;
+    return runExportedScript(path, worldSize(data.cell.layout), python);
   }
 
   it.runIf(torch.run)("is upstream material: at most 150 lines, framework, configuration, cause, expected against got, no placeholder", async () => {
     const rec = committed().frameworks.find((f) => f.name === "torchtitan")!.cells.find((c) => `torch:torchtitan/${c.case}` === TITAN_MTP)!;
     // a failure's script makes only the checks that failed: at most 150 lines; a passing cell's makes them all
-    for (const [id, most] of [[TITAN_COMM, 150], [TORCH_PASS, 175]] as const) {
+    for (const [id, most] of [[TITAN_COMM, 149], [TORCH_PASS, 175]] as const) {
       const { script } = (await exportTo(id)).data;
       expect(script.endsWith("\n") && script.split("\n").length - 1, id).toBeLessThanOrEqual(most); // lines, as wc -l counts them
       expect(script, id).not.toMatch(/example\.com|TODO|XXX|placeholder/i);
@@ -328,9 +338,8 @@ describe(`an exported script${torch.skipNote}`, () => {
       expect(rec.failed).toEqual(["parity.norm", "comm.budget"]);
       const r = await exportAndRun(TITAN_MTP);
       expect(r.exitCode, r.stderr.slice(-2000)).toBe(1);
-      expect(r.stdout).toMatch(/^REPRODUCED$/m);
-      const fails = [...r.stdout.matchAll(/^FAIL (\S+):/gm)].map((m) => m[1]);
-      expect(fails).toEqual(rec.failed);
+      expect(r.reproduced).toBe(true);
+      expect(r.failed).toEqual(rec.failed);
       // The very norm clip-parity's adapter saw: "total norm 3614.6123046875 != reference 3590.387451171875".
       const norm = /total norm (\S+) != reference (\S+)/.exec(rec.messages["parity.norm"]!)!;
       expect(r.stdout).toContain(`returned ${norm[1]}, reference ${norm[2]}`);

@@ -120,6 +120,15 @@ function argExpr(g: Gen, a: Arg): string | null {
       return "LP";
     case "grads_for_norm":
       return "[q.grad for q in LP if q.grad is not None and q.counted_in_norm]";
+    case "local_grads": // the very local tensors of the DTensor gradients: scaling them in place scales those
+      return "[q.grad.to_local() for q in P if q.grad is not None]";
+    case "mpu":
+      return "mpu()";
+    case "grads_for_norm_deepspeed": {
+      const isMp = importName(g, "deepspeed.runtime.utils:is_model_parallel_parameter");
+      const tpRank = importName(g, "deepspeed.utils.bwc:bwc_tensor_model_parallel_rank");
+      return `[q.grad.to_local() for q in P if q.grad is not None and not q.ds_pipe_replicated and (${tpRank}(mpu()) == 0 or ${isMp}(q))]`;
+    }
     case "max_norm":
       return "MAX_NORM";
     case "norm_type":
@@ -158,7 +167,7 @@ function callExpr(g: Gen, step: Call): { before: string[]; expr: string } {
       const factory = importName(g, step.receiver.factory);
       const kw = Object.entries(step.receiver.kwargs).map(([k, a]) => `${k}=${argExpr(g, a)}`);
       // Built on first use (after init_process_group), then the same object: one per process, as the trainer holds it.
-      g.lines.push("", "@functools.cache", `def ${inst}():`, `    return ${factory}(${kw.join(", ")})  # one per process, as the trainer holds it`);
+      g.lines.push(`${inst} = functools.cache(lambda: ${factory}(${kw.join(", ")}))  # built once per process, as the trainer holds it`);
     }
     fn = `${inst}().${step.target.split(".").pop()}`;
   }
@@ -179,12 +188,13 @@ function callExpr(g: Gen, step: Call): { before: string[]; expr: string } {
 }
 
 /** `def clip(named, meshes)`: the convention's setup, path choice and steps as plain Python, with the helpers it uses. */
-export function renderCall(c: Convention, opts: { foreach: boolean | null; expertsPresent: boolean }): string {
+export function renderCall(c: Convention, opts: { foreach: boolean | null; expertsPresent: boolean; taken?: string[] }): string {
   const g: Gen = { imports: new Map(), names: new Set(["P", "LP", "named", "meshes", "kw", "sig", "ret"]), instances: new Map(), lines: [], foreach: opts.foreach, expertsPresent: opts.expertsPresent };
   const body: string[] = [];
   const ind = "    ";
   const text = JSON.stringify(c);
   const usesLocal = text.includes('"local_params"') || text.includes('"grads_for_norm"');
+  const usesMpu = text.includes('"mpu"') || text.includes('"grads_for_norm_deepspeed"');
   body.push(`${ind}P = [p for _, p in named]`);
   if (usesLocal) body.push(`${ind}LP = [local_param(p) for p in P]`);
   for (const s of c.setup) {
@@ -205,8 +215,11 @@ export function renderCall(c: Convention, opts: { foreach: boolean | null; exper
     }
     return out;
   };
-  c.paths.forEach((p, i) => {
-    const single = c.paths.length === 1 && p.when === "always";
+  // A cell whose every rank took one path (a frameworks run saw it): that path alone, said so.
+  const only = opts.taken?.length === 1 && c.paths.length > 1 ? c.paths.filter((p) => p.name === opts.taken![0]) : [];
+  if (only.length) body.push(`${ind}# path "${only[0]!.name}", the one every rank takes in this cell (${c.paths.filter((p) => p !== only[0]).map((p) => `"${p.name}"`).join(", ")} left out)`);
+  (only.length ? only : c.paths).forEach((p, i) => {
+    const single = only.length > 0 || (c.paths.length === 1 && p.when === "always");
     let pad = ind;
     if (!single) {
       if (p.when === "always") body.push(i === 0 ? `${ind}if True:  # path "${p.name}"` : `${ind}else:  # path "${p.name}"`);
@@ -221,37 +234,66 @@ export function renderCall(c: Convention, opts: { foreach: boolean | null; exper
   });
   const helpers: string[] = [];
   if (text.includes('"model"')) helpers.push(...PARAMS_MODEL);
-  if (usesLocal) helpers.push(...LOCAL_PARAM);
-  const inspect = [...(body.some((l) => l.includes("inspect.signature")) ? ["import inspect"] : []), ...(g.instances.size ? ["import functools"] : [])];
-  return [...inspect, ...g.lines, ...helpers, "", "def clip(named, meshes):  # the call under test, made the way the framework's trainer makes it", ...body]
+  if (usesLocal) helpers.push(...localParamHelper(body.some((l) => l.includes("q.counted_in_norm"))));
+  if (usesMpu) helpers.push(...MPU);
+  const inspect = [
+    ...(body.some((l) => l.includes("inspect.signature")) ? ["import inspect"] : []),
+    ...(g.instances.size || usesMpu ? ["import functools"] : []),
+    ...(usesMpu ? ["import types"] : []),
+  ];
+  // One `from module import a, b` per module, then the receivers that use them.
+  const imported = new Map<string, string[]>();
+  for (const l of g.lines) {
+    const m = /^from (\S+) import (.+)$/.exec(l);
+    if (m) imported.set(m[1]!, [...(imported.get(m[1]!) ?? []), m[2]!]);
+  }
+  const imports = [...imported].map(([module, names]) => `from ${module} import ${names.join(", ")}`);
+  const receivers = g.lines.filter((l) => !l.startsWith("from "));
+  return [...inspect, ...imports, ...receivers, ...helpers, "", "def clip(named, meshes):  # the call under test, made the way the framework's trainer makes it", ...body]
     .join("\n")
     .replace(/\n{3,}/g, "\n\n")
     .replace(/^\n+/, "");
 }
 
-/** What a trainer passes as `model` (only when the convention passes one). */
+/**
+ * What a trainer passes as `model` (only when the convention passes one); nn.Module.parameters() goes through
+ * named_parameters(), so overriding that one is enough.
+ */
 const PARAMS_MODEL = [
   "",
-  "class ParamsModel(torch.nn.Module):",
-  '    """What the trainer passes as `model`: parameters() and named_parameters() over this rank\'s copies."""',
+  "class ParamsModel(torch.nn.Module):  # what the trainer passes as `model`: this rank's copies, by their names",
   "    def __init__(self, named):",
   "        super().__init__()",
   "        self.named = named",
-  "    def parameters(self, recurse=True):",
-  "        return iter([p for _, p in self.named])",
   '    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):',
   "        return iter([(prefix + n, p) for n, p in self.named])",
 ];
 
-/** Plain tensors over the local shards, for frameworks that never see a DTensor (only when the convention asks). */
-const LOCAL_PARAM = [
+/** The groups of the adapter's Mpu that DeepSpeed's norm reads (only when the convention passes an mpu). */
+const MPU = [
   "",
-  "def local_param(p):",
-  '    """A plain parameter over p\'s local shard; its .grad is the very local tensor of p\'s gradient (scaled in place)."""',
-  "    lp = torch.nn.Parameter(torch.empty(p.to_local().shape, dtype=p.dtype, device=p.device))",
-  "    lp.grad, lp.counted_in_norm = None if p.grad is None else p.grad.to_local(), p.counted_in_norm",
-  "    return lp",
+  "@functools.cache",
+  "def mpu():  # the part of a Megatron-style mpu (Megatron-DeepSpeed passes one) that DeepSpeed's norm reads",
+  '    grid = torch.arange(WORLD).reshape(LAYOUT["pp"], -1, LAYOUT["tp"])  # (pp, data, tp), row-major',
+  "    model = dist.new_subgroups_by_enumeration(grid.permute(1, 0, 2).reshape(grid.shape[1], -1).tolist())[0]  # pp x tp",
+  '    tensor = dist.new_subgroups_by_enumeration(grid.reshape(-1, LAYOUT["tp"]).tolist())[0]',
+  "    return types.SimpleNamespace(get_model_parallel_group=lambda: model, get_tensor_model_parallel_rank=lambda: dist.get_rank(tensor))",
 ];
+
+/**
+ * Plain tensors over the local shards, for frameworks that never see a DTensor (only when the convention asks),
+ * with the one attribute Megatron's selection (grads_for_norm) reads.
+ */
+function localParamHelper(counted: boolean): string[] {
+  const grad = "None if p.grad is None else p.grad.to_local()";
+  return [
+    "",
+    "def local_param(p):  # a plain parameter over p's local shard; its .grad is the very local tensor of p's gradient",
+    "    lp = torch.nn.Parameter(torch.empty(p.to_local().shape, dtype=p.dtype, device=p.device))",
+    counted ? `    lp.grad, lp.counted_in_norm = ${grad}, p.counted_in_norm` : `    lp.grad = ${grad}`,
+    "    return lp",
+  ];
+}
 
 // ---- the cell -------------------------------------------------------------------------------------------
 
@@ -269,6 +311,8 @@ interface Seen {
   messages: Record<string, string>;
   causes: string[];
   repro: string | null;
+  /** The convention paths the ranks took (a frameworks run records them), if known. */
+  paths?: string[];
 }
 
 function seenFromRun(r: CellResult): Seen {
@@ -276,15 +320,18 @@ function seenFromRun(r: CellResult): Seen {
   return { source: "clip-parity's run of this cell", failed: failed.map((c) => c.id), messages: Object.fromEntries(failed.map((c) => [c.id, messageHead(c.message)])), causes: causesOf(r), repro: r.repro };
 }
 
-/** The committed record of this cell in docs/frameworks.json (`npm run frameworks`), if the framework's run has one. */
-function seenFromRecord(cell: Cell, subject: TorchSubject): Seen | null {
+/**
+ * The record of this cell in a frameworks run (`records`, or the committed docs/frameworks.json of
+ * `npm run frameworks`), if the framework's run has one.
+ */
+function seenFromRecord(cell: Cell, subject: TorchSubject, records?: FrameworksData): Seen | null {
   const path = join(PROJECT_ROOT, "docs", "frameworks.json");
-  if (!subject.framework || !existsSync(path)) return null;
-  const data = JSON.parse(readFileSync(path, "utf8")) as FrameworksData;
+  if (!subject.framework || (!records && !existsSync(path))) return null;
+  const data = records ?? (JSON.parse(readFileSync(path, "utf8")) as FrameworksData);
   const fw = data.frameworks.find((f) => f.name === subject.framework!.name);
   const rec = fw?.cells.find((c) => c.case === cellId(cell).slice(cell.subject.length + 1));
   if (!fw || !rec || rec.status === "n/a") return null;
-  return { source: `docs/frameworks.json, ${fw.name} ${fw.version}`, failed: rec.failed, messages: rec.messages, causes: rec.causes, repro: null };
+  return { source: `docs/frameworks.json, ${fw.name} ${fw.version}`, failed: rec.failed, messages: rec.messages, causes: rec.causes, repro: null, paths: rec.paths };
 }
 
 /** Every check the script can make, in clip-parity's order (harness/checks/index.ts); it makes those clip-parity saw fail. */
@@ -359,7 +406,7 @@ function modelCode(model: ModelManifest): string[] {
     const lines: string[] = [];
     for (const r of rows) {
       const last = lines[lines.length - 1];
-      if (last !== undefined && last.length + 2 + r.length <= 110) lines[lines.length - 1] = `${last}  ${r}`;
+      if (last !== undefined && last.length + 2 + r.length <= 150) lines[lines.length - 1] = `${last}  ${r}`;
       else lines.push(r);
     }
     // Continuation lines under the first (which follows the opening quotes): whitespace only separates the words.
@@ -405,7 +452,7 @@ function modelCode(model: ModelManifest): string[] {
  * clip-parity's run of the cell, if it ran; otherwise the committed docs/frameworks.json record is used when it has
  * the cell.
  */
-export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult | null): ExportData {
+export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult | null, records?: FrameworksData): ExportData {
   const layout = validateLayout(cell.layout);
   const world = worldSize(layout);
   const model = getModel(cell.model);
@@ -427,7 +474,7 @@ export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult |
   const meshes = meshesOf(layout);
   const commBudgets = plan.map((params, rank) => Math.max(1, new Set(params.map((p) => reductionGroup(meshes, rank, p, p.placements.map((x) => x.kind !== "replicate")).key)).size) + 1);
   const expertsPresent = plan.some((ps) => ps.some((p) => p.mesh === "sparse"));
-  const seen = run ? seenFromRun(run) : seenFromRecord(cell, subject);
+  const seen = run ? seenFromRun(run) : seenFromRecord(cell, subject, records);
   const convention = subject.convention;
   const unsupported = applicability(convention, { normType: cell.normType, regime: cell.regime, errorIfNonfinite });
   // a configuration the framework's trainer never builds: a failure there is not one its maintainers would take
@@ -439,11 +486,13 @@ export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult |
   else checks.delete("errors.nonfinite");
   const coef = clipCoefficient(maxNorm, reference.totalNorm);
   if (!(coef < 1)) checks.delete("scaling.nonempty");
-  const call = renderCall(convention, { foreach: subject.options.foreach, expertsPresent });
+  const call = renderCall(convention, { foreach: subject.options.foreach, expertsPresent, taken: seen?.paths });
   const experts = convention.experts === "dense-mesh-when-ep1" && layout.ep === 1;
   const features = new Set([
     ...checks,
     ...(/\blocal_param\(/.test(call) ? ["local"] : []),
+    ...(/\bq\.counted_in_norm\b/.test(call) ? ["counted"] : []),
+    ...(/\bmpu\(\)/.test(call) ? ["mp-attrs"] : []),
     ...(experts ? ["dense-experts"] : []),
     ...(model.params.some((p) => p.tp === "expert") ? ["experts"] : []),
     ...(model.ties.length ? ["ties"] : []),
@@ -556,7 +605,8 @@ function docText(x: {
   else x.seen.causes.forEach((k, i) => lines.push(...field(i === 0 ? "Cause" : "", `- ${causeText(k, fw?.explain ?? {})}`)));
   lines.push(...field("Expected", `norm ${x.reference} on every rank (exact), every gradient scaled by clip_coef ${clipCoefficient(x.maxNorm, x.reference)}`));
   if (x.seen?.failed.length) {
-    const got = x.seen.failed.map((c) => `${c}: ${(x.seen!.messages[c] ?? "").slice(0, 240)}`);
+    // the frames clip-parity names ("(at file:line fn < ...)") are where it was raised inside torch's dispatch: the script shows the error itself
+    const got = x.seen.failed.map((c) => `${c}: ${(x.seen!.messages[c] ?? "").replace(/ \(at [^()]*\)$/, "").slice(0, 240)}`);
     got[got.length - 1] += ` (${x.seen.source})`;
     got.forEach((g, i) => lines.push(...field(i === 0 ? "Got" : "", g)));
   }
@@ -585,6 +635,8 @@ export interface ExportRequest {
   /** Run the cell through the adapter first and put what failed in the script's header (default true). */
   run?: boolean;
   options?: Partial<TorchOptions>;
+  /** With run false: the frameworks run whose record of the cell goes in the header (default docs/frameworks.json). */
+  records?: FrameworksData;
 }
 
 /** Writes the script atomically into outDir; returns its path and what the harness saw. */
@@ -604,7 +656,7 @@ export async function exportCell(req: ExportRequest): Promise<{ path: string; se
       await closeTorchSessions();
     }
   }
-  const data = buildExport(req.cell, subject, seen);
+  const data = buildExport(req.cell, subject, seen, req.records);
   const dir = resolve(req.outDir);
   const path = join(dir, data.fileName);
   writeFileAtomic(path, data.script, 0o755);

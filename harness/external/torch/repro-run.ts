@@ -1,0 +1,78 @@
+/**
+ * Runs a script written by `clip-parity export` the way a framework's maintainer would: standalone under
+ * torchrun, from its own folder, with nothing of this project on the Python path. `npm run frameworks` runs
+ * the script of every failure it lists through this, so a failure on docs/frameworks.md is one that
+ * reproduces without clip-parity; the export tests use it too.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { execa } from "execa";
+import { worldSize } from "../../layout/layout.ts";
+import type { FrameworkCellRecord, FrameworksData } from "../frameworks-table.ts";
+import { exportCell, parseCellId } from "./export.ts";
+
+export interface ReproRun {
+  exitCode: number;
+  /** The script's verdict line: it printed REPRODUCED (and exited 1). */
+  reproduced: boolean;
+  /** The checks it found failing (its `FAIL check: ...` lines), in its order. */
+  failed: string[];
+  stdout: string;
+  stderr: string;
+  seconds: number;
+}
+
+/** Runs the script at `path` on `world` CPU ranks (gloo) under `python -m torch.distributed.run --standalone`. */
+export async function runExportedScript(path: string, world: number, python: string, timeoutMs = 300_000): Promise<ReproRun> {
+  const started = performance.now();
+  const r = await execa(python, ["-m", "torch.distributed.run", "--standalone", `--nproc-per-node=${world}`, path], {
+    reject: false,
+    cwd: dirname(path),
+    env: { OMP_NUM_THREADS: "1", PYTHONPATH: "", PYTHONWARNINGS: "ignore", REPRO_DEVICE: "cpu" },
+    extendEnv: true,
+    timeout: timeoutMs,
+  });
+  const stdout = String(r.stdout ?? "");
+  return {
+    exitCode: r.exitCode ?? -1,
+    reproduced: r.exitCode === 1 && /^REPRODUCED$/m.test(stdout),
+    failed: [...stdout.matchAll(/^FAIL (\S+):/gm)].map((m) => m[1]!),
+    stdout,
+    stderr: String(r.stderr ?? ""),
+    seconds: (performance.now() - started) / 1000,
+  };
+}
+
+/** The failures a frameworks run lists as the framework's (in its configurations), as cells of torch:<framework>. */
+export function listedFailures(data: FrameworksData): { framework: string; rec: FrameworkCellRecord; id: string }[] {
+  return data.frameworks.flatMap((fw) =>
+    fw.cells.filter((rec) => rec.status === "fail" && !rec.outside).map((rec) => ({ framework: fw.name, rec, id: `torch:${fw.name}/${rec.case}` })),
+  );
+}
+
+/**
+ * Exports the script of every failure `data` lists (with that run's record in its header, nothing re-run by
+ * clip-parity) and runs it standalone; sets each record's `repro`. Returns how many reproduced, of how many.
+ */
+export async function reproduceListedFailures(
+  data: FrameworksData,
+  python: string,
+  onCell?: (id: string, repro: NonNullable<FrameworkCellRecord["repro"]>, run: ReproRun) => void,
+): Promise<{ reproduced: number; of: number }> {
+  const dir = mkdtempSync(join(tmpdir(), "clip-parity-repros-"));
+  let reproduced = 0;
+  const failures = listedFailures(data);
+  try {
+    for (const { rec, id } of failures) {
+      const { path, data: x } = await exportCell({ cell: parseCellId(id), outDir: dir, run: false, records: data });
+      const run = await runExportedScript(path, worldSize(x.cell.layout), python);
+      rec.repro = { lines: x.script.split("\n").length - 1, reproduced: run.reproduced, failed: run.failed };
+      if (run.reproduced) reproduced++;
+      onCell?.(id, rec.repro, run);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return { reproduced, of: failures.length };
+}
