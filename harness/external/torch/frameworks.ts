@@ -19,6 +19,7 @@ import { z } from "zod";
 import { InputError } from "../../errors.ts";
 import { LAYOUT_AXES } from "../../layout/layout.ts";
 import { getModel } from "../../model/models.ts";
+import { stageOfParam } from "../../model/plan.ts";
 import { regimeSpec } from "../../clip/regimes.ts";
 import type { Case } from "../../spec/cell.ts";
 import { ADAPTER_DIR } from "./options.ts";
@@ -50,6 +51,11 @@ export const configurationsSchema = z.strictObject({
    * step (DeepSpeed's optimizers on overflow), so a cell whose norm is non-finite is not a call it makes.
    */
   nonfiniteNorms: z.boolean().default(true),
+  /**
+   * Whether the trainer may build a pipeline stage that holds no parameter (the harness's stage rule leaves one
+   * empty when there are more stages than layers to spread); false: its pipeline gives every stage a layer.
+   */
+  emptyStages: z.boolean().default(true),
   /** "cuda": the clip runs on CUDA devices only; on the cpu backend its cells cannot run here. */
   needs: z.literal("cuda").optional(),
 });
@@ -211,6 +217,12 @@ export function outsideConfigurations(fw: Framework, cell: Pick<Case, "layout" |
     if (beyond.length) return `${fw.name}'s trainer builds no ${beyond.map((a) => `${a} > 1`).join(", ")} (it uses ${axes.length ? axes.join(", ") : "one rank"} only)`;
   }
   if (!c.mtpWithPp && cell.layout.pp > 1 && getModel(cell.model).ties.length > 0) return `${fw.name}'s trainer builds no MTP layer (a tied replica of the embedding) together with PP`;
+  if (!c.emptyStages && cell.layout.pp > 1) {
+    const model = getModel(cell.model);
+    const held = new Set(model.params.map((p) => stageOfParam(p, model.nLayers, cell.layout.pp)));
+    const empty = Array.from({ length: cell.layout.pp }, (_, s) => s).filter((s) => !held.has(s));
+    if (empty.length) return `${fw.name}'s trainer builds no pipeline stage without parameters (here stage ${empty.join(", ")} of ${cell.layout.pp} holds none)`;
+  }
   if (c.dtypes && !c.dtypes.includes(cell.dtype)) return `${fw.name}'s trainer gives its clip ${c.dtypes.join("/")} gradients, not ${cell.dtype}`;
   const asked = cell.normType === Infinity ? "inf" : cell.normType;
   if (c.normTypes && !c.normTypes.includes(asked)) return `${fw.name}'s trainer asks for the ${c.normTypes.join("/")}-norm only, not ${asked}`;
