@@ -12,6 +12,7 @@ from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tenso
 from torch.distributed.tensor.debug import CommDebugMode
 
 @@CELL@@
+TIMEOUT = timedelta(seconds=float(os.environ.get("REPRO_TIMEOUT_S", "60")))  # a rank left waiting in a collective raises after it
 TORCH_DTYPE = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 LOGICAL = []  # (index, name, shape, tp style, stage); layer i is on the stage s with floor(s*L/pp) <= i < floor((s+1)*L/pp)
 for where, prefix, rows in MODEL:
@@ -85,12 +86,12 @@ def first_bad(named, before, norm):  # {check: the first local gradient that fai
 def main():
     if os.environ.get("WORLD_SIZE") != str(WORLD):
         return print(f"run me with {WORLD} ranks: torchrun --standalone --nproc-per-node {WORLD} {sys.argv[0]}", file=sys.stderr) or 2
-    timeout = timedelta(seconds=float(os.environ.get("REPRO_TIMEOUT_S", "60")))  # a hang surfaces as an error
     cuda = torch.cuda.device_count() >= WORLD and os.environ.get("REPRO_DEVICE") != "cpu"  # NCCL when every rank has a GPU
     device = torch.device("cuda", int(os.environ["LOCAL_RANK"])) if cuda else torch.device("cpu")
-    dist.init_process_group("nccl" if cuda else "gloo", timeout=timeout, device_id=device if cuda else None)
-    rank, control = dist.get_rank(), dist.new_group(backend="gloo", timeout=timeout)  # control: the verdict's own group
+    dist.init_process_group("nccl" if cuda else "gloo", timeout=TIMEOUT, device_id=device if cuda else None)
+    rank, control = dist.get_rank(), dist.new_group(backend="gloo", timeout=3 * TIMEOUT)  # control: the verdict's own group, outwaits a hang
     meshes, named = build(device)
+    for g in {g for m in meshes.values() for g in m.get_all_groups()}: dist.set_timeout(TIMEOUT, g)  # a rank left waiting raises  #? liveness
     before = {fqn: p.grad.to_local().detach().cpu().clone() for fqn, p in named if p.grad is not None}  #? parity.tensors scaling.nonempty
     norm, error, bad, comm = None, None, {}, CommDebugMode()
     try:
@@ -114,6 +115,8 @@ def main():
         found["scaling.nonempty"] = [f"rank {r}: {x[2]['scaling.nonempty']}" for r, x in enumerate(every) if "scaling.nonempty" in x[2]]  #? scaling.nonempty
         found["errors.nonfinite"] = [f"rank {r} {'raised another error' if x[1] else 'returned a norm'}" for r, x in enumerate(every) if raise_wanted and "finite" not in (x[1] or "")]  #? errors.nonfinite
         found["comm.budget"] = [f"rank {r} issued {x[3]} collectives in one clip; budget {COMM_BUDGET[r]} = reduction groups + 1 (pp)" for r, x in enumerate(every) if x[3] > COMM_BUDGET[r]]  #? comm.budget
+        hung = [f"rank {r} timed out in a collective (a hang): {e}" for r, e in errors if "timed out" in e.lower()]  #? liveness
+        found = {"liveness": hung} if hung else found  # what a hang shows besides is its consequence  #? liveness
         fails = [f"{check}: {what[0]}" for check, what in found.items() if what]
         print("".join(f"FAIL {f}\n" for f in fails) + ("REPRODUCED" if fails and not UNSUPPORTED else f"NOT REPRODUCED {UNSUPPORTED}".strip()), flush=True)
     dist.destroy_process_group()

@@ -358,6 +358,23 @@ describe(`an exported script${torch.skipNote}`, () => {
   );
 
   it.runIf(torch.run)(
+    "reproduces a hang: the ranks left waiting time out in the clip's groups and the script reports liveness",
+    async () => {
+      // deepspeed-bf16 at pp8 (outside its configurations: stage 4 holds no parameter): that stage raises before the
+      // all_reduce over the mpu's model-parallel group the other stages wait in
+      const id = "torch:deepspeed-bf16/pp8/llama3-debug/f32/n2/active/s0";
+      const rec = committed().frameworks.find((f) => f.name === "deepspeed-bf16")!.cells.find((c) => `torch:deepspeed-bf16/${c.case}` === id)!;
+      expect(rec.failed).toEqual(["liveness"]);
+      const { path, data } = await exportTo(id);
+      const r = await runExportedScript(path, worldSize(data.cell.layout), python, 300_000, { REPRO_TIMEOUT_S: "10" });
+      expect(r.reproduced, r.stdout + r.stderr.slice(-2000)).toBe(true);
+      expect(r.failed).toEqual(["liveness"]);
+      expect(r.stdout).toMatch(/^FAIL liveness: rank \d timed out in a collective \(a hang\)/m);
+    },
+    600_000,
+  );
+
+  it.runIf(torch.run)(
     "says NOT REPRODUCED when the cell passes (exit 0), so a reproduction is not a foregone conclusion",
     async () => {
       const r = await exportAndRun(TORCH_PASS);

@@ -275,8 +275,8 @@ const MPU = [
   "@functools.cache",
   "def mpu():  # the part of a Megatron-style mpu (Megatron-DeepSpeed passes one) that DeepSpeed's norm reads",
   '    grid = torch.arange(WORLD).reshape(LAYOUT["pp"], -1, LAYOUT["tp"])  # (pp, data, tp), row-major',
-  "    model = dist.new_subgroups_by_enumeration(grid.permute(1, 0, 2).reshape(grid.shape[1], -1).tolist())[0]  # pp x tp",
-  '    tensor = dist.new_subgroups_by_enumeration(grid.reshape(-1, LAYOUT["tp"]).tolist())[0]',
+  "    model = dist.new_subgroups_by_enumeration(grid.permute(1, 0, 2).reshape(grid.shape[1], -1).tolist(), TIMEOUT)[0]  # pp x tp",
+  '    tensor = dist.new_subgroups_by_enumeration(grid.reshape(-1, LAYOUT["tp"]).tolist(), TIMEOUT)[0]',
   "    return types.SimpleNamespace(get_model_parallel_group=lambda: model, get_tensor_model_parallel_rank=lambda: dist.get_rank(tensor))",
 ];
 
@@ -335,7 +335,7 @@ function seenFromRecord(cell: Cell, subject: TorchSubject, records?: FrameworksD
 }
 
 /** Every check the script can make, in clip-parity's order (harness/checks/index.ts); it makes those clip-parity saw fail. */
-const ALL_CHECKS = ["parity.norm", "parity.tensors", "parity.ranks", "scaling.nonempty", "errors.nonfinite", "comm.budget"];
+const ALL_CHECKS = ["parity.norm", "parity.tensors", "parity.ranks", "scaling.nonempty", "liveness", "errors.nonfinite", "comm.budget"];
 
 /** A Python literal of a float: repr-exact for finite values. */
 function pyFloat(x: number): string {

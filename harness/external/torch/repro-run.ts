@@ -24,12 +24,12 @@ export interface ReproRun {
 }
 
 /** Runs the script at `path` on `world` CPU ranks (gloo) under `python -m torch.distributed.run --standalone`. */
-export async function runExportedScript(path: string, world: number, python: string, timeoutMs = 300_000): Promise<ReproRun> {
+export async function runExportedScript(path: string, world: number, python: string, timeoutMs = 300_000, env: Record<string, string> = {}): Promise<ReproRun> {
   const started = performance.now();
   const r = await execa(python, ["-m", "torch.distributed.run", "--standalone", `--nproc-per-node=${world}`, path], {
     reject: false,
     cwd: dirname(path),
-    env: { OMP_NUM_THREADS: "1", PYTHONPATH: "", PYTHONWARNINGS: "ignore", REPRO_DEVICE: "cpu" },
+    env: { OMP_NUM_THREADS: "1", PYTHONPATH: "", PYTHONWARNINGS: "ignore", REPRO_DEVICE: "cpu", ...env },
     extendEnv: true,
     timeout: timeoutMs,
   });
