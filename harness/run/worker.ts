@@ -30,6 +30,7 @@ import type { CellJobInput, Job, SubjectInfo, WorkerMessage } from "./pool.ts";
 import { sealWorker } from "./seal.ts";
 import { harnessModules } from "./harness-modules.ts";
 import { describeThrown, withoutRankQuery } from "./thrown.ts";
+import { handles, leftRunning } from "./left-running.ts";
 
 const port = (workerData as { port: MessagePort }).port;
 // Bound now: after the seal a subject can no longer replace them, but it could have shadowed them on `process`.
@@ -51,19 +52,6 @@ process.exit = ((code?: number) => {
 }) as typeof process.exit;
 process.on("uncaughtException", (err) => crash(`uncaught exception in the subject's thread: ${describeThrown(err)}`));
 process.on("unhandledRejection", (reason) => crash(`unhandled promise rejection in the subject's thread: ${describeThrown(reason)}`));
-
-/** Live handles by kind (Timeout, Immediate, FSReqCallback...), to find what a subject left running. */
-function handles(): Map<string, number> {
-  const m = new Map<string, number>();
-  for (const kind of activeResources()) m.set(kind, (m.get(kind) ?? 0) + 1);
-  return m;
-}
-
-function leftRunning(before: Map<string, number>): string[] {
-  const out: string[] = [];
-  for (const [kind, n] of handles()) if (n > (before.get(kind) ?? 0)) out.push(`${n - (before.get(kind) ?? 0)} ${kind}`);
-  return out;
-}
 
 /** Subject instances by spec and rank: a user module is imported once per rank of this worker. */
 const instances = new Map<string, Promise<Subject>>();
@@ -139,7 +127,7 @@ const HANDLERS: Record<Job["kind"], Handler> = {
 
 async function run(job: Job): Promise<void> {
   current = job.index;
-  const before = handles();
+  const before = handles(activeResources);
   let result: unknown;
   try {
     const handler = HANDLERS[job.kind];
@@ -155,9 +143,8 @@ async function run(job: Job): Promise<void> {
     current = null;
     return;
   }
-  // A rejection nobody awaited is reported once the microtasks drain: let that happen inside this job.
-  await new Promise((r) => immediate(r));
-  post({ type: "result", index: job.index, result, left: leftRunning(before) });
+  const left = await leftRunning(before, immediate, activeResources);
+  post({ type: "result", index: job.index, result, left });
   current = null;
 }
 
