@@ -134,6 +134,19 @@ describe("framework files", () => {
     const mg = renderCall(getFramework("megatron-core").convention, { foreach: null, expertsPresent: true });
     const code = mg.split("\n").filter((l) => !/^\s*#/.test(l)).join("\n"); // the steps, in order, without their why
     expect(code).toMatch(/total_norm = get_grad_norm_fp32\(\[q\.grad for q in LP if q\.grad is not None and q\.counted_in_norm\], norm_type=NORM_TYPE, grad_stats_parallel_group=dist\.group\.WORLD\)\n\s+ret = clip_grad_by_total_norm_fp32\(LP, MAX_NORM, total_norm\)\n\s+return total_norm/);
+    // helpers only for the argument sources the rendered calls use: DeepSpeed's plain clip passes mpu=None (a
+    // constant), so no mpu; a transformers cell whose ranks all took the accelerate path passes no model object
+    const ds = renderCall(getFramework("deepspeed").convention, { foreach: null, expertsPresent: false });
+    expect(ds).toContain("def local_param(p):");
+    expect(ds).not.toContain("def mpu(");
+    expect(ds).not.toContain("counted_in_norm");
+    const bf16 = renderCall(getFramework("deepspeed-bf16").convention, { foreach: null, expertsPresent: false });
+    expect(bf16).toContain("def mpu(");
+    expect(bf16).not.toContain("def local_param(");
+    const tfAcc = renderCall(getFramework("transformers").convention, { foreach: null, expertsPresent: false, taken: ["accelerate"] });
+    expect(tfAcc).not.toContain("class ParamsModel");
+    expect(tfAcc).not.toContain("has_mixed_dtensor");
+    expect(mg).toContain("lp.grad, lp.counted_in_norm =");
     const plain = renderCall(plainConvention("torch.nn.utils:clip_grad_norm_"), { foreach: true, expertsPresent: false });
     expect(plain).toMatch(/if "foreach" in sig:\n\s+kw\["foreach"\] = True/);
     expect(plain).toMatch(/if "ep_enabled" in sig:\n\s+kw\["ep_enabled"\] = False/);

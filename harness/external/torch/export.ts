@@ -29,7 +29,7 @@ import { runCell } from "../../run/cell.ts";
 import { cellId, type Cell } from "../../spec/cell.ts";
 import type { CellResult } from "../../results/types.ts";
 import { ADAPTER_DIR, PROJECT_ROOT, type TorchOptions } from "./options.ts";
-import type { Arg, Call, Convention } from "./protocol.ts";
+import type { Arg, ArgSource, Call, Convention } from "./protocol.ts";
 import { closeTorchSessions, loadTorchSubject, refusePartial, torchTolerance, type TorchSubject } from "./subject.ts";
 
 export const TEMPLATE = join(ADAPTER_DIR, "repro_template.py");
@@ -89,6 +89,8 @@ interface Gen {
   lines: string[];
   foreach: boolean | null;
   expertsPresent: boolean;
+  /** The argument sources the rendered calls use: what decides the helpers the script defines. */
+  used: Set<ArgSource>;
 }
 
 /** The Python name a target is called by, importing it once (aliased when two share a name). */
@@ -109,6 +111,7 @@ function importName(g: Gen, target: string): string {
 /** An argument source as a Python expression, or null when it is left out (foreach unset). */
 function argExpr(g: Gen, a: Arg): string | null {
   if (typeof a === "object") return "const" in a ? py(a.const) : a.result;
+  g.used.add(a);
   switch (a) {
     case "params":
       return "P";
@@ -187,16 +190,20 @@ function callExpr(g: Gen, step: Call): { before: string[]; expr: string } {
   return { before, expr: `${fn}(${[...args, "**kw"].join(", ")})` };
 }
 
+type RenderOptions = { foreach: boolean | null; expertsPresent: boolean; taken?: string[] };
+
 /** `def clip(named, meshes)`: the convention's setup, path choice and steps as plain Python, with the helpers it uses. */
-export function renderCall(c: Convention, opts: { foreach: boolean | null; expertsPresent: boolean; taken?: string[] }): string {
-  const g: Gen = { imports: new Map(), names: new Set(["P", "LP", "named", "meshes", "kw", "sig", "ret"]), instances: new Map(), lines: [], foreach: opts.foreach, expertsPresent: opts.expertsPresent };
+export function renderCall(c: Convention, opts: RenderOptions): string {
+  return renderCallParts(c, opts).code;
+}
+
+/** renderCall's code, and the argument sources it uses (what the rest of the script must define for them). */
+function renderCallParts(c: Convention, opts: RenderOptions): { code: string; used: ReadonlySet<ArgSource> } {
+  const g: Gen = { imports: new Map(), names: new Set(["P", "LP", "named", "meshes", "kw", "sig", "ret"]), instances: new Map(), lines: [], foreach: opts.foreach, expertsPresent: opts.expertsPresent, used: new Set() };
   const body: string[] = [];
   const ind = "    ";
-  const text = JSON.stringify(c);
-  const usesLocal = text.includes('"local_params"') || text.includes('"grads_for_norm"');
-  const usesMpu = text.includes('"mpu"') || text.includes('"grads_for_norm_deepspeed"');
   body.push(`${ind}P = [p for _, p in named]`);
-  if (usesLocal) body.push(`${ind}LP = [local_param(p) for p in P]`);
+  const lpAt = body.length; // LP is built here when a rendered call uses the local parameters
   for (const s of c.setup) {
     if (s.why) body.push(`${ind}# ${s.why}`);
     const { before, expr } = callExpr(g, s);
@@ -232,9 +239,13 @@ export function renderCall(c: Convention, opts: { foreach: boolean | null; exper
     }
     p.steps.forEach((s, k) => body.push(...step(s, pad, k === p.steps.length - 1, p.norm)));
   });
+  // The helpers are those of the argument sources the rendered calls use (a path left out uses none).
+  const usesLocal = g.used.has("local_params") || g.used.has("grads_for_norm");
+  const usesMpu = g.used.has("mpu") || g.used.has("grads_for_norm_deepspeed");
+  if (usesLocal) body.splice(lpAt, 0, `${ind}LP = [local_param(p) for p in P]`);
   const helpers: string[] = [];
-  if (text.includes('"model"')) helpers.push(...PARAMS_MODEL);
-  if (usesLocal) helpers.push(...localParamHelper(body.some((l) => l.includes("q.counted_in_norm"))));
+  if (g.used.has("model")) helpers.push(...PARAMS_MODEL);
+  if (usesLocal) helpers.push(...localParamHelper(g.used.has("grads_for_norm")));
   if (usesMpu) helpers.push(...MPU);
   const inspect = [
     ...(body.some((l) => l.includes("inspect.signature")) ? ["import inspect"] : []),
@@ -249,10 +260,11 @@ export function renderCall(c: Convention, opts: { foreach: boolean | null; exper
   }
   const imports = [...imported].map(([module, names]) => `from ${module} import ${names.join(", ")}`);
   const receivers = g.lines.filter((l) => !l.startsWith("from "));
-  return [...inspect, ...imports, ...receivers, ...helpers, "", "def clip(named, meshes):  # the call under test, made the way the framework's trainer makes it", ...body]
+  const code = [...inspect, ...imports, ...receivers, ...helpers, "", "def clip(named, meshes):  # the call under test, made the way the framework's trainer makes it", ...body]
     .join("\n")
     .replace(/\n{3,}/g, "\n\n")
     .replace(/^\n+/, "");
+  return { code, used: g.used };
 }
 
 /**
@@ -486,13 +498,12 @@ export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult |
   else checks.delete("errors.nonfinite");
   const coef = clipCoefficient(maxNorm, reference.totalNorm);
   if (!(coef < 1)) checks.delete("scaling.nonempty");
-  const call = renderCall(convention, { foreach: subject.options.foreach, expertsPresent, taken: seen?.paths });
+  const { code: call, used } = renderCallParts(convention, { foreach: subject.options.foreach, expertsPresent, taken: seen?.paths });
   const experts = convention.experts === "dense-mesh-when-ep1" && layout.ep === 1;
   const features = new Set([
     ...checks,
-    ...(/\blocal_param\(/.test(call) ? ["local"] : []),
-    ...(/\bq\.counted_in_norm\b/.test(call) ? ["counted"] : []),
-    ...(/\bmpu\(\)/.test(call) ? ["mp-attrs"] : []),
+    ...(used.has("grads_for_norm") ? ["counted"] : []), // build() marks the copies Megatron's selection counts
+    ...(used.has("mpu") || used.has("grads_for_norm_deepspeed") ? ["mp-attrs"] : []), // and those DeepSpeed's reads
     ...(experts ? ["dense-experts"] : []),
     ...(model.params.some((p) => p.tp === "expert") ? ["experts"] : []),
     ...(model.ties.length ? ["ties"] : []),
