@@ -13,6 +13,7 @@ import { worldSize } from "../layout/layout.ts";
 import { median } from "../util/stats.ts";
 import { BUILTIN_SUBJECTS } from "../clip/registry.ts";
 import { runCell } from "../run/cell.ts";
+import { CHECK_IDS } from "../checks/index.ts";
 import { cellId, type Case, type Cell } from "../spec/cell.ts";
 import type { CellResult } from "../results/types.ts";
 import { cannotRunOn, loadFrameworks, outsideConfigurations, type Framework } from "./torch/frameworks.ts";
@@ -376,8 +377,7 @@ function count<T>(xs: readonly T[], key: (x: T) => string[]): [string, number][]
 }
 
 /** Check ids in report order (harness/checks/index.ts), for stable tables. */
-const CHECK_ORDER = ["parity.norm", "parity.tensors", "parity.ranks", "scaling.nonempty", "scaling.replicas", "liveness", "errors.nonfinite", "memory.peak", "memory.leak", "comm.budget"];
-const byCheck = (a: [string, number], b: [string, number]) => CHECK_ORDER.indexOf(a[0]) - CHECK_ORDER.indexOf(b[0]);
+const byCheck = (a: [string, number], b: [string, number]) => CHECK_IDS.indexOf(a[0]) - CHECK_IDS.indexOf(b[0]);
 
 /** A framework's cells split as the page reports them: in its configurations, outside them, n/a, not run here. */
 function tally(cells: readonly FrameworkCellRecord[]) {

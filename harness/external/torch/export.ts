@@ -19,6 +19,7 @@ import { getModel, MODEL_NAMES } from "../../model/models.ts";
 import { planWorld } from "../../model/plan.ts";
 import { computeReference } from "../../clip/reference.ts";
 import { normTolerance } from "../../checks/types.ts";
+import { CHECK_IDS } from "../../checks/index.ts";
 import { maxNormOf, REGIMES, regimeSpec, type Regime } from "../../clip/regimes.ts";
 import type { ModelManifest } from "../../model/manifest.ts";
 import { causeText, causesOf, messageHead, type FrameworksData } from "../frameworks-table.ts";
@@ -346,8 +347,10 @@ function seenFromRecord(cell: Cell, subject: TorchSubject, records?: FrameworksD
   return { source: `docs/frameworks.json, ${fw.name} ${fw.version}`, failed: rec.failed, messages: rec.messages, causes: rec.causes, repro: null, paths: rec.paths };
 }
 
-/** Every check the script can make, in clip-parity's order (harness/checks/index.ts); it makes those clip-parity saw fail. */
-const ALL_CHECKS = ["parity.norm", "parity.tensors", "parity.ranks", "scaling.nonempty", "liveness", "errors.nonfinite", "comm.budget"];
+/** The checks an exported script implements (repro_template.py), in clip-parity's order; it makes those clip-parity saw fail. */
+const SCRIPT_CHECKS = new Set(["parity.norm", "parity.tensors", "parity.ranks", "scaling.nonempty", "liveness", "errors.nonfinite", "comm.budget"]);
+const ALL_CHECKS = CHECK_IDS.filter((c) => SCRIPT_CHECKS.has(c));
+if (ALL_CHECKS.length !== SCRIPT_CHECKS.size) throw new Error(`internal: the export implements checks the harness does not have: ${[...SCRIPT_CHECKS].filter((c) => !CHECK_IDS.includes(c)).join(", ")}`);
 
 /** A Python literal of a float: repr-exact for finite values. */
 function pyFloat(x: number): string {
