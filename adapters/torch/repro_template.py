@@ -1,6 +1,7 @@
 """@@DOC@@"""
 import math
 import os
+import re  #? liveness
 import sys
 from datetime import timedelta
 
@@ -115,7 +116,7 @@ def main():
         found["scaling.nonempty"] = [f"rank {r}: {x[2]['scaling.nonempty']}" for r, x in enumerate(every) if "scaling.nonempty" in x[2]]  #? scaling.nonempty
         found["errors.nonfinite"] = [f"rank {r} {'raised another error' if x[1] else 'returned a norm'}" for r, x in enumerate(every) if raise_wanted and "finite" not in (x[1] or "")]  #? errors.nonfinite
         found["comm.budget"] = [f"rank {r} issued {x[3]} collectives in one clip; budget {COMM_BUDGET[r]} = reduction groups + 1 (pp)" for r, x in enumerate(every) if x[3] > COMM_BUDGET[r]]  #? comm.budget
-        hung = [f"rank {r} timed out in a collective (a hang): {e}" for r, e in errors if "timed out" in e.lower()]  #? liveness
+        hung = [f"rank {r} timed out in a collective (a hang): {e}" for r, e in errors if re.search(@@TIMEOUT_RE@@, e, re.I)]  #? liveness
         found = {"liveness": hung} if hung else found  # what a hang shows besides is its consequence  #? liveness
         fails = [f"{check}: {what[0]}" for check, what in found.items() if what]
         print("".join(f"FAIL {f}\n" for f in fails) + ("REPRODUCED" if fails and not UNSUPPORTED else f"NOT REPRODUCED {UNSUPPORTED}".strip()), flush=True)

@@ -7,7 +7,8 @@
  * trainer makes it, and only the checks that clip-parity saw fail (all of them when none did).
  *
  * The script is adapters/torch/repro_template.py with the docstring (@@DOC@@), the cell (@@CELL@@) and the call
- * (@@CALL@@) filled in; template lines tagged `#? check ...` are kept only when the script makes one of those checks.
+ * (@@CALL@@) filled in, and the pattern of a collective's timeout (@@TIMEOUT_RE@@); template lines tagged
+ * `#? check ...` are kept only when the script makes one of those checks.
  */
 import { escapeControls } from "../../results/controls.ts";
 import { existsSync, readFileSync } from "node:fs";
@@ -31,7 +32,7 @@ import { cellId, type Cell } from "../../spec/cell.ts";
 import type { CellResult } from "../../results/types.ts";
 import { ADAPTER_DIR, PROJECT_ROOT, type TorchOptions } from "./options.ts";
 import type { Arg, ArgSource, Call, Convention } from "./protocol.ts";
-import { closeTorchSessions, loadTorchSubject, refusePartial, torchTolerance, type TorchSubject } from "./subject.ts";
+import { closeTorchSessions, COLLECTIVE_TIMEOUT_RE, loadTorchSubject, refusePartial, torchTolerance, type TorchSubject } from "./subject.ts";
 
 export const TEMPLATE = join(ADAPTER_DIR, "repro_template.py");
 const DTYPES: readonly DType[] = ["f32", "bf16", "f16"];
@@ -558,7 +559,9 @@ export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult |
   const script = template
     .replace("@@DOC@@", () => doc)
     .replace("@@CELL@@", () => cellCode)
-    .replace("@@CALL@@", () => call);
+    .replace("@@CALL@@", () => call)
+    // the hang as clip-parity tells it from a raise (subject.ts), the same pattern (a Python raw string)
+    .replace("@@TIMEOUT_RE@@", () => `r"${COLLECTIVE_TIMEOUT_RE.source}"`);
   return { cell, script, fileName };
 }
 

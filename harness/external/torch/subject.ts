@@ -165,8 +165,11 @@ function whereRaised(traceback: string[]): string {
   return frames.length ? ` (at ${frames.slice(-3).reverse().join(" < ")})` : "";
 }
 
+/** c10d's words for a collective a rank waited in past its timeout (gloo "Timed out waiting", NCCL "timeout"). */
+export const COLLECTIVE_TIMEOUT_RE = /timed? ?out|timeout/i;
+
 /** A rank's error that is c10d's timeout of a collective it waited in (collectiveTimeoutS): the hang itself, not a raise. */
-export const isCollectiveTimeout = (msg: string) => /timed? ?out|timeout/i.test(msg);
+export const isCollectiveTimeout = (msg: string) => COLLECTIVE_TIMEOUT_RE.test(msg);
 
 /**
  * The adapter builds DTensors from Shard and Replicate placements only (torch Partial is not
