@@ -593,6 +593,20 @@ def prepare_call(step: dict, cell: Cell, targets: Targets):
     return fn, args, kwargs
 
 
+def call_steps(path: dict, cell: Cell, targets: Targets, first: tuple, used_kwargs: set):
+    """Calls the path's steps in order; returns the last one's value. A later step may use an earlier one's
+    result, so it is prepared when its turn comes. Its arguments (clip_grads_with_norm_'s total_norm) live in
+    this frame only: none is still held when run_job measures what the call left allocated."""
+    ret = None
+    for i, step in enumerate(path["steps"]):
+        fn, args, kwargs = first if i == 0 else prepare_call(step, cell, targets)
+        used_kwargs.update(kwargs)
+        ret = fn(*args, **kwargs)
+        if step.get("saveAs"):
+            cell.results[step["saveAs"]] = ret
+    return ret
+
+
 def run_job(job: dict, device: torch.device, meshes: dict, targets: Targets) -> dict:
     """Runs one cell on this rank: the clipped local gradients go back into job["grads"]; returns the result json."""
     rank = dist.get_rank()
@@ -622,17 +636,9 @@ def run_job(job: dict, device: torch.device, meshes: dict, targets: Targets) -> 
     used_kwargs: set = set()
     t0 = time.perf_counter()
     set_collective_timeout(meshes["groups"], timedelta(seconds=float(job["collectiveTimeoutS"])))
-    fn = args = kwargs = None
     try:
-        ret = None
         with mon:
-            for i, step in enumerate(path["steps"]):
-                # A later step may use an earlier one's result, so it is prepared when its turn comes.
-                fn, args, kwargs = calls[0] if i == 0 else prepare_call(step, cell, targets)
-                used_kwargs.update(kwargs)
-                ret = fn(*args, **kwargs)
-                if step.get("saveAs"):
-                    cell.results[step["saveAs"]] = ret
+            ret = call_steps(path, cell, targets, calls[0], used_kwargs)
         timings["call"] = time.perf_counter() - t0
         norm = path.get("norm", "return")
         if isinstance(norm, dict):
@@ -662,8 +668,6 @@ def run_job(job: dict, device: torch.device, meshes: dict, targets: Targets) -> 
         }
     finally:
         set_collective_timeout(meshes["groups"], c10d.default_pg_timeout)
-    # A later step's arguments may hold an earlier one's result (clip_grads_with_norm_'s total_norm): not a leak.
-    fn = args = kwargs = None
     cell.results.clear()
     calls.clear()
     # Tensors die with their last reference; an exception's frames or a collective's output still held by a
