@@ -22,18 +22,21 @@ import type { TorchOptions } from "./torch/options.ts";
 import { closeTorchSessions, isCollectiveTimeout, isTorchSubject, loadTorchSubject, type TorchSubject } from "./torch/subject.ts";
 
 /**
- * What a fresh run in CI compares with the committed data: three frameworks (torch and torchtitan share one
- * session, transformers has its own) on four gpu4 cells that show their typical verdicts: no PP reduction,
- * a pass, the MTP replica counted twice with one collective per mesh, a bfloat16 coefficient. None hinges
- * on float32 rounding a few ulps either side of the fp32 class, which another CPU's kernels could move.
+ * What a fresh run in CI compares with the committed data: five frameworks (torch, torch-total-norm and
+ * torchtitan share one session, transformers and deepspeed-bf16 have their own) on five gpu4 cells that show
+ * their typical verdicts: no PP reduction, a pass, the MTP replica counted twice with one collective per mesh,
+ * a bfloat16 coefficient, and a two-step clip (whose saved norm must not read as a leak) and DeepSpeed's mpu over
+ * pp x tp with a tied replica. None hinges on float32 rounding a few ulps either side of a tolerance class,
+ * which another CPU's kernels could move.
  */
 export const CI_SUBSET = {
-  frameworks: ["torch", "torchtitan", "transformers"],
+  frameworks: ["torch", "torch-total-norm", "torchtitan", "transformers", "deepspeed-bf16"],
   cases: [
     "pp4/llama3-debug/bf16/n2/sparse/s0",
     "dp_shard2,tp2/llama3-debug/f32/n2/active/s0",
     "pp2,dp_shard2,ep2/deepseek-v3-debug/f32/n2/active/s0",
     "dp_shard2,tp2/llama3-debug/bf16/n1/inactive/s0",
+    "pp2,tp2/deepseek-v3-debug/f32/n2/active/s0",
   ],
 } as const;
 
