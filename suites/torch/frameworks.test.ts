@@ -11,11 +11,11 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { main as cli } from "../../cli/main.ts";
-import { caseKey, causesOf, CI_SUBSET, renderFrameworks, runFrameworks, type FrameworksData } from "../../harness/external/frameworks-table.ts";
+import { caseKey, causesOf, CI_SUBSET, renderFrameworks, runFrameworks, type FrameworkCellRecord, type FrameworksData } from "../../harness/external/frameworks-table.ts";
 import { frameworkCases } from "../../matrix/frameworks.ts";
 import { parseLayout, worldSize } from "../../harness/layout/layout.ts";
 import { exportCell, parseCellId, renderCall } from "../../harness/external/torch/export.ts";
-import { runExportedScript } from "../../harness/external/torch/repro-run.ts";
+import { listedFailures, runExportedScript } from "../../harness/external/torch/repro-run.ts";
 import { applicability, cannotRunOn, getFramework, listFrameworkSubjects, loadFrameworks, outsideConfigurations, parseFrameworkFile, plainConvention } from "../../harness/external/torch/frameworks.ts";
 import { PROJECT_ROOT, torchOptionsFromEnv } from "../../harness/external/torch/options.ts";
 import { closeTorchSessions, parseTorchSpec } from "../../harness/external/torch/subject.ts";
@@ -213,6 +213,32 @@ describe("docs/frameworks.md", () => {
     }
     // a failure outside the configurations is not upstream material, and its script is not run
     for (const f of committed().frameworks) for (const c of f.cells) if (c.outside || c.status !== "fail") expect(c.repro, `${f.name} ${c.case}`).toBeUndefined();
+  });
+
+  it("runs the scripts of the failures in a framework's configurations only, and says which did not reproduce", () => {
+    const cell = (c: string, status: FrameworkCellRecord["status"], more: Partial<FrameworkCellRecord> = {}): FrameworkCellRecord => ({ case: c, status, failed: status === "fail" ? ["parity.norm"] : [], messages: {}, causes: [], paths: [], ...more });
+    const data: FrameworksData = {
+      ...committed(),
+      frameworks: [
+        {
+          name: "fw",
+          package: "fw",
+          version: "1",
+          description: "d",
+          trainer: "t",
+          cells: [cell("a", "fail"), cell("b", "fail", { outside: "no pp" }), cell("c", "pass"), cell("d", "n/a"), cell("e", "fail")],
+        },
+      ],
+    };
+    expect(listedFailures(data).map((x) => x.id)).toEqual(["torch:fw/a", "torch:fw/e"]);
+    const row = (d: FrameworksData) => renderFrameworks(d, { fw: {} }).split("\n").find((l) => l.startsWith("| fw |"))!;
+    expect(row(data)).toContain("| 2 | not checked |");
+    data.frameworks[0]!.cells[0]!.repro = { lines: 120, reproduced: true, failed: ["parity.norm"] };
+    data.frameworks[0]!.cells[4]!.repro = { lines: 140, reproduced: false, failed: [] };
+    expect(row(data)).toContain("| 2 | 1 of 2 |");
+    const page = renderFrameworks(data, { fw: {} });
+    expect(page).toContain("Reproduced standalone: 1 of 2 failures (scripts of 140 lines at most).");
+    expect(page).toContain("Not reproduced by their scripts (1): `e`.");
   });
 
   it("covers every declared framework over every case at the pinned versions, transformers by both Trainer paths", () => {
