@@ -422,6 +422,10 @@ describe(`an exported script${torch.skipNote}`, () => {
       expect(r.stdout).not.toMatch(/^FAIL/m);
       expect(r.reproduced).toBe(false); // what npm run frameworks records for a listed failure that does not reproduce
       expect(r.failed).toEqual([]);
+      // the script's own mpu (pp x tp) and DeepSpeed's marks agree with the adapter's: a pass there is a pass here
+      const ds = await exportAndRun("torch:deepspeed-bf16/pp2,tp2/deepseek-v3-debug/f32/n2/active/s0");
+      expect(ds.exitCode, ds.stdout + ds.stderr.slice(-2000)).toBe(0);
+      expect(ds.failed).toEqual([]);
     },
     600_000,
   );
