@@ -1,4 +1,4 @@
-import { meshesOf, reductionGroup, summedOverPartial, tieGroup } from "../world/context.ts";
+import { meshesOf, reductionGroupCount, summedOverPartial, tieGroup } from "../world/context.ts";
 import { defineCheck, fail, pass } from "./types.ts";
 
 /**
@@ -14,8 +14,7 @@ export default defineCheck({
   judge(ctx) {
     const meshes = meshesOf(ctx.cell.layout);
     for (const [rank, params] of ctx.plan.entries()) {
-      const groups = new Set<string>();
-      for (const p of params) groups.add(reductionGroup(meshes, rank, p, p.placements.map((x) => x.kind === "shard")).key);
+      const groups = reductionGroupCount(meshes, rank, params);
       const partialSums = params.filter((p, i) => summedOverPartial(meshes, rank, p) && p.canonical && ctx.grads[rank][i]).length;
       // an optimizer-owned clipper finalizes tied gradients itself: one collective per tied parameter
       // whose copies span more than this rank (SPEC §5), even when two of them share the same ranks
@@ -26,10 +25,10 @@ export default defineCheck({
           if (tieGroup(ctx.plan, meshes, rank, p).ranks.length > 1) ties.add(p.name);
         }
       }
-      const budget = ctx.budgets.collectives ?? Math.max(1, groups.size) + 1 + ties.size + partialSums;
+      const budget = ctx.budgets.collectives ?? groups + 1 + ties.size + partialSums;
       const why =
         ctx.budgets.collectives === undefined
-          ? `${Math.max(1, groups.size)} distinct reduction groups + 1 (pp)${ties.size ? ` + ${ties.size} tied parameter${ties.size > 1 ? "s" : ""} (finalize)` : ""}` +
+          ? `${groups} distinct reduction groups + 1 (pp)${ties.size ? ` + ${ties.size} tied parameter${ties.size > 1 ? "s" : ""} (finalize)` : ""}` +
             (partialSums ? ` + ${partialSums} Partial gradient${partialSums > 1 ? "s" : ""} (summed over the Partial axes)` : "")
           : "the matrix's budget";
       const c = ctx.comm[rank];

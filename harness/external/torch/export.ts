@@ -25,7 +25,7 @@ import { maxNormOf, REGIMES, regimeSpec, type Regime } from "../../clip/regimes.
 import type { ModelManifest } from "../../model/manifest.ts";
 import { causeText, causesOf, messageHead, type FrameworksData } from "../frameworks-table.ts";
 import { applicability, outsideConfigurations } from "./frameworks.ts";
-import { meshesOf, reductionGroup } from "../../world/context.ts";
+import { meshesOf, reductionGroupCount } from "../../world/context.ts";
 import { clipCoefficient, type DType } from "../../clip/api.ts";
 import { runCell } from "../../run/cell.ts";
 import { cellId, type Cell } from "../../spec/cell.ts";
@@ -488,7 +488,8 @@ export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult |
     for (const r of t.replicas) if (r.tp !== p.tp) throw new Error(`internal: ${r.fqn} has tp style ${r.tp}, its canonical copy ${p.tp}: the script gives a replica its canonical copy's`);
   }
   const meshes = meshesOf(layout);
-  const commBudgets = plan.map((params, rank) => Math.max(1, new Set(params.map((p) => reductionGroup(meshes, rank, p, p.placements.map((x) => x.kind !== "replicate")).key)).size) + 1);
+  // comm.budget's budget for a clip-shaped subject (no tie term) with no Partial gradient (refused above)
+  const commBudgets = plan.map((params, rank) => reductionGroupCount(meshes, rank, params) + 1);
   const expertsPresent = plan.some((ps) => ps.some((p) => p.mesh === "sparse"));
   const seen = run ? seenFromRun(run) : seenFromRecord(cell, subject, records);
   const convention = subject.convention;
