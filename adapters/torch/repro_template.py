@@ -71,14 +71,20 @@ def build(device):  # this rank's parameter copies, gradients set: DTensors on i
 #?{ parity.tensors scaling.nonempty
 def first_bad(named, before, norm):  # {check: the first local gradient that fails it}: not round(float32(g) * coef), unscaled
     t = torch.tensor([MAX_NORM, REFERENCE_NORM if TOLERANCE == "exact" else norm, 1e-6], dtype=torch.float32)
-    coef, found = torch.clamp(t[0] / (t[1] + t[2]), max=1.0).item(), {}  # as torch computes it: float32, clamped to 1
-    for fqn, p in [(f, p) for f, p in named if p.grad is not None]:
-        g0, got = before[fqn], p.grad.to_local().detach().cpu()
-        want = (g0.float() * coef).to(got.dtype)  #? parity.tensors
-        for i in (~((got == want) | (got.isnan() & want.isnan()))).flatten().nonzero()[:1, 0].tolist():  # the first that differs  #? parity.tensors
-            found.setdefault("parity.tensors", f"{fqn} local element {i}: got {got.flatten()[i].item()!r}, expected {want.flatten()[i].item()!r}")  #? parity.tensors
-        if CLIP_COEF < 1 and bool((g0 != 0).any()) and torch.equal(got, g0):  #? scaling.nonempty
-            found.setdefault("scaling.nonempty", f"{fqn} still holds its unclipped values")  #? scaling.nonempty
+    coefs = [torch.clamp(t[0] / (t[1] + t[2]), max=1.0).item()]  # float32, clamped to 1
+    if TOLERANCE == "bf16" and DTYPE != "f32":  # or computed in the gradients' dtype, as torch does on a norm of it  #? parity.tensors
+        coefs.append(torch.clamp(MAX_NORM / (torch.tensor(norm, dtype=TORCH_DTYPE[DTYPE]) + 1e-6), max=1.0).item())  #? parity.tensors
+    for coef in coefs:  # one coefficient for every gradient of the rank
+        found = {}
+        for fqn, p in [(f, p) for f, p in named if p.grad is not None]:
+            g0, got = before[fqn], p.grad.to_local().detach().cpu()
+            want = (g0.float() * coef).to(got.dtype)  #? parity.tensors
+            for i in (~((got == want) | (got.isnan() & want.isnan()))).flatten().nonzero()[:1, 0].tolist():  # the first that differs  #? parity.tensors
+                found.setdefault("parity.tensors", f"{fqn} local element {i}: got {got.flatten()[i].item()!r}, expected {want.flatten()[i].item()!r}")  #? parity.tensors
+            if CLIP_COEF < 1 and bool((g0 != 0).any()) and torch.equal(got, g0):  #? scaling.nonempty
+                found.setdefault("scaling.nonempty", f"{fqn} still holds its unclipped values")  #? scaling.nonempty
+        if "parity.tensors" not in found:
+            break
     return found
 
 #?}

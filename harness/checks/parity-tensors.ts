@@ -1,14 +1,17 @@
 import { clipCoefficient } from "../clip/api.ts";
 import type { VerifyItem } from "../backend/backend.ts";
 import type { LocalParam } from "../model/plan.ts";
-import { defineCheck, fail, globalIndex, notComparable, pass, skip } from "./types.ts";
+import { defineCheck, fail, globalIndex, lowPrecisionCoef, lowPrecisionDtype, notComparable, pass, skip } from "./types.ts";
 
 /** A value as a message shows it: -0 with its sign (a bitwise mismatch of +0 and -0 would read "got 0, expected 0"). */
 const signed = (x: number): string => (Object.is(x, -0) ? "-0" : String(x));
 
 /**
  * Every clipped element equals round(float32(g) * c): c is the reference's coefficient for the
- * `exact` class, else the one the rank's own norm gives (SPEC §6).
+ * `exact` class, else the one the rank's own norm gives (SPEC §6). In the `bf16` class (a subject that
+ * reduces in the gradients' own low precision, as PyTorch does for bfloat16 and float16 gradients) a rank
+ * may instead have computed that coefficient in the gradients' dtype (low-precision.ts); it must then have
+ * scaled every one of its gradients by it.
  */
 export default defineCheck({
   id: "parity.tensors",
@@ -16,31 +19,50 @@ export default defineCheck({
   judge(ctx) {
     const why = notComparable(ctx);
     if (why) return skip(this.id, why);
-    // Every local gradient of every rank, in rank then parameter order, verified in one native call
-    // that reports the first mismatch in that order.
-    const items: VerifyItem[] = [];
-    const where: { rank: number; p: LocalParam }[] = [];
-    for (const [rank, params] of ctx.plan.entries()) {
+    const perRank = ctx.plan.map((params, rank) => {
       const norm = ctx.outcomes[rank].value as number;
       const coef = ctx.tolerance === "exact" ? ctx.clipCoef : clipCoefficient(ctx.maxNorm, norm);
+      const items: VerifyItem[] = [];
+      const where: LocalParam[] = [];
       for (const [i, p] of params.entries()) {
         const grad = ctx.grads[rank][i];
         if (!grad) continue;
         items.push({ tensor: grad, gen: ctx.genSpec(p), block: p.block, coef });
-        where.push({ rank, p });
+        where.push(p);
+      }
+      return { rank, norm, items, where };
+    });
+    // Every local gradient of every rank, in rank then parameter order, verified in one native call
+    // that reports the first mismatch in that order.
+    const all = perRank.flatMap((r) => r.items);
+    const where = perRank.flatMap((r) => r.where.map((p) => ({ rank: r.rank, p })));
+    let found = ctx.backend.verifyScaledMany(all);
+    if (found && lowPrecisionDtype(ctx)) {
+      // rank by rank: the float32 coefficient, else the one computed in the gradients' dtype, for all of them
+      found = null;
+      let offset = 0;
+      for (const r of perRank) {
+        const at32 = ctx.backend.verifyScaledMany(r.items);
+        const low = lowPrecisionCoef(ctx, r.norm)!;
+        if (at32 && ctx.backend.verifyScaledMany(r.items.map((it) => ({ ...it, coef: low })))) {
+          found = { item: offset + at32.item, mismatch: at32.mismatch };
+          break;
+        }
+        offset += r.items.length;
       }
     }
-    const found = ctx.backend.verifyScaledMany(items);
     if (found) {
-      const { rank, p } = where[found.item];
-      const { coef } = items[found.item];
+      const { rank, p } = where[found.item]!;
+      const { coef } = all[found.item]!;
+      const low = lowPrecisionCoef(ctx, perRank[rank]!.norm);
       const m = found.mismatch;
       return fail(
         this.id,
         `rank ${rank}, ${p.fqn}${p.canonical ? "" : ` (replica of ${p.name})`}, element ${globalIndex(p.block, m.index)}: ` +
-          `got ${signed(m.actual)}, expected ${signed(m.expected)} = round(g * ${coef})`,
+          `got ${signed(m.actual)}, expected ${signed(m.expected)} = round(g * ${coef})` +
+          (low !== null ? `, nor round(g * ${low}) (the coefficient computed in ${ctx.cell.dtype})` : ""),
       );
     }
-    return pass(this.id, `${items.length} local gradients`);
+    return pass(this.id, `${all.length} local gradients`);
   },
 });

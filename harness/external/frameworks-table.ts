@@ -117,8 +117,6 @@ export const CAUSES: Record<string, string> = {
   "replicated-counted": "replicated shards counted once per replica: the norm is too large",
   "norm-too-small": "the norm is too small on every rank: some gradients are not counted",
   "low-precision-rounding": "norm reduced in the gradients' low-precision dtype, beyond the bf16 class",
-  "coef-in-dtype": "clip_coef computed in the gradients' dtype (bfloat16/float16), not float32, so scaled values differ from round(g * c)",
-  "unscaled-boundary": "at the boundary clip_coef rounds to 1 in the gradients' dtype and nothing is scaled",
   unscaled: "a gradient keeps its unclipped values while clip_coef < 1",
   "replicas-differ": "tied copies are not scaled alike",
   "hang-nonfinite": "a stage raises on its non-finite norm before the PP all_reduce; the other stages wait in it (hang)",
@@ -192,8 +190,8 @@ export function causesOf(r: CellResult): string[] {
     else if (r.cell.layout.pp > 1 && errors.length) add("nonfinite-one-stage");
     else add("nonfinite-silent");
   }
-  if (fails.has("parity.tensors") && !errors.length) add(r.cell.dtype === "f32" ? `other:${messageHead(msg("parity.tensors"))}` : "coef-in-dtype");
-  if (fails.has("scaling.nonempty")) add(r.cell.regime === "boundary" && r.cell.dtype !== "f32" ? "unscaled-boundary" : "unscaled");
+  if (fails.has("parity.tensors") && !errors.length) add(`other:${messageHead(msg("parity.tensors"))}`);
+  if (fails.has("scaling.nonempty")) add("unscaled");
   if (fails.has("scaling.replicas")) add("replicas-differ");
   if (fails.has("comm.budget")) add("comm-budget");
   if (fails.has("memory.peak")) add("memory-peak");

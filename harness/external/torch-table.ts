@@ -88,8 +88,7 @@ export function diagnose(c: JsonCell): string {
           : "the non-finite norm is seen on one stage only: the other stages do not raise",
     );
   }
-  if (fails.has("parity.tensors") && !raised.length && c.dtype !== "f32") notes.push(`clip_coef computed in ${c.dtype === "bf16" ? "bfloat16" : "float16"}, not float32`);
-  else if (fails.has("parity.tensors") && !notes.length) notes.push(msg(c, "parity.tensors").split("\n")[0]!);
+  if (fails.has("parity.tensors") && !notes.length) notes.push(msg(c, "parity.tensors").split("\n")[0]!);
   for (const id of ["scaling.nonempty", "scaling.replicas", "memory.peak", "memory.leak", "comm.budget"]) {
     if (fails.has(id)) notes.push(`${id}: ${msg(c, id).split("\n")[0]}`);
   }

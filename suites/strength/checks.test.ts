@@ -13,6 +13,7 @@ import { runMatrix } from "../../harness/run/runner.ts";
 import type { CellResult } from "../../harness/results/types.ts";
 import { cellId, type Case, type Cell } from "../../harness/spec/cell.ts";
 import { builtinMatrices } from "../../matrix/index.ts";
+import { coefInGradDtype } from "./subjects/coef-in-grad-dtype.ts";
 
 const SUBJECTS = "./suites/strength/subjects";
 const load = (name: string) => loadSubject(`${SUBJECTS}/${name}.ts`);
@@ -74,6 +75,33 @@ describe("parity.norm: the returned norm is a float32 value in every class", () 
     const { at, index } = await caughtOnCpu(`${SUBJECTS}/float64-norm.ts`, ["parity.norm"]);
     expect(at).not.toBeNull();
     expect(index).toBeLessThan(4);
+  });
+});
+
+describe("parity.tensors in the bf16 class: the coefficient in the gradients' dtype, one per rank", () => {
+  // PyTorch's clip_grads_with_norm_ divides in the dtype of the norm get_total_norm returns: bfloat16 for
+  // bfloat16 gradients. The class that claims PyTorch's reduction accepts that coefficient; the others do not,
+  // and no class accepts a coefficient off by more than that rounding, or two coefficients on one rank.
+  const bf16 = (over: Partial<Cell> = {}) => single({ dtype: "bf16", ...over });
+  for (const dtype of ["bf16", "f16"] as const) {
+    it(`accepts it under bf16 for ${dtype} gradients, and fails it under fp32`, async () => {
+      const r = await runCell(bf16({ dtype }), { subject: coefInGradDtype() });
+      expect(check(r, "parity.tensors").status, check(r, "parity.tensors").message).toBe("pass");
+      const strict = await runCell(bf16({ dtype }), { subject: { ...coefInGradDtype(), tolerance: "fp32" } });
+      expect(check(strict, "parity.tensors").status).toBe("fail");
+      expect(check(strict, "parity.tensors").message).not.toMatch(/nor round/);
+    });
+  }
+
+  it("fails a coefficient off by more than its rounding, naming both coefficients", async () => {
+    const r = await runCell(bf16(), { subject: coefInGradDtype({ skew: 1 + 2 ** -6 }) });
+    expect(check(r, "parity.tensors").status).toBe("fail");
+    expect(check(r, "parity.tensors").message).toMatch(/expected .* = round\(g \* [\d.e-]+\), nor round\(g \* [\d.e-]+\) \(the coefficient computed in bf16\)/);
+  });
+
+  it("fails a rank that scales its gradients by both coefficients", async () => {
+    const r = await runCell(bf16(), { subject: coefInGradDtype({ mixed: true }) });
+    expect(check(r, "parity.tensors").status).toBe("fail");
   });
 });
 

@@ -1,0 +1,31 @@
+/**
+ * Test-local subject: `bucketed`'s norm, but the clip coefficient computed in the gradients' own dtype, as
+ * PyTorch's clip_grads_with_norm_ does on the bfloat16 or float16 norm get_total_norm returns for such
+ * gradients (harness/clip/low-precision.ts). `skew` multiplies that coefficient (a wrong one, beyond
+ * rounding); `mixed` scales the rank's first gradient by the float32 coefficient and the rest by this one.
+ * The bf16 class accepts the coefficient, the others do not (suites/strength/checks.test.ts).
+ */
+import { defineSubject, normFromPowerSum, clipCoefficient, type Subject } from "../../../harness/clip/api.ts";
+import { checkFinite } from "../../../harness/clip/common.ts";
+import { clipCoefficientIn } from "../../../harness/clip/low-precision.ts";
+import { bucketedTotal } from "./bucketed-total.ts";
+
+export function coefInGradDtype(opts: { skew?: number; mixed?: boolean } = {}): Subject {
+  return defineSubject({
+    name: "coef-in-grad-dtype",
+    description: "bucketed, but clip_coef computed in the gradients' dtype (bf16/f16)",
+    tolerance: "bf16",
+    async clip(rank, args) {
+      const total = await bucketedTotal(rank, args);
+      const norm = normFromPowerSum(total, args.normType);
+      checkFinite(norm, args);
+      const grads = args.params.flatMap((p) => (p.grad ? [p.grad] : []));
+      const dtype = grads[0]?.dtype;
+      const low = dtype === "bf16" || dtype === "f16" ? clipCoefficientIn(dtype, args.maxNorm, norm) * (opts.skew ?? 1) : clipCoefficient(args.maxNorm, norm);
+      grads.forEach((g, i) => rank.ops.scale_(g, opts.mixed && i === 0 ? clipCoefficient(args.maxNorm, norm) : low));
+      return norm;
+    },
+  });
+}
+
+export default coefInGradDtype();
