@@ -70,22 +70,26 @@ def build(device):  # this rank's parameter copies, gradients set: DTensors on i
 
 #?{ parity.tensors scaling.nonempty
 def first_bad(named, before, norm):  # {check: the first local gradient that fails it}: not round(float32(g) * coef), unscaled
-    t = torch.tensor([MAX_NORM, REFERENCE_NORM if TOLERANCE == "exact" else norm, 1e-6], dtype=torch.float32)
-    coefs = [torch.clamp(t[0] / (t[1] + t[2]), max=1.0).item()]  # float32, clamped to 1
-    if TOLERANCE == "bf16" and DTYPE != "f32":  # or computed in the gradients' dtype, as torch does on a norm of it  #? parity.tensors
-        coefs.append(torch.clamp(MAX_NORM / (torch.tensor(norm, dtype=TORCH_DTYPE[DTYPE]) + 1e-6), max=1.0).item())  #? parity.tensors
-    for coef in coefs:  # one coefficient for every gradient of the rank
-        found = {}
-        for fqn, p in [(f, p) for f, p in named if p.grad is not None]:
-            g0, got = before[fqn], p.grad.to_local().detach().cpu()
-            want = (g0.float() * coef).to(got.dtype)  #? parity.tensors
-            for i in (~((got == want) | (got.isnan() & want.isnan()))).flatten().nonzero()[:1, 0].tolist():  # the first that differs  #? parity.tensors
-                found.setdefault("parity.tensors", f"{fqn} local element {i}: got {got.flatten()[i].item()!r}, expected {want.flatten()[i].item()!r}")  #? parity.tensors
-            if CLIP_COEF < 1 and bool((g0 != 0).any()) and torch.equal(got, g0):  #? scaling.nonempty
-                found.setdefault("scaling.nonempty", f"{fqn} still holds its unclipped values")  #? scaling.nonempty
-        if "parity.tensors" not in found:
-            break
+    grads, found = [(fqn, before[fqn], p.grad.to_local().detach().cpu()) for fqn, p in named if p.grad is not None], {}
+    for fqn, g0, got in grads:  #? scaling.nonempty
+        if CLIP_COEF < 1 and bool((g0 != 0).any()) and torch.equal(got, g0):  #? scaling.nonempty
+            found.setdefault("scaling.nonempty", f"{fqn} still holds its unclipped values")  #? scaling.nonempty
+    t = torch.tensor([MAX_NORM, REFERENCE_NORM if TOLERANCE == "exact" else norm, 1e-6], dtype=torch.float32)  #? parity.tensors
+    coefs = [torch.clamp(t[0] / (t[1] + t[2]), max=1.0).item()]  # float32, clamped to 1  #? parity.tensors
+    coefs.append(torch.clamp(MAX_NORM / (torch.tensor(norm, dtype=TORCH_DTYPE[DTYPE]) + 1e-6), max=1.0).item())  # or in the gradients' dtype, as torch computes it  #? coef-in-dtype
+    misses = [first_mismatch(grads, coef) for coef in coefs]  # one coefficient must scale every gradient of the rank  #? parity.tensors
+    if all(misses):  #? parity.tensors
+        found["parity.tensors"] = misses[0]  #? parity.tensors
     return found
+
+#?}
+#?{ parity.tensors
+def first_mismatch(grads, coef):  # the first element that is not round(float32(g) * coef), or None
+    for fqn, g0, got in grads:
+        want = (g0.float() * coef).to(got.dtype)
+        for i in (~((got == want) | (got.isnan() & want.isnan()))).flatten().nonzero()[:1, 0].tolist():
+            return f"{fqn} local element {i}: got {got.flatten()[i].item()!r}, expected {want.flatten()[i].item()!r}"
+    return None
 
 #?}
 @@CALL@@

@@ -426,6 +426,16 @@ describe(`an exported script${torch.skipNote}`, () => {
       const ds = await exportAndRun("torch:deepspeed-bf16/pp2,tp2/deepseek-v3-debug/f32/n2/active/s0");
       expect(ds.exitCode, ds.stdout + ds.stderr.slice(-2000)).toBe(0);
       expect(ds.failed).toEqual([]);
+      // a bf16 cell torch passes only because the bf16 class accepts its coefficient computed in bfloat16: the script
+      // applies the same rule, so its own verdict is a pass too
+      const bf16 = "torch:torch/dp_replicate2,dp_shard2/llama3-debug/bf16/n2/active/s0";
+      expect(committed().frameworks.find((f) => f.name === "torch")!.cells.find((c) => `torch:torch/${c.case}` === bf16)!.status).toBe("pass");
+      const appended = /^ {4}coefs\.append\(.*torch\.tensor\(norm, dtype=TORCH_DTYPE\[DTYPE\]\)/m;
+      expect((await exportTo(bf16)).data.script).toMatch(appended);
+      expect((await exportTo(TORCH_PASS)).data.script).not.toMatch(appended); // float32 cells: the float32 coefficient only
+      const low = await exportAndRun(bf16);
+      expect(low.exitCode, low.stdout + low.stderr.slice(-2000)).toBe(0);
+      expect(low.failed).toEqual([]);
     },
     600_000,
   );

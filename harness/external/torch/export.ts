@@ -19,7 +19,7 @@ import { formatLayout, parseLayout, validateLayout, worldSize, type ValidLayout 
 import { getModel, MODEL_NAMES } from "../../model/models.ts";
 import { planWorld } from "../../model/plan.ts";
 import { computeReference } from "../../clip/reference.ts";
-import { normTolerance } from "../../checks/types.ts";
+import { lowPrecisionDtype, normTolerance } from "../../checks/types.ts";
 import { CHECK_IDS } from "../../checks/index.ts";
 import { maxNormOf, REGIMES, regimeSpec, type Regime } from "../../clip/regimes.ts";
 import type { ModelManifest } from "../../model/manifest.ts";
@@ -505,6 +505,7 @@ export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult |
   if (!(coef < 1)) checks.delete("scaling.nonempty");
   const { code: call, used } = renderCallParts(convention, { foreach: subject.options.foreach, expertsPresent, taken: seen?.paths });
   const experts = convention.experts === "dense-mesh-when-ep1" && layout.ep === 1;
+  const tolerance = torchTolerance(cell.dtype, subject.options.tolerance);
   const features = new Set([
     ...checks,
     ...(used.has("grads_for_norm") ? ["counted"] : []), // build() marks the copies Megatron's selection counts
@@ -513,6 +514,7 @@ export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult |
     ...(model.params.some((p) => p.tp === "expert") ? ["experts"] : []),
     ...(model.ties.length ? ["ties"] : []),
     ...(regime.special !== null ? ["special"] : []),
+    ...(checks.has("parity.tensors") && lowPrecisionDtype({ tolerance, cell }) ? ["coef-in-dtype"] : []), // the class accepts torch's coefficient
   ]);
 
   // Which parameters have a gradient, as one Python expression checked against the regime over the manifest.
@@ -524,7 +526,6 @@ export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult |
   if (!hasGrad) throw new Error(`internal: regime ${cell.regime}: which parameters have a gradient has no Python expression here`);
   const specialParam = regime.special === null ? null : (model.params.find((p) => regime.hasGrad(p.index))?.name ?? null);
   const special = specialParam === null ? "None" : `(${JSON.stringify(specialParam)}, ${pyFloat(regime.special!)})`;
-  const tolerance = torchTolerance(cell.dtype, subject.options.tolerance);
   const target = subject.framework ? `${subject.framework.name} ${subject.info.packageVersion ?? ""}`.trim() : subject.name.slice("torch:".length);
   const budgets = new Set(commBudgets).size === 1 ? `[${commBudgets[0]}] * ${world}` : `[${commBudgets.join(", ")}]`;
   const cellCode = [
