@@ -25,8 +25,8 @@ import { closeTorchSessions, isCollectiveTimeout, isTorchSubject, loadTorchSubje
  * What a fresh run in CI compares with the committed data: five frameworks (torch, torch-total-norm and
  * torchtitan share one session, transformers and deepspeed-bf16 have their own) on five gpu4 cells that show
  * their typical verdicts: no PP reduction, a pass, the MTP replica counted twice with one collective per mesh,
- * a bfloat16 coefficient, and a two-step clip (whose saved norm must not read as a leak) and DeepSpeed's mpu over
- * pp x tp with a tied replica. None hinges on float32 rounding a few ulps either side of a tolerance class,
+ * a bfloat16 coefficient the bf16 class accepts (a pass since it does), a two-step clip (whose saved norm must
+ * not read as a leak) and DeepSpeed's mpu over pp x tp with a tied replica. None hinges on float32 rounding a few ulps either side of a tolerance class,
  * which another CPU's kernels could move.
  */
 export const CI_SUBSET = {

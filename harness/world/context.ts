@@ -60,10 +60,6 @@ export function reductionGroup(meshes: Meshes, rank: number, mesh: MeshRef, axes
 }
 
 /**
- * Whether a correct clip sums p's partials before its norm: p is Partial(sum) on some axis and its
- * Partial axes span more than this rank (on one rank the partial is the logical gradient).
- */
-/**
  * How many distinct reduction groups a rank's copies reduce over (the ranks along each one's Shard axes),
  * at least one (its stage, even when the stage holds no parameter): the base of SPEC §10's collective budget.
  */
@@ -73,6 +69,10 @@ export function reductionGroupCount(meshes: Meshes, rank: number, params: readon
   return Math.max(1, groups.size);
 }
 
+/**
+ * Whether a correct clip sums p's partials before its norm: p is Partial(sum) on some axis and its
+ * Partial axes span more than this rank (on one rank the partial is the logical gradient).
+ */
 export function summedOverPartial(meshes: Meshes, rank: number, p: { mesh: MeshName; meshAxes: readonly AxisName[]; placements: readonly Placement[] }): boolean {
   if (!p.placements.some((x) => x.kind === "partial")) return false;
   return reductionGroup(meshes, rank, p, p.placements.map((x) => x.kind === "partial")).ranks.length > 1;
