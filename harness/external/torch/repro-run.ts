@@ -10,7 +10,7 @@ import { dirname, join } from "node:path";
 import { execa } from "execa";
 import { worldSize } from "../../layout/layout.ts";
 import type { FrameworkCellRecord, FrameworksData } from "../frameworks-table.ts";
-import { exportCell, parseCellId } from "./export.ts";
+import { exportCell, parseCellId, SCRIPT_CHECKS } from "./export.ts";
 
 export interface ReproRun {
   exitCode: number;
@@ -44,6 +44,16 @@ export async function runExportedScript(path: string, world: number, python: str
   };
 }
 
+/**
+ * Whether a script's failed checks are the finding clip-parity listed: every failed check the script implements
+ * (SCRIPT_CHECKS) fails in the script too, and a hang is a hang in both (a script reports nothing else then). A
+ * script that failed other checks (e.g. parity.norm because it raised an error of its own) did not reproduce it.
+ */
+export function sameFindings(listed: readonly string[], script: readonly string[]): boolean {
+  if (listed.includes("liveness")) return script.includes("liveness");
+  return listed.filter((c) => SCRIPT_CHECKS.has(c)).every((c) => script.includes(c)) && !script.includes("liveness");
+}
+
 /** The failures a frameworks run lists as the framework's (in its configurations), as cells of torch:<framework>. */
 export function listedFailures(data: FrameworksData): { framework: string; rec: FrameworkCellRecord; id: string }[] {
   return data.frameworks.flatMap((fw) =>
@@ -67,7 +77,7 @@ export async function reproduceListedFailures(
     for (const { rec, id } of failures) {
       const { path, data: x } = await exportCell({ cell: parseCellId(id), outDir: dir, run: false, records: data });
       const run = await runExportedScript(path, worldSize(x.cell.layout), python);
-      rec.repro = { lines: x.script.split("\n").length - 1, reproduced: run.reproduced, failed: run.failed };
+      rec.repro = { lines: x.script.split("\n").length - 1, reproduced: run.reproduced && sameFindings(rec.failed, run.failed), failed: run.failed };
       if (run.reproduced) reproduced++;
       onCell?.(id, rec.repro, run);
     }
