@@ -77,6 +77,10 @@ def first_bad(named, before, norm):  # {check: the first local gradient that fai
     t = torch.tensor([MAX_NORM, REFERENCE_NORM if TOLERANCE == "exact" else norm, 1e-6], dtype=torch.float32)  #? parity.tensors
     coefs = [torch.clamp(t[0] / (t[1] + t[2]), max=1.0).item()]  # float32, clamped to 1  #? parity.tensors
     coefs.append(torch.clamp(MAX_NORM / (torch.tensor(norm, dtype=TORCH_DTYPE[DTYPE]) + 1e-6), max=1.0).item())  # or in the gradients' dtype, as torch computes it  #? coef-in-dtype
+    ulp = lambda x, bits: 2.0 ** (max(math.floor(math.log2(x)), -14 if DTYPE == "f16" else -126) - bits)  # or FSDP1's: float32, cast to the dtype,  #? coef-in-dtype
+    lo, hi = (torch.clamp(MAX_NORM / (torch.tensor(n, dtype=torch.float32) + 1e-6), max=1.0).to(TORCH_DTYPE[DTYPE]).item() for n in (norm + ulp(norm, 8 if DTYPE == "bf16" else 11), norm - ulp(norm, 8 if DTYPE == "bf16" else 11))) if 0 < norm < math.inf else (1, 0)  # of a norm rounded to norm  #? coef-in-dtype
+    while lo <= hi:  #? coef-in-dtype
+        coefs, lo = coefs + [lo], lo + ulp(lo, 7 if DTYPE == "bf16" else 10)  #? coef-in-dtype
     misses = [first_mismatch(grads, coef) for coef in coefs]  # one coefficient must scale every gradient of the rank  #? parity.tensors
     if all(misses):  #? parity.tensors
         found["parity.tensors"] = misses[0]  #? parity.tensors

@@ -1,7 +1,7 @@
 import { clipCoefficient } from "../clip/api.ts";
 import type { VerifyItem } from "../backend/backend.ts";
 import type { LocalParam } from "../model/plan.ts";
-import { defineCheck, fail, globalIndex, lowPrecisionCoef, lowPrecisionDtype, notComparable, pass, skip } from "./types.ts";
+import { defineCheck, fail, globalIndex, lowPrecisionCoefs, lowPrecisionDtype, notComparable, pass, skip } from "./types.ts";
 
 /** A value as a message shows it: -0 with its sign (a bitwise mismatch of +0 and -0 would read "got 0, expected 0"). */
 const signed = (x: number): string => (Object.is(x, -0) ? "-0" : String(x));
@@ -10,8 +10,8 @@ const signed = (x: number): string => (Object.is(x, -0) ? "-0" : String(x));
  * Every clipped element equals round(float32(g) * c): c is the reference's coefficient for the
  * `exact` class, else the one the rank's own norm gives (SPEC §6). In the `bf16` class (a subject that
  * reduces in the gradients' own low precision, as PyTorch does for bfloat16 and float16 gradients) a rank
- * may instead have computed that coefficient in the gradients' dtype (low-precision.ts); it must then have
- * scaled every one of its gradients by it.
+ * may instead have held that coefficient in the gradients' dtype, computed as PyTorch's clips compute it
+ * (low-precision.ts); it must then have scaled every one of its gradients by one such coefficient.
  */
 export default defineCheck({
   id: "parity.tensors",
@@ -38,13 +38,12 @@ export default defineCheck({
     const where = perRank.flatMap((r) => r.where.map((p) => ({ rank: r.rank, p })));
     let found = ctx.backend.verifyScaledMany(all);
     if (found && lowPrecisionDtype(ctx)) {
-      // rank by rank: the float32 coefficient, else the one computed in the gradients' dtype, for all of them
+      // rank by rank: the float32 coefficient, else one held in the gradients' dtype, for all of them
       found = null;
       let offset = 0;
       for (const r of perRank) {
         const at32 = ctx.backend.verifyScaledMany(r.items);
-        const low = lowPrecisionCoef(ctx, r.norm)!;
-        if (at32 && ctx.backend.verifyScaledMany(r.items.map((it) => ({ ...it, coef: low })))) {
+        if (at32 && lowPrecisionCoefs(ctx, r.norm).every((low) => ctx.backend.verifyScaledMany(r.items.map((it) => ({ ...it, coef: low }))))) {
           found = { item: offset + at32.item, mismatch: at32.mismatch };
           break;
         }
@@ -54,13 +53,13 @@ export default defineCheck({
     if (found) {
       const { rank, p } = where[found.item]!;
       const { coef } = all[found.item]!;
-      const low = lowPrecisionCoef(ctx, perRank[rank]!.norm);
+      const low = lowPrecisionCoefs(ctx, perRank[rank]!.norm);
       const m = found.mismatch;
       return fail(
         this.id,
         `rank ${rank}, ${p.fqn}${p.canonical ? "" : ` (replica of ${p.name})`}, element ${globalIndex(p.block, m.index)}: ` +
           `got ${signed(m.actual)}, expected ${signed(m.expected)} = round(g * ${coef})` +
-          (low !== null ? `, nor round(g * ${low}) (the coefficient computed in ${ctx.cell.dtype})` : ""),
+          (low.length ? `, nor round(g * c) for c in ${low.join(", ")} (the coefficient held in ${ctx.cell.dtype})` : ""),
       );
     }
     return pass(this.id, `${all.length} local gradients`);

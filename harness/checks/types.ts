@@ -3,7 +3,7 @@
  */
 import type { ParamView, Subject, Tensor, ToleranceClass } from "../clip/api.ts";
 import type { Reference } from "../clip/reference.ts";
-import { clipCoefficientIn } from "../clip/low-precision.ts";
+import { clipCoefficientIn, roundedCoefficients } from "../clip/low-precision.ts";
 import type { Backend, GenSpec } from "../backend/backend.ts";
 import type { LocalParam } from "../model/plan.ts";
 import type { CommRecord, RankOutcome } from "../world/world.ts";
@@ -62,16 +62,17 @@ export const fail = (id: string, message: string): CheckResult => ({ id, status:
 export const skip = (id: string, message: string): CheckResult => ({ id, status: "skip", message });
 
 /**
- * In the `bf16` class on bfloat16 or float16 gradients, the coefficient a rank may have scaled by instead of
- * the float32 one: computed from its own norm in the gradients' dtype, as PyTorch does (clip/low-precision.ts);
- * null in every other case.
+ * In the `bf16` class on bfloat16 or float16 gradients, the coefficients a rank may have scaled by instead of
+ * the float32 one: held in the gradients' dtype, computed from its own norm as PyTorch's clips compute them
+ * (clip/low-precision.ts); empty in every other case.
  */
-export function lowPrecisionCoef(ctx: Pick<CheckContext, "tolerance" | "cell" | "maxNorm">, norm: number): number | null {
+export function lowPrecisionCoefs(ctx: Pick<CheckContext, "tolerance" | "cell" | "maxNorm">, norm: number): number[] {
   const dtype = lowPrecisionDtype(ctx);
-  return dtype ? clipCoefficientIn(dtype, ctx.maxNorm, norm) : null;
+  if (!dtype) return [];
+  return [...new Set([clipCoefficientIn(dtype, ctx.maxNorm, norm), ...roundedCoefficients(dtype, ctx.maxNorm, norm)])];
 }
 
-/** The gradients' dtype when a coefficient computed in it is accepted (lowPrecisionCoef), else null. */
+/** The gradients' dtype when coefficients held in it are accepted (lowPrecisionCoefs), else null. */
 export function lowPrecisionDtype(ctx: Pick<CheckContext, "tolerance" | "cell">): "bf16" | "f16" | null {
   const dtype = ctx.cell.dtype;
   return ctx.tolerance === "bf16" && dtype !== "f32" ? dtype : null;

@@ -1,11 +1,15 @@
 /**
- * A clip coefficient computed the way PyTorch computes it from a norm held in bfloat16 or float16
- * (`clip_grads_with_norm_` on the norm `get_total_norm` returns for such gradients): each tensor operation
- * in float32 and rounded to the dtype, `max_norm / t` being `t.reciprocal() * max_norm`. The `bf16` class
- * accepts a rank whose gradients are scaled by this coefficient as well as by the float32 one (SPEC §6: the
- * coefficient from the subject's own norm; this one differs from it by three roundings to the dtype, at
- * most about 3 x 2^-8 relative in bfloat16, inside the class's own norm tolerance of 4 x 2^-8).
+ * Clip coefficients held in bfloat16 or float16, as PyTorch's clips compute them for such gradients. The
+ * `bf16` class accepts a rank whose gradients are all scaled by one of them as well as by the float32
+ * coefficient of its own norm (SPEC §6); each differs from that one by roundings to the dtype (at most about
+ * 3 x 2^-8 relative in bfloat16), inside the class's own norm tolerance of 4 x 2^-8:
+ * - computed in the dtype (`clip_grads_with_norm_` on the norm `get_total_norm` returns for such gradients):
+ *   each tensor operation in float32 and rounded to the dtype, `max_norm / t` being `t.reciprocal() * max_norm`;
+ * - computed in float32 from a float32 norm, then rounded to the dtype, the norm itself returned rounded to it
+ *   (FSDP1's `clip_grad_norm_`: `clip_coef_clamped.to(grad.dtype)`, `total_norm.to(total_norm_dtype)`): the
+ *   rank's float32 norm is then known only to within half a dtype ulp of the norm it returned.
  */
+import { clipCoefficient } from "./api.ts";
 import { toBf16 } from "./common.ts";
 
 /** Rounds a float32 value to float16 (round to nearest, ties to even); overflow gives ±Inf, NaN stays NaN. */
@@ -30,4 +34,27 @@ export function clipCoefficientIn(dtype: "bf16" | "f16", maxNorm: number, totalN
   const denominator = round(f32(f32(totalNorm) + f32(1e-6)));
   const coef = round(f32(round(f32(1 / denominator)) * f32(maxNorm)));
   return Number.isNaN(coef) ? coef : Math.min(1, coef);
+}
+
+/** The dtype's spacing at |x| (a normal bfloat16 has 8 significant bits, a float16 11, down to 2^-14). */
+function ulpIn(dtype: "bf16" | "f16", x: number): number {
+  const e = Math.floor(Math.log2(Math.abs(x)));
+  return dtype === "bf16" ? 2 ** (e - 7) : 2 ** (Math.max(e, -14) - 10);
+}
+
+/**
+ * Every `dtype` value that round(float32 coefficient of n) takes over the float32 norms n that round to
+ * `totalNorm` in the dtype (within half its ulp): the coefficients of a clip that computed its norm and
+ * coefficient in float32 and rounded both to the dtype. Ascending; empty for a norm that is not finite and
+ * positive (the coefficient is then 1 or NaN, which the float32 rule already covers).
+ */
+export function roundedCoefficients(dtype: "bf16" | "f16", maxNorm: number, totalNorm: number): number[] {
+  if (!(totalNorm > 0) || !Number.isFinite(totalNorm)) return [];
+  const round = dtype === "bf16" ? toBf16 : toF16;
+  const half = ulpIn(dtype, totalNorm) / 2;
+  const lo = round(clipCoefficient(maxNorm, totalNorm + half));
+  const hi = round(clipCoefficient(maxNorm, totalNorm - half));
+  const out: number[] = [];
+  for (let c = lo; c <= hi && out.length < 8; c = c + ulpIn(dtype, c)) out.push(c);
+  return out;
 }

@@ -5,7 +5,9 @@
  * the clip corners (a general-p root, a missing + 1e-6) that the cpu matrix lacked before.
  */
 import { describe, expect, it } from "vitest";
-import type { Subject, ToleranceClass } from "../../harness/clip/api.ts";
+import { clipCoefficient, type Subject, type ToleranceClass } from "../../harness/clip/api.ts";
+import { toBf16 } from "../../harness/clip/common.ts";
+import { clipCoefficientIn, toF16 } from "../../harness/clip/low-precision.ts";
 import { loadSubject } from "../../harness/clip/registry.ts";
 import { parseLayout } from "../../harness/layout/layout.ts";
 import { runCell } from "../../harness/run/cell.ts";
@@ -93,11 +95,28 @@ describe("parity.tensors in the bf16 class: the coefficient in the gradients' dt
     });
   }
 
-  it("fails a coefficient off by more than its rounding, naming both coefficients", async () => {
-    const r = await runCell(bf16(), { subject: coefInGradDtype({ skew: 1 + 2 ** -6 }) });
-    expect(check(r, "parity.tensors").status).toBe("fail");
-    expect(check(r, "parity.tensors").message).toMatch(/expected .* = round\(g \* [\d.e-]+\), nor round\(g \* [\d.e-]+\) \(the coefficient computed in bf16\)/);
-  });
+  for (const dtype of ["bf16", "f16"] as const) {
+    it(`accepts FSDP1's float32 coefficient rounded to ${dtype} (its norm returned rounded too) under bf16, and fails it under fp32`, async () => {
+      // a cell where that coefficient is neither of the others (asserted), so only this rule passes it
+      const maxNorm = dtype === "bf16" ? 0.3 : 1;
+      const cell = bf16({ dtype, seed: dtype === "bf16" ? 1 : 0, maxNorm });
+      const r = await runCell(cell, { subject: coefInGradDtype({ rounded: true }) });
+      const round = dtype === "bf16" ? toBf16 : toF16;
+      expect([clipCoefficient(maxNorm, r.totalNorm!), clipCoefficientIn(dtype, maxNorm, r.totalNorm!)]).not.toContain(round(clipCoefficient(maxNorm, r.referenceNorm)));
+      expect(check(r, "parity.tensors").status, check(r, "parity.tensors").message).toBe("pass");
+      expect(check(r, "parity.norm").status, check(r, "parity.norm").message).toBe("pass");
+      const strict = await runCell(cell, { subject: { ...coefInGradDtype({ rounded: true }), tolerance: "fp32" } });
+      expect(check(strict, "parity.tensors").status).toBe("fail");
+    });
+  }
+
+  for (const rounded of [false, true]) {
+    it(`fails a coefficient off by more than its rounding, naming the coefficients${rounded ? " (FSDP1's way)" : ""}`, async () => {
+      const r = await runCell(bf16(), { subject: coefInGradDtype({ skew: 1 + 2 ** -6, rounded }) });
+      expect(check(r, "parity.tensors").status).toBe("fail");
+      expect(check(r, "parity.tensors").message).toMatch(/expected .* = round\(g \* [\d.e-]+\), nor round\(g \* c\) for c in [\d.e-]+(, [\d.e-]+)+ \(the coefficient held in bf16\)/);
+    });
+  }
 
   it("fails a rank that scales its gradients by both coefficients", async () => {
     const r = await runCell(bf16(), { subject: coefInGradDtype({ mixed: true }) });
