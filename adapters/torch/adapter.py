@@ -375,6 +375,79 @@ class ParamsModel(torch.nn.Module):
         return iter([(prefix + n, p) for n, p in self._clip_parity_named])
 
 
+class Fsdp1Root:
+    """What FSDP1 (FullyShardedDataParallel with flat parameters) holds when a trainer clips after backward, built
+    from the cell: one root instance over every parameter (use_orig_params=False, the default), FULL_SHARD over
+    dp_shard, HYBRID_SHARD over (dp_replicate, dp_shard), NO_SHARD over dp_replicate alone; lazily initialised, as
+    the forward pass leaves it; its FlatParameter's .grad the rank's shard of the flattened gradients, which is what
+    its reduce-scatter leaves. FSDP1 shards the concatenation of all parameters, not each one by dim 0 as the
+    cell does, so the cell's full gradients are gathered to build that shard (before the monitored call) and
+    write_back() copies the clipped values into the cell's own local shards afterwards, for the checks."""
+
+    def __init__(self, cell: "Cell"):
+        from torch.distributed.fsdp import FullyShardedDataParallel, ShardingStrategy
+        from torch.distributed.fsdp._runtime_utils import _lazy_init
+
+        layout, names = cell.job["layout"], cell.meshes["dense"].mesh_dim_names
+        beyond = [f"{a}({layout[a]})" for a in ("pp", "cp", "tp", "ep") if layout[a] > 1]
+        if beyond:
+            raise JobError(f"FSDP1's flat parameters shard over dp_replicate and dp_shard only, the layout has {', '.join(beyond)}")
+        self.cell = cell
+        self.order = [(fqn, p) for fqn, p in cell.params]
+        if any(not p.clip_parity_canonical for _, p in self.order):
+            raise JobError("FSDP1 holds one copy of a tied parameter: the cell has a tied replica")
+        full = {fqn: p.grad.full_tensor() for fqn, p in self.order if p.grad is not None}
+        module = torch.nn.Module()
+        for i, (fqn, p) in enumerate(self.order):
+            module.register_parameter(f"p{i}", torch.nn.Parameter(torch.empty(p.shape, dtype=cell.dtype, device=cell.device)))
+        if "dp_replicate" in names and "dp_shard" in names:
+            how = {"sharding_strategy": ShardingStrategy.HYBRID_SHARD, "device_mesh": cell.meshes["dense"]}
+        elif "dp_replicate" in names:
+            how = {"sharding_strategy": ShardingStrategy.NO_SHARD, "process_group": cell.meshes["dense"].get_group("dp_replicate")}
+        else:
+            how = {"sharding_strategy": ShardingStrategy.FULL_SHARD, "process_group": cell.meshes["dense"].get_group("dp_shard")}
+        self.root = FullyShardedDataParallel(module, use_orig_params=False, sync_module_states=False, device_id=cell.device, **how)
+        # what a trainer's first forward and first clip leave behind, which every later step reuses
+        _lazy_init(self.root, self.root)
+        self.root._zero_scalar = torch.tensor(0.0, device=cell.device)
+        self.handle = self.root._handle
+        fp = self.handle.flat_param
+        if list(fp._fqns) != [f"p{i}" for i in range(len(self.order))]:
+            raise JobError(f"FSDP1 flattened the parameters as {list(fp._fqns)[:4]}..., not in module order")
+        pieces = []
+        slots = iter(self.order)
+        for numel, pad in zip(fp._numels_with_padding, fp._is_padding_mask):
+            g = None if pad else full.get(next(slots)[0])
+            pieces.append(torch.zeros(numel, dtype=cell.dtype, device=cell.device) if g is None else g.reshape(-1))
+        flat = torch.cat(pieces)
+        if self.handle.uses_sharded_strategy:
+            n, r = fp.numel(), self.handle.rank
+            flat = torch.nn.functional.pad(flat, (0, n * self.handle.world_size - flat.numel()))[r * n : (r + 1) * n]
+        # after backward FSDP1 holds a flat gradient when any parameter has one, zeros for the others
+        fp.grad = flat.clone() if full else None
+
+    def write_back(self) -> None:
+        """The clipped flat gradient into the cell's local shards (FSDP1's unsharded order, padding skipped)."""
+        g = self.handle.flat_param.grad
+        if g is None:  # the target dropped the flat gradient: so are the cell's copies (the harness reports them missing)
+            for _, p in self.order:
+                p.grad = None
+            return
+        if self.handle.uses_sharded_strategy:
+            parts = [torch.empty_like(g) for _ in range(self.handle.world_size)]
+            dist.all_gather(parts, g.contiguous(), group=self.root.process_group)
+            g = torch.cat(parts)
+        offset, slots = 0, iter(self.order)
+        for numel, pad in zip(self.handle.flat_param._numels_with_padding, self.handle.flat_param._is_padding_mask):
+            if not pad:
+                fqn, p = next(slots)
+                if p.grad is not None:
+                    block = self.cell.by_fqn[fqn]["block"]
+                    part = g[offset : offset + numel].view(p.shape)[tuple(slice(s, s + n) for s, n in zip(block["start"], block["len"]))]
+                    p.grad.to_local().copy_(part)
+            offset += numel
+
+
 UNSET = object()
 
 
@@ -390,6 +463,7 @@ class Cell:
         self.local: dict[str, torch.nn.Parameter] | None = None
         self.local_grads: dict[str, torch.Tensor] = {}
         self.results: dict = {}
+        self.fsdp1: Fsdp1Root | None = None
         kw_cache: dict = {}
         for p in job["params"]:
             mesh, pls = param_mesh(p, job, meshes)
@@ -473,6 +547,10 @@ class Cell:
             from deepspeed.utils.bwc import bwc_tensor_model_parallel_rank
             tp_rank = bwc_tensor_model_parallel_rank(mpu=self.arg("mpu"))
             return [lp.grad for lp in self.local_params() if lp.grad is not None and not lp.ds_pipe_replicated and (tp_rank == 0 or is_model_parallel_parameter(lp))]
+        if a == "fsdp1_module":
+            if self.fsdp1 is None:
+                self.fsdp1 = Fsdp1Root(self)
+            return self.fsdp1.root
         if a == "max_norm":
             return float(job["maxNorm"])
         if a == "norm_type":
@@ -633,6 +711,8 @@ def run_job(job: dict, device: torch.device, meshes: dict, targets: Targets) -> 
         for t in (param, param.grad):
             if isinstance(t, DTensor):
                 mon.known.add(_ptr(t.to_local()))
+    if cell.fsdp1 is not None and cell.fsdp1.handle.flat_param.grad is not None:
+        mon.known.add(_ptr(cell.fsdp1.handle.flat_param.grad))
     used_kwargs: set = set()
     t0 = time.perf_counter()
     set_collective_timeout(meshes["groups"], timedelta(seconds=float(job["collectiveTimeoutS"])))
@@ -690,6 +770,10 @@ def run_job(job: dict, device: torch.device, meshes: dict, targets: Targets) -> 
         "method": "torch.cuda.max_memory_allocated" if device.type == "cuda" else "dispatch-mode storage tracking",
     }
     result["kwargs"] = sorted(used_kwargs)
+    if cell.fsdp1 is not None and result["error"] is None:
+        t0 = time.perf_counter()
+        cell.fsdp1.write_back()
+        timings["writeBack"] = time.perf_counter() - t0
     out = cell.clipped()
     result["gradsMissing"] = cell.missing(out)
     t0 = time.perf_counter()

@@ -22,21 +22,24 @@ import type { TorchOptions } from "./torch/options.ts";
 import { closeTorchSessions, isCollectiveTimeout, isTorchSubject, loadTorchSubject, type TorchSubject } from "./torch/subject.ts";
 
 /**
- * What a fresh run in CI compares with the committed data: five frameworks (torch, torch-total-norm and
- * torchtitan share one session, transformers and deepspeed-bf16 have their own) on five gpu4 cells that show
- * their typical verdicts: no PP reduction, a pass, the MTP replica counted twice with one collective per mesh,
- * a bfloat16 coefficient the bf16 class accepts (a pass since it does), a two-step clip (whose saved norm must
- * not read as a leak) and DeepSpeed's mpu over pp x tp with a tied replica. None hinges on float32 rounding a few ulps either side of a tolerance class,
- * which another CPU's kernels could move.
+ * What a fresh run in CI compares with the committed data: six frameworks (torch, torch-total-norm,
+ * torch-fsdp1 and torchtitan share one session, transformers and deepspeed-bf16 have their own) on six gpu4
+ * cells that show their typical verdicts: no PP reduction, a pass, the MTP replica counted twice with one
+ * collective per mesh, a bfloat16 coefficient the bf16 class accepts (a pass since it does), a two-step clip
+ * (whose saved norm must not read as a leak), DeepSpeed's mpu over pp x tp with a tied replica, and FSDP1's
+ * flat gradient over HYBRID_SHARD built and copied back, its float32 coefficient rounded to bfloat16 (the one
+ * cell FSDP1 can be built for; the others are not applicable to it). None hinges on float32 rounding a few ulps
+ * either side of a tolerance class, which another CPU's kernels could move.
  */
 export const CI_SUBSET = {
-  frameworks: ["torch", "torch-total-norm", "torchtitan", "transformers", "deepspeed-bf16"],
+  frameworks: ["torch", "torch-total-norm", "torch-fsdp1", "torchtitan", "transformers", "deepspeed-bf16"],
   cases: [
     "pp4/llama3-debug/bf16/n2/sparse/s0",
     "dp_shard2,tp2/llama3-debug/f32/n2/active/s0",
     "pp2,dp_shard2,ep2/deepseek-v3-debug/f32/n2/active/s0",
     "dp_shard2,tp2/llama3-debug/bf16/n1/inactive/s0",
     "pp2,tp2/deepseek-v3-debug/f32/n2/active/s0",
+    "dp_replicate2,dp_shard2/deepseek-v3-debug/bf16/n1/active/s0",
   ],
 } as const;
 
@@ -474,7 +477,8 @@ export function renderFrameworks(d: FrameworksData, explain: Record<string, Reco
   o.push(
     "A failure is *reproduced* when the script `clip-parity export --cell torch:<framework>/<cell> --no-run` writes for it runs " +
       "standalone under `torchrun --standalone` (torch and the framework alone, nothing of clip-parity on the path, CPU ranks) and " +
-      "prints REPRODUCED: `npm run frameworks` runs every such script after the cells (harness/external/torch/repro-run.ts).",
+      "prints REPRODUCED with the same failed checks (those a script implements): `npm run frameworks` runs every such script after " +
+      "the cells (harness/external/torch/repro-run.ts).",
   );
   o.push("");
   o.push("| framework | version | in its configurations | passed | vacuous | failed | reproduced | outside them (failed) | n/a | not run here | failed by check |");

@@ -13,7 +13,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { main as cli } from "../../cli/main.ts";
 import { caseKey, causesOf, CI_SUBSET, renderFrameworks, runFrameworks, type FrameworkCellRecord, type FrameworksData } from "../../harness/external/frameworks-table.ts";
 import { frameworkCases } from "../../matrix/frameworks.ts";
-import { parseLayout, worldSize } from "../../harness/layout/layout.ts";
+import { parseLayout, SINGLE, worldSize } from "../../harness/layout/layout.ts";
 import { exportCell, parseCellId, renderCall } from "../../harness/external/torch/export.ts";
 import { listedFailures, runExportedScript } from "../../harness/external/torch/repro-run.ts";
 import { applicability, cannotRunOn, getFramework, listFrameworkSubjects, loadFrameworks, outsideConfigurations, parseFrameworkFile, plainConvention } from "../../harness/external/torch/frameworks.ts";
@@ -54,9 +54,9 @@ describe("causes of a hang", () => {
 });
 
 describe("framework files", () => {
-  it("declare torch, torch-total-norm, torchtitan, transformers, accelerate, megatron-core, deepspeed and deepspeed-bf16, each a torch:<framework> subject", () => {
+  it("declare torch, torch-total-norm, torch-fsdp1, torchtitan, transformers, accelerate, megatron-core, deepspeed and deepspeed-bf16, each a torch:<framework> subject", () => {
     const subjects = listFrameworkSubjects();
-    expect(subjects.map((s) => s.framework).sort()).toEqual(["accelerate", "deepspeed", "deepspeed-bf16", "megatron-core", "torch", "torch-total-norm", "torchtitan", "transformers"]);
+    expect(subjects.map((s) => s.framework).sort()).toEqual(["accelerate", "deepspeed", "deepspeed-bf16", "megatron-core", "torch", "torch-fsdp1", "torch-total-norm", "torchtitan", "transformers"]);
     for (const s of subjects) {
       expect(parseTorchSpec(s.spec)).toEqual({ kind: "framework", spec: s.spec, framework: s.framework });
       expect(s.description.length).toBeGreaterThan(20);
@@ -86,10 +86,16 @@ describe("framework files", () => {
 
   it("say which cells a framework cannot be asked for", () => {
     const tf = getFramework("transformers").convention;
-    expect(applicability(tf, { normType: 1, regime: "active", errorIfNonfinite: false })).toMatch(/takes no norm_type: it computes the 2-norm only/);
-    expect(applicability(tf, { normType: 2, regime: "nonfinite-inf", errorIfNonfinite: true })).toMatch(/takes no error_if_nonfinite/);
-    expect(applicability(tf, { normType: 2, regime: "nonfinite-inf", errorIfNonfinite: false })).toBeNull();
-    expect(applicability(getFramework("torch").convention, { normType: Infinity, regime: "nonfinite-nan", errorIfNonfinite: true })).toBeNull();
+    expect(applicability(tf, { layout: SINGLE, normType: 1, regime: "active", errorIfNonfinite: false })).toMatch(/takes no norm_type: it computes the 2-norm only/);
+    expect(applicability(tf, { layout: SINGLE, normType: 2, regime: "nonfinite-inf", errorIfNonfinite: true })).toMatch(/takes no error_if_nonfinite/);
+    expect(applicability(tf, { layout: SINGLE, normType: 2, regime: "nonfinite-inf", errorIfNonfinite: false })).toBeNull();
+    expect(applicability(getFramework("torch").convention, { layout: SINGLE, normType: Infinity, regime: "nonfinite-nan", errorIfNonfinite: true })).toBeNull();
+    // FSDP1's flat parameters are built over the data-parallel axes only
+    const fsdp1 = getFramework("torch-fsdp1").convention;
+    const at = (layout: string) => ({ layout: parseLayout(layout), normType: 2, regime: "active", errorIfNonfinite: false });
+    expect(applicability(fsdp1, at("dp_replicate2,dp_shard2"))).toBeNull();
+    expect(applicability(fsdp1, at("dp_shard2,tp2,ep2"))).toBe("its inputs are built over dp_replicate x dp_shard only, and the layout has tp(2), ep(2)");
+    expect(applicability(getFramework("torch").convention, at("dp_shard2,tp2,ep2"))).toBeNull();
   });
 
   it("say which cells lie outside the configurations a framework's trainer builds, and which cannot run on CPU ranks", () => {
@@ -409,6 +415,26 @@ describe(`an exported script${torch.skipNote}`, () => {
       expect(r.reproduced, r.stdout + r.stderr.slice(-2000)).toBe(true);
       expect(r.failed).toEqual(["liveness"]);
       expect(r.stdout).toMatch(/^FAIL liveness: rank \d timed out in a collective \(a hang\)/m);
+    },
+    600_000,
+  );
+
+  it.runIf(torch.run)(
+    "builds FSDP1's flat gradient shard and copies the clipped one back as the adapter does: its passes pass there too",
+    async () => {
+      // HYBRID_SHARD and FULL_SHARD: the parameters' clipped shards come back from FSDP1's flat ones (parity.tensors reads them)
+      for (const id of ["torch:torch-fsdp1/dp_replicate2,dp_shard2/llama3-debug/f32/n2/active/s0", "torch:torch-fsdp1/dp_shard4/llama3-debug/f32/n1/sparse/s0"]) {
+        const { data } = await exportTo(id);
+        expect(data.script).toContain("fsdp1_write_back(named)");
+        const r = await exportAndRun(id);
+        expect(r.exitCode, r.stdout + r.stderr.slice(-2000)).toBe(0);
+        expect(r.failed).toEqual([]);
+      }
+      // a bf16 cell FSDP1 passes only because the bf16 class accepts its float32 coefficient rounded to bfloat16
+      const bf16 = "torch:torch-fsdp1/dp_replicate2,dp_shard2/deepseek-v3-debug/bf16/n1/active/s0";
+      expect(committed().frameworks.find((f) => f.name === "torch-fsdp1")!.cells.find((c) => `torch:torch-fsdp1/${c.case}` === bf16)!.status).toBe("pass");
+      const low = await exportAndRun(bf16);
+      expect(low.exitCode, low.stdout + low.stderr.slice(-2000)).toBe(0);
     },
     600_000,
   );

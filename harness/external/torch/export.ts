@@ -134,6 +134,8 @@ function argExpr(g: Gen, a: Arg): string | null {
       const tpRank = importName(g, "deepspeed.utils.bwc:bwc_tensor_model_parallel_rank");
       return `[q.grad.to_local() for q in P if q.grad is not None and not q.ds_pipe_replicated and (${tpRank}(mpu()) == 0 or ${isMp}(q))]`;
     }
+    case "fsdp1_module":
+      return "fsdp1_root(named, meshes)";  // the write-back after the call: renderCallParts
     case "max_norm":
       return "MAX_NORM";
     case "norm_type":
@@ -192,7 +194,8 @@ function callExpr(g: Gen, step: Call): { before: string[]; expr: string } {
   return { before, expr: `${fn}(${[...args, "**kw"].join(", ")})` };
 }
 
-type RenderOptions = { foreach: boolean | null; expertsPresent: boolean; taken?: string[] };
+/** readsGrads: the script reads the clipped gradients (parity.tensors, scaling.nonempty); default true. */
+type RenderOptions = { foreach: boolean | null; expertsPresent: boolean; taken?: string[]; readsGrads?: boolean };
 
 /** `def clip(named, meshes)`: the convention's setup, path choice and steps as plain Python, with the helpers it uses. */
 export function renderCall(c: Convention, opts: RenderOptions): string {
@@ -216,10 +219,12 @@ function renderCallParts(c: Convention, opts: RenderOptions): { code: string; us
     if (s.why) out.push(`${pad}# ${s.why}`);
     const { before, expr } = callExpr(g, s);
     const lhs = s.saveAs ?? "ret";
+    // FSDP1 clips its own flat gradient: the checks read the parameters', so it is copied back into them first.
+    const after = last && g.used.has("fsdp1_module") && opts.readsGrads !== false ? [`${pad}fsdp1_write_back(named)`] : [];
     // The last step's value returned directly when it is the norm.
-    if (last && norm === "return" && !s.saveAs) out.push(...before.map((l) => pad + l), `${pad}return ${expr}`);
+    if (last && norm === "return" && !s.saveAs && !after.length) out.push(...before.map((l) => pad + l), `${pad}return ${expr}`);
     else {
-      out.push(...before.map((l) => pad + l), `${pad}${lhs} = ${expr}`);
+      out.push(...before.map((l) => pad + l), `${pad}${lhs} = ${expr}`, ...after);
       if (last) out.push(`${pad}return ${norm === "return" ? lhs : norm.result}`);
     }
     return out;
@@ -249,6 +254,7 @@ function renderCallParts(c: Convention, opts: RenderOptions): { code: string; us
   if (g.used.has("model")) helpers.push(...PARAMS_MODEL);
   if (usesLocal) helpers.push(...localParamHelper(g.used.has("grads_for_norm")));
   if (usesMpu) helpers.push(...MPU);
+  if (g.used.has("fsdp1_module")) helpers.push(...FSDP1_ROOT, ...(opts.readsGrads !== false ? FSDP1_WRITE_BACK : []));
   const inspect = [
     ...(body.some((l) => l.includes("inspect.signature")) ? ["import inspect"] : []),
     ...(g.instances.size || usesMpu ? ["import functools"] : []),
@@ -292,6 +298,44 @@ const MPU = [
   "    model = dist.new_subgroups_by_enumeration(grid.permute(1, 0, 2).reshape(grid.shape[1], -1).tolist(), TIMEOUT)[0]  # pp x tp",
   '    tensor = dist.new_subgroups_by_enumeration(grid.reshape(-1, LAYOUT["tp"]).tolist(), TIMEOUT)[0]',
   "    return types.SimpleNamespace(get_model_parallel_group=lambda: model, get_tensor_model_parallel_rank=lambda: dist.get_rank(tensor))",
+];
+
+/** FSDP1 as backward leaves it (only when the convention clips through one; ARG_SOURCES.fsdp1_module). */
+const FSDP1_ROOT = [
+  "",
+  "def fsdp1_root(named, meshes):  # one root FSDP1 over the parameters (flat, use_orig_params=False), its flat .grad this rank's shard",
+  "    from torch.distributed.fsdp import FullyShardedDataParallel, ShardingStrategy as S",
+  "    from torch.distributed.fsdp._runtime_utils import _lazy_init",
+  "    with torch.utils._python_dispatch._disable_current_modes():  # building what backward leaves is not the clip's communication",
+  '        full, module, mesh = {fqn: p.grad.full_tensor().reshape(-1) for fqn, p in named if p.grad is not None}, torch.nn.Module(), meshes["dense"]',
+  "    for i, (_, p) in enumerate(named):",
+  '        module.register_parameter(f"p{i}", torch.nn.Parameter(torch.empty(p.shape, dtype=p.dtype, device=p.device)))',
+  "    dims = mesh.mesh_dim_names  # HYBRID_SHARD over (dp_replicate, dp_shard), else FULL_SHARD over dp_shard or NO_SHARD over dp_replicate",
+  '    how = {"device_mesh": mesh, "sharding_strategy": S.HYBRID_SHARD} if len(dims) == 2 else {"process_group": mesh.get_group(), "sharding_strategy": S.NO_SHARD if dims == ("dp_replicate",) else S.FULL_SHARD}',
+  "    root = fsdp1_root.root = FullyShardedDataParallel(module, use_orig_params=False, device_id=named[0][1].device, **how)",
+  "    _lazy_init(root, root)  # as the forward pass leaves it",
+  "    h, slots = root._handle, iter(named)",
+  "    fp, n = h.flat_param, h.flat_param.numel()  # the flat gradient: every parameter's in order, zero for padding and for one without",
+  "    flat = torch.cat([torch.zeros(k, dtype=fp.dtype, device=fp.device) if pad or (g := full.get(next(slots)[0])) is None else g for k, pad in zip(fp._numels_with_padding, fp._is_padding_mask)])",
+  "    fp.grad = (torch.nn.functional.pad(flat, (0, n * h.world_size - flat.numel()))[h.rank * n:(h.rank + 1) * n].clone() if h.uses_sharded_strategy else flat) if full else None",
+  "    return root",
+];
+
+/** The clipped flat gradient back into the parameters' own shards, which the checks read. */
+const FSDP1_WRITE_BACK = [
+  "",
+  "@torch.utils._python_dispatch._disable_current_modes()  # copying back is not the clip's communication",
+  "def fsdp1_write_back(named):  # the clipped flat gradient back into the parameters' own shards, which the checks read",
+  "    h, g = fsdp1_root.root._handle, fsdp1_root.root._handle.flat_param.grad",
+  "    if h.uses_sharded_strategy:",
+  "        parts = [torch.empty_like(g) for _ in range(h.world_size)]",
+  "        dist.all_gather(parts, g, group=fsdp1_root.root.process_group)",
+  "        g = torch.cat(parts)",
+  "    at, slots = 0, iter(named)",
+  "    for k, pad in zip(h.flat_param._numels_with_padding, h.flat_param._is_padding_mask):",
+  "        if not pad and (p := next(slots)[1]).grad is not None:",
+  "            p.grad.to_local().copy_(distribute_tensor(g[at:at + k].view(p.shape), p.grad.device_mesh, p.grad.placements, src_data_rank=None).to_local())",
+  "        at += k",
 ];
 
 /**
@@ -348,8 +392,8 @@ function seenFromRecord(cell: Cell, subject: TorchSubject, records?: FrameworksD
   return { source: `docs/frameworks.json, ${fw.name} ${fw.version}`, failed: rec.failed, messages: rec.messages, causes: rec.causes, repro: null, paths: rec.paths };
 }
 
-/** The checks an exported script implements (repro_template.py), in clip-parity's order; it makes those clip-parity saw fail. */
-const SCRIPT_CHECKS = new Set(["parity.norm", "parity.tensors", "parity.ranks", "scaling.nonempty", "liveness", "errors.nonfinite", "comm.budget"]);
+/** The checks an exported script implements (repro_template.py); it makes those clip-parity saw fail, in clip-parity's order (ALL_CHECKS). */
+export const SCRIPT_CHECKS: ReadonlySet<string> = new Set(["parity.norm", "parity.tensors", "parity.ranks", "scaling.nonempty", "liveness", "errors.nonfinite", "comm.budget"]);
 const ALL_CHECKS = CHECK_IDS.filter((c) => SCRIPT_CHECKS.has(c));
 if (ALL_CHECKS.length !== SCRIPT_CHECKS.size) throw new Error(`internal: the export implements checks the harness does not have: ${[...SCRIPT_CHECKS].filter((c) => !CHECK_IDS.includes(c)).join(", ")}`);
 
@@ -493,7 +537,7 @@ export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult |
   const expertsPresent = plan.some((ps) => ps.some((p) => p.mesh === "sparse"));
   const seen = run ? seenFromRun(run) : seenFromRecord(cell, subject, records);
   const convention = subject.convention;
-  const unsupported = applicability(convention, { normType: cell.normType, regime: cell.regime, errorIfNonfinite });
+  const unsupported = applicability(convention, { layout, normType: cell.normType, regime: cell.regime, errorIfNonfinite });
   // a configuration the framework's trainer never builds: a failure there is not one its maintainers would take
   const outside = subject.framework ? outsideConfigurations(subject.framework, { ...cell, errorIfNonfinite }) : null;
   // The checks the script makes (those it implements, in clip-parity's order): what clip-parity saw fail, else all.
@@ -503,7 +547,8 @@ export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult |
   else checks.delete("errors.nonfinite");
   const coef = clipCoefficient(maxNorm, reference.totalNorm);
   if (!(coef < 1)) checks.delete("scaling.nonempty");
-  const { code: call, used } = renderCallParts(convention, { foreach: subject.options.foreach, expertsPresent, taken: seen?.paths });
+  const readsGrads = checks.has("parity.tensors") || checks.has("scaling.nonempty");
+  const { code: call, used } = renderCallParts(convention, { foreach: subject.options.foreach, expertsPresent, taken: seen?.paths, readsGrads });
   const experts = convention.experts === "dense-mesh-when-ep1" && layout.ep === 1;
   const tolerance = torchTolerance(cell.dtype, subject.options.tolerance);
   const features = new Set([

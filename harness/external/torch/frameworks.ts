@@ -17,7 +17,7 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";
 import { InputError } from "../../errors.ts";
-import { LAYOUT_AXES } from "../../layout/layout.ts";
+import { LAYOUT_AXES, type Layout } from "../../layout/layout.ts";
 import { getModel } from "../../model/models.ts";
 import { stageOfParam } from "../../model/plan.ts";
 import { regimeSpec } from "../../clip/regimes.ts";
@@ -189,11 +189,16 @@ function usesArg(c: Convention, source: string): boolean {
 }
 
 /**
- * Null when the convention can run the cell; otherwise why not, in one line. Only the cell's own clip
- * parameters decide: a framework without a norm_type parameter clips by the 2-norm, one without
- * error_if_nonfinite never raises on request.
+ * Null when the convention can run the cell; otherwise why not, in one line. The cell's own clip
+ * parameters decide (a framework without a norm_type parameter clips by the 2-norm, one without
+ * error_if_nonfinite never raises on request), and the mesh axes the convention's inputs can be built over.
  */
-export function applicability(c: Convention, cell: { normType: number; regime: string; errorIfNonfinite: boolean }): string | null {
+export function applicability(c: Convention, cell: { layout: Layout; normType: number; regime: string; errorIfNonfinite: boolean }): string | null {
+  const axes = c.axes;
+  if (axes) {
+    const beyond = LAYOUT_AXES.filter((a) => cell.layout[a] > 1 && !axes.includes(a));
+    if (beyond.length) return `its inputs are built over ${axes.join(" x ")} only, and the layout has ${beyond.map((a) => `${a}(${cell.layout[a]})`).join(", ")}`;
+  }
   if (c.normTypes !== "any") {
     const ok = c.normTypes.some((n) => (n === "inf" ? cell.normType === Infinity : n === cell.normType));
     if (!ok) return `its clip takes no norm_type: it computes the ${c.normTypes.join("/")}-norm only, and the cell asks for ${cell.normType === Infinity ? "inf" : cell.normType}`;

@@ -52,6 +52,7 @@
  */
 import { readFileSync } from "node:fs";
 import { z } from "zod";
+import { LAYOUT_AXES } from "../../layout/layout.ts";
 
 export const PROTOCOL_VERSION = 3;
 
@@ -78,6 +79,10 @@ export const ARG_SOURCES = {
   grads_for_norm_deepspeed:
     "the local gradients DeepSpeed's BF16_Optimizer.get_grads_for_norm counts, by its own predicates: not a pipeline tied replica " +
     "(ds_pipe_replicated), and tensor-parallel rank 0 or is_model_parallel_parameter (local_params carry tensor_model_parallel)",
+  fsdp1_module:
+    "a root FSDP1 FullyShardedDataParallel over every parameter of the rank (use_orig_params=False; FULL_SHARD over dp_shard, " +
+    "HYBRID_SHARD over dp_replicate x dp_shard, NO_SHARD over dp_replicate), lazily initialised, its FlatParameter's .grad the " +
+    "rank's shard of the flattened gradients as its reduce-scatter leaves it; the clipped shard is copied back into the cell's",
   max_norm: "the cell's max_norm (float)",
   norm_type: "the cell's norm type (float; math.inf for inf)",
   error_if_nonfinite: "the cell's error_if_nonfinite (bool)",
@@ -149,6 +154,11 @@ export const conventionSchema = z.strictObject({
    * dense axes dp_shard, cp, tp, which hold the same ranks in the same order.
    */
   experts: z.enum(["own-mesh", "dense-mesh-when-ep1"]).default("own-mesh"),
+  /**
+   * The mesh axes over which the adapter can build the convention's inputs (FSDP1's flat parameters: dp_replicate and
+   * dp_shard); a cell with another axis > 1 is not applicable. Unset: any.
+   */
+  axes: z.array(z.enum(LAYOUT_AXES)).optional(),
   /** The norm types the framework's clip can be asked for; other cells are not applicable. */
   normTypes: z.union([z.literal("any"), z.array(normType).min(1)]).default("any"),
 });

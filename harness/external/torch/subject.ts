@@ -261,7 +261,7 @@ async function runExternal(subject: TorchSubject, x: ExternalCell): Promise<Exte
   if (backend.isMeta) return fail("the meta backend holds no gradient values: torch subjects run on the cpu backend", null);
   const regime = x.cell.regime;
   // a cell the adapter cannot build is skipped with the reason, as one the convention cannot be asked (the run goes on)
-  const na = partialPlacement(x.params.flat()) ?? applicability(subject.convention, { normType: x.normType, regime, errorIfNonfinite: x.errorIfNonfinite });
+  const na = partialPlacement(x.params.flat()) ?? applicability(subject.convention, { layout, normType: x.normType, regime, errorIfNonfinite: x.errorIfNonfinite });
   if (na) {
     log.notApplicable = na;
     return { ...fail(`NotApplicable: ${subject.name}: ${na}`, null), notApplicable: na };
