@@ -82,7 +82,7 @@ export const ARG_SOURCES = {
   fsdp1_module:
     "a root FSDP1 FullyShardedDataParallel over every parameter of the rank (use_orig_params=False; FULL_SHARD over dp_shard, " +
     "HYBRID_SHARD over dp_replicate x dp_shard, NO_SHARD over dp_replicate), lazily initialised, its FlatParameter's .grad the " +
-    "rank's shard of the flattened gradients as its reduce-scatter leaves it; the clipped shard is copied back into the cell's",
+    "rank's shard of the flattened gradients as its reduce-scatter leaves it; the clipped shard is copied back into the cell's own local shards for the checks",
   max_norm: "the cell's max_norm (float)",
   norm_type: "the cell's norm type (float; math.inf for inf)",
   error_if_nonfinite: "the cell's error_if_nonfinite (bool)",
