@@ -15,7 +15,7 @@ import { caseKey, causesOf, CI_SUBSET, renderFrameworks, runFrameworks, type Fra
 import { frameworkCases } from "../../matrix/frameworks.ts";
 import { parseLayout, SINGLE, worldSize } from "../../harness/layout/layout.ts";
 import { exportCell, parseCellId, renderCall } from "../../harness/external/torch/export.ts";
-import { listedFailures, runExportedScript } from "../../harness/external/torch/repro-run.ts";
+import { listedFailures, runExportedScript, sameFindings } from "../../harness/external/torch/repro-run.ts";
 import { applicability, cannotRunOn, getFramework, listFrameworkSubjects, loadFrameworks, outsideConfigurations, parseFrameworkFile, plainConvention } from "../../harness/external/torch/frameworks.ts";
 import { PROJECT_ROOT, torchOptionsFromEnv } from "../../harness/external/torch/options.ts";
 import { closeTorchSessions, parseTorchSpec } from "../../harness/external/torch/subject.ts";
@@ -245,6 +245,17 @@ describe("docs/frameworks.md", () => {
     const page = renderFrameworks(data, { fw: {} });
     expect(page).toContain("Reproduced standalone: 1 of 2 failures (scripts of 140 lines at most).");
     expect(page).toContain("Not reproduced by their scripts (1): `e`.");
+  });
+
+  it("counts a script as reproducing a failure only when it fails the same checks (those a script implements), or hangs as it did", () => {
+    // a script that raised an error of its own fails parity.norm: that is not the parity.tensors failure it was written for
+    expect(sameFindings(["parity.tensors"], ["parity.norm"])).toBe(false);
+    expect(sameFindings(["parity.norm", "parity.ranks"], ["parity.norm"])).toBe(false);
+    expect(sameFindings(["parity.norm", "parity.ranks"], ["parity.norm", "parity.ranks"])).toBe(true);
+    expect(sameFindings(["parity.norm", "scaling.replicas"], ["parity.norm"])).toBe(true); // scaling.replicas: no script makes it
+    expect(sameFindings(["liveness", "parity.norm"], ["liveness"])).toBe(true);
+    expect(sameFindings(["liveness"], ["parity.norm"])).toBe(false);
+    expect(sameFindings(["parity.norm"], ["liveness"])).toBe(false);
   });
 
   it("covers every declared framework over every case at the pinned versions, transformers by both Trainer paths", () => {
