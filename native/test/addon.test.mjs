@@ -196,6 +196,26 @@ test("errors name the field and the value; no panic reaches JS", () => {
   assert.throws(() => s.free(id), /id \d+: tensor was already freed/);
 });
 
+test("a store whose call panicked refuses every later call, naming the panic; another store goes on", () => {
+  const s = new n.NativeStore("cpu", 1);
+  const other = new n.NativeStore("cpu", 1);
+  const id = s.alloc(0, "f32", [4]);
+  process.env.CLIP_PARITY_NATIVE_TEST_PANIC = "scale";
+  try {
+    assert.throws(() => s.scale(id, 0.5), /^Error: scale: internal error in clip-parity-native \(panic: CLIP_PARITY_NATIVE_TEST_PANIC=scale\); this store refuses further calls$/);
+  } finally {
+    delete process.env.CLIP_PARITY_NATIVE_TEST_PANIC;
+  }
+  const unusable = /this store is unusable after an internal error in an earlier call \(scale panicked: CLIP_PARITY_NATIVE_TEST_PANIC=scale\); open a new one/;
+  assert.throws(() => s.free(id), new RegExp(`^Error: free: ${unusable.source}`));
+  assert.throws(() => s.liveBytes(0), unusable);
+  assert.throws(() => s.alloc(0, "f32", [1]), unusable);
+  const j = other.alloc(0, "f32", [4]);
+  other.scale(j, 0.5);
+  other.free(j);
+  assert.equal(other.liveBytes(0), 0);
+});
+
 test("safetensors round trip, inspect, metadata and refusals", () => {
   const dir = mkdtempSync(join(tmpdir(), "clip-parity-native-"));
   const s = new n.NativeStore("cpu", 2);

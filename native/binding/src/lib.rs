@@ -6,6 +6,7 @@
 
 mod options;
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -17,18 +18,34 @@ use napi_derive::napi;
 use options as o;
 use options::core_err;
 
+/// Runs `f`, turning a panic into Err(its message) so that it never unwinds into Node.
+fn caught<T>(f: impl FnOnce() -> Result<T>) -> std::result::Result<Result<T>, String> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|payload| {
+        payload
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "unknown panic".into())
+    })
+}
+
 fn guard<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
-    match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(r) => r,
-        Err(payload) => {
-            let msg = payload
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "unknown panic".into());
-            Err(Error::from_reason(format!("{what}: internal error in clip-parity-native (panic: {msg})")))
-        }
+    caught(f).unwrap_or_else(|msg| Err(Error::from_reason(format!("{what}: internal error in clip-parity-native (panic: {msg})"))))
+}
+
+/// `guard` for a store's calls. A call that panicked may have left the store's tables (tensors, ledger,
+/// pool) half-updated, so the store refuses every later call, naming the first panic; the caller opens a
+/// new one. `CLIP_PARITY_NATIVE_TEST_PANIC=<call>` makes that call panic, for the test of this rule.
+fn guard_store<T>(poisoned: &RefCell<Option<String>>, what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    if let Some(first) = poisoned.borrow().as_deref() {
+        return Err(Error::from_reason(format!("{what}: this store is unusable after an internal error in an earlier call ({first}); open a new one")));
     }
+    let hook = std::env::var("CLIP_PARITY_NATIVE_TEST_PANIC").is_ok_and(|v| v == what);
+    caught(|| if hook { panic!("CLIP_PARITY_NATIVE_TEST_PANIC={what}") } else { f() }).unwrap_or_else(|msg| {
+        let first = format!("{what} panicked: {msg}");
+        *poisoned.borrow_mut() = Some(first);
+        Err(Error::from_reason(format!("{what}: internal error in clip-parity-native (panic: {msg}); this store refuses further calls")))
+    })
 }
 
 /// The SPEC section 5 generator parameters of one logical parameter at one step.
@@ -128,6 +145,8 @@ pub struct DeviceMemory {
 #[napi]
 pub struct NativeStore {
     inner: Box<dyn TensorStore>,
+    /// the first panic of a call on this store, after which it refuses every call (guard_store)
+    poisoned: RefCell<Option<String>>,
 }
 
 #[napi]
@@ -137,7 +156,7 @@ impl NativeStore {
         guard("NativeStore", || {
             let b = o::store_kind("backend", &backend)?;
             let r = o::uint_max("ranks", ranks, 1 << 20)? as usize;
-            Ok(NativeStore { inner: tensor_store::open(b, r).map_err(core_err)? })
+            Ok(NativeStore { inner: tensor_store::open(b, r).map_err(core_err)?, poisoned: RefCell::new(None) })
         })
     }
 
@@ -149,7 +168,7 @@ impl NativeStore {
     /// zero-filled; returns id (> 0)
     #[napi]
     pub fn alloc(&mut self, rank: f64, #[napi(ts_arg_type = "DType")] dtype: String, shape: Vec<f64>) -> Result<u32> {
-        guard("alloc", || {
+        guard_store(&self.poisoned, "alloc", || {
             let r = o::rank("rank", rank)?;
             let d = o::dtype("dtype", &dtype)?;
             let s = o::dims("shape", &shape)?;
@@ -160,39 +179,39 @@ impl NativeStore {
     /// error on unknown/double free
     #[napi]
     pub fn free(&mut self, id: f64) -> Result<()> {
-        guard("free", || self.inner.free(o::id("id", id)?).map_err(core_err))
+        guard_store(&self.poisoned, "free", || self.inner.free(o::id("id", id)?).map_err(core_err))
     }
 
     #[napi]
     pub fn shape(&self, id: f64) -> Result<Vec<f64>> {
-        guard("shape", || Ok(self.inner.shape(o::id("id", id)?).map_err(core_err)?.iter().map(|&d| d as f64).collect()))
+        guard_store(&self.poisoned, "shape", || Ok(self.inner.shape(o::id("id", id)?).map_err(core_err)?.iter().map(|&d| d as f64).collect()))
     }
 
     #[napi(ts_return_type = "DType")]
     pub fn dtype(&self, id: f64) -> Result<String> {
-        guard("dtype", || Ok(self.inner.dtype(o::id("id", id)?).map_err(core_err)?.name().to_string()))
+        guard_store(&self.poisoned, "dtype", || Ok(self.inner.dtype(o::id("id", id)?).map_err(core_err)?.name().to_string()))
     }
 
     #[napi]
     pub fn owner(&self, id: f64) -> Result<u32> {
-        guard("owner", || Ok(self.inner.owner(o::id("id", id)?).map_err(core_err)? as u32))
+        guard_store(&self.poisoned, "owner", || Ok(self.inner.owner(o::id("id", id)?).map_err(core_err)? as u32))
     }
 
     /// bytes = numel * dtype size, exact; meta charges the same bytes without storage
     #[napi]
     pub fn live_bytes(&self, rank: f64) -> Result<f64> {
-        guard("liveBytes", || Ok(self.inner.live_bytes(o::rank("rank", rank)?).map_err(core_err)? as f64))
+        guard_store(&self.poisoned, "liveBytes", || Ok(self.inner.live_bytes(o::rank("rank", rank)?).map_err(core_err)? as f64))
     }
 
     #[napi]
     pub fn peak_bytes(&self, rank: f64) -> Result<f64> {
-        guard("peakBytes", || Ok(self.inner.peak_bytes(o::rank("rank", rank)?).map_err(core_err)? as f64))
+        guard_store(&self.poisoned, "peakBytes", || Ok(self.inner.peak_bytes(o::rank("rank", rank)?).map_err(core_err)? as f64))
     }
 
     /// peak := live
     #[napi]
     pub fn reset_peak(&mut self, rank: f64) -> Result<()> {
-        guard("resetPeak", || self.inner.reset_peak(o::rank("rank", rank)?).map_err(core_err))
+        guard_store(&self.poisoned, "resetPeak", || self.inner.reset_peak(o::rank("rank", rank)?).map_err(core_err))
     }
 
     /// all ranks
@@ -205,7 +224,7 @@ impl NativeStore {
     /// read now, to record beside the ledger; null on the cpu and meta backends
     #[napi]
     pub fn device_memory(&self, rank: f64) -> Result<Option<DeviceMemory>> {
-        guard("deviceMemory", || {
+        guard_store(&self.poisoned, "deviceMemory", || {
             let m = self.inner.device_memory(o::rank("rank", rank)?).map_err(core_err)?;
             Ok(m.map(|m| DeviceMemory { device: m.device, free_bytes: m.free_bytes as f64, total_bytes: m.total_bytes as f64 }))
         })
@@ -216,7 +235,7 @@ impl NativeStore {
     /// starts with `items[k]`) nothing this call allocated stays allocated.
     #[napi]
     pub fn alloc_fill_many(&mut self, rank: f64, #[napi(ts_arg_type = "DType")] dtype: String, #[napi(ts_arg_type = "Array<FillItem>")] items: Unknown<'_>) -> Result<Vec<u32>> {
-        guard("allocFillMany", || {
+        guard_store(&self.poisoned, "allocFillMany", || {
             let r = o::rank("rank", rank)?;
             let d = o::dtype("dtype", &dtype)?;
             let items = o::fill_items("items", &items)?;
@@ -227,7 +246,7 @@ impl NativeStore {
     /// element j of the shard = gen(global flat index of j)
     #[napi]
     pub fn fill_grad(&mut self, id: f64, #[napi(ts_arg_type = "GenSpec")] gen: Unknown<'_>, #[napi(ts_arg_type = "Block")] block: Unknown<'_>) -> Result<()> {
-        guard("fillGrad", || {
+        guard_store(&self.poisoned, "fillGrad", || {
             let i = o::id("id", id)?;
             let g = o::gen_spec(&gen)?;
             let b = o::block(&block)?;
@@ -237,19 +256,19 @@ impl NativeStore {
 
     #[napi]
     pub fn fill_value(&mut self, id: f64, value: f64) -> Result<()> {
-        guard("fillValue", || self.inner.fill_value(o::id("id", id)?, value).map_err(core_err))
+        guard_store(&self.poisoned, "fillValue", || self.inner.fill_value(o::id("id", id)?, value).map_err(core_err))
     }
 
     /// as f64 (exact for every dtype)
     #[napi]
     pub fn get_element(&self, id: f64, index: f64) -> Result<f64> {
-        guard("getElement", || self.inner.get_element(o::id("id", id)?, o::uint("index", index)?).map_err(core_err))
+        guard_store(&self.poisoned, "getElement", || self.inner.get_element(o::id("id", id)?, o::uint("index", index)?).map_err(core_err))
     }
 
     /// rounded to dtype (RNE)
     #[napi]
     pub fn set_element(&mut self, id: f64, index: f64, value: f64) -> Result<()> {
-        guard("setElement", || {
+        guard_store(&self.poisoned, "setElement", || {
             self.inner.set_element(o::id("id", id)?, o::uint("index", index)?, value).map_err(core_err)
         })
     }
@@ -257,13 +276,13 @@ impl NativeStore {
     /// sum |x|^p accumulated in f64 (p finite, > 0)
     #[napi]
     pub fn sum_abs_pow(&self, id: f64, p: f64) -> Result<f64> {
-        guard("sumAbsPow", || self.inner.sum_abs_pow(o::id("id", id)?, o::p(p)?).map_err(core_err))
+        guard_store(&self.poisoned, "sumAbsPow", || self.inner.sum_abs_pow(o::id("id", id)?, o::p(p)?).map_err(core_err))
     }
 
     /// exact sum of f64(|x|^p) over FINITE elements, as an integer N: value = N * 2^-1074
     #[napi]
     pub fn exact_sum_abs_pow(&self, id: f64, p: f64) -> Result<BigInt> {
-        guard("exactSumAbsPow", || {
+        guard_store(&self.poisoned, "exactSumAbsPow", || {
             Ok(o::bigint_of(self.inner.exact_sum_abs_pow(o::id("id", id)?, o::p(p)?).map_err(core_err)?))
         })
     }
@@ -271,42 +290,42 @@ impl NativeStore {
     /// NaN if any NaN
     #[napi]
     pub fn max_abs(&self, id: f64) -> Result<f64> {
-        guard("maxAbs", || self.inner.max_abs(o::id("id", id)?).map_err(core_err))
+        guard_store(&self.poisoned, "maxAbs", || self.inner.max_abs(o::id("id", id)?).map_err(core_err))
     }
 
     #[napi]
     pub fn non_finite_count(&self, id: f64) -> Result<f64> {
-        guard("nonFiniteCount", || Ok(self.inner.nonfinite_count(o::id("id", id)?).map_err(core_err)? as f64))
+        guard_store(&self.poisoned, "nonFiniteCount", || Ok(self.inner.nonfinite_count(o::id("id", id)?).map_err(core_err)? as f64))
     }
 
     /// plain memory-read baseline for benchmarks
     #[napi]
     pub fn read_pass(&self, id: f64) -> Result<f64> {
-        guard("readPass", || Ok(self.inner.read_pass(o::id("id", id)?).map_err(core_err)? as f64))
+        guard_store(&self.poisoned, "readPass", || Ok(self.inner.read_pass(o::id("id", id)?).map_err(core_err)? as f64))
     }
 
     /// x = round_dtype(f32(x) * f32(coef)), RNE
     #[napi]
     pub fn scale(&mut self, id: f64, coef: f64) -> Result<()> {
-        guard("scale", || self.inner.scale(o::id("id", id)?, coef).map_err(core_err))
+        guard_store(&self.poisoned, "scale", || self.inner.scale(o::id("id", id)?, coef).map_err(core_err))
     }
 
     /// same dtype and numel
     #[napi]
     pub fn copy_from(&mut self, dst: f64, src: f64) -> Result<()> {
-        guard("copyFrom", || self.inner.copy_from(o::id("dst", dst)?, o::id("src", src)?).map_err(core_err))
+        guard_store(&self.poisoned, "copyFrom", || self.inner.copy_from(o::id("dst", dst)?, o::id("src", src)?).map_err(core_err))
     }
 
     /// dst = round_dtype(float32 sum of srcs in list order): one rounding (same dtype and shape)
     #[napi]
     pub fn sum_tensors(&mut self, dst: f64, srcs: Vec<f64>) -> Result<()> {
-        guard("sumTensors", || self.inner.sum_tensors(o::id("dst", dst)?, &o::ids("srcs", &srcs)?).map_err(core_err))
+        guard_store(&self.poisoned, "sumTensors", || self.inner.sum_tensors(o::id("dst", dst)?, &o::ids("srcs", &srcs)?).map_err(core_err))
     }
 
     /// new tensor charged to `rank`
     #[napi]
     pub fn narrow(&mut self, id: f64, dim: f64, start: f64, len: f64, rank: f64) -> Result<u32> {
-        guard("narrow", || {
+        guard_store(&self.poisoned, "narrow", || {
             let (i, d) = (o::id("id", id)?, o::uint("dim", dim)? as usize);
             let (s, l) = (o::uint("start", start)?, o::uint("len", len)?);
             self.inner.narrow(i, d, s, l, o::rank("rank", rank)?).map_err(core_err)
@@ -316,7 +335,7 @@ impl NativeStore {
     /// new tensor charged to `rank`
     #[napi]
     pub fn cat(&mut self, ids: Vec<f64>, dim: f64, rank: f64) -> Result<u32> {
-        guard("cat", || {
+        guard_store(&self.poisoned, "cat", || {
             let v = o::ids("ids", &ids)?;
             self.inner.cat(&v, o::uint("dim", dim)? as usize, o::rank("rank", rank)?).map_err(core_err)
         })
@@ -325,25 +344,25 @@ impl NativeStore {
     /// new tensor charged to `rank`
     #[napi]
     pub fn clone(&mut self, id: f64, rank: f64) -> Result<u32> {
-        guard("clone", || self.inner.clone_tensor(o::id("id", id)?, o::rank("rank", rank)?).map_err(core_err))
+        guard_store(&self.poisoned, "clone", || self.inner.clone_tensor(o::id("id", id)?, o::rank("rank", rank)?).map_err(core_err))
     }
 
     /// bitwise (any NaN equals any NaN); first differing element
     #[napi]
     pub fn compare(&self, a: f64, b: f64) -> Result<Option<Mismatch>> {
-        guard("compare", || Ok(self.inner.compare(o::id("a", a)?, o::id("b", b)?).map_err(core_err)?.map(Into::into)))
+        guard_store(&self.poisoned, "compare", || Ok(self.inner.compare(o::id("a", a)?, o::id("b", b)?).map_err(core_err)?.map(Into::into)))
     }
 
     /// 16 hex digits (XXH64 of dtype + shape + content); "meta" on a meta store
     #[napi]
     pub fn hash(&self, id: f64) -> Result<String> {
-        guard("hash", || self.inner.hash(o::id("id", id)?).map_err(core_err))
+        guard_store(&self.poisoned, "hash", || self.inner.hash(o::id("id", id)?).map_err(core_err))
     }
 
     /// first local element that is not bitwise round_dtype(f32(gen(i)) * f32(coef))
     #[napi]
     pub fn verify_scaled(&self, id: f64, #[napi(ts_arg_type = "GenSpec")] gen: Unknown<'_>, #[napi(ts_arg_type = "Block")] block: Unknown<'_>, coef: f64) -> Result<Option<Mismatch>> {
-        guard("verifyScaled", || {
+        guard_store(&self.poisoned, "verifyScaled", || {
             let i = o::id("id", id)?;
             let g = o::gen_spec(&gen)?;
             let b = o::block(&block)?;
@@ -355,7 +374,7 @@ impl NativeStore {
     /// index and the Mismatch), null when all pass; an error names its item (`items[k]`)
     #[napi]
     pub fn verify_scaled_many(&self, #[napi(ts_arg_type = "Array<VerifyItem>")] items: Unknown<'_>) -> Result<Option<ItemMismatch>> {
-        guard("verifyScaledMany", || {
+        guard_store(&self.poisoned, "verifyScaledMany", || {
             let items = o::verify_items("items", &items)?;
             Ok(self.inner.verify_scaled_many(&items).map_err(core_err)?.map(|(k, m)| ItemMismatch { item: k as u32, mismatch: m.into() }))
         })
@@ -369,7 +388,7 @@ impl NativeStore {
         entries: Vec<SafetensorsEntry>,
         metadata: HashMap<String, String>,
     ) -> Result<()> {
-        guard("saveSafetensors", || {
+        guard_store(&self.poisoned, "saveSafetensors", || {
             let mut es = Vec::with_capacity(entries.len());
             for (k, e) in entries.iter().enumerate() {
                 es.push((e.name.clone(), o::id(&format!("entries[{k}].id"), e.id)?));
@@ -382,7 +401,7 @@ impl NativeStore {
     /// validated before anything is allocated; charged to `rank`; entries in file data order
     #[napi]
     pub fn load_safetensors(&mut self, path: String, rank: f64) -> Result<Vec<SafetensorsEntry>> {
-        guard("loadSafetensors", || {
+        guard_store(&self.poisoned, "loadSafetensors", || {
             let r = o::rank("rank", rank)?;
             let v = self.inner.load_safetensors(&path, r).map_err(core_err)?;
             Ok(v.into_iter().map(|(name, id)| SafetensorsEntry { name, id: id as f64 }).collect())
@@ -391,7 +410,7 @@ impl NativeStore {
 
     #[napi]
     pub fn inspect_safetensors(&self, path: String) -> Result<Vec<SafetensorsInfo>> {
-        guard("inspectSafetensors", || {
+        guard_store(&self.poisoned, "inspectSafetensors", || {
             let h = safetensors::read_header(&path).map_err(core_err)?;
             Ok(h.entries
                 .into_iter()
@@ -407,7 +426,7 @@ impl NativeStore {
     /// the header's "__metadata__" string map (addition to the contract)
     #[napi]
     pub fn safetensors_metadata(&self, path: String) -> Result<HashMap<String, String>> {
-        guard("safetensorsMetadata", || {
+        guard_store(&self.poisoned, "safetensorsMetadata", || {
             let h = safetensors::read_header(&path).map_err(core_err)?;
             Ok(h.metadata.into_iter().collect())
         })
@@ -418,7 +437,7 @@ impl NativeStore {
     /// step = the step count after this update (>= 1)
     #[napi]
     pub fn adamw_step(&mut self, param: f64, grad: f64, exp_avg: f64, exp_avg_sq: f64, step: f64, hp: AdamWParams) -> Result<()> {
-        guard("adamwStep", || {
+        guard_store(&self.poisoned, "adamwStep", || {
             let ids = (o::id("param", param)?, o::id("grad", grad)?, o::id("expAvg", exp_avg)?, o::id("expAvgSq", exp_avg_sq)?);
             let s = o::uint("step", step)?;
             let h = optim::AdamW { lr: hp.lr, beta1: hp.beta1, beta2: hp.beta2, eps: hp.eps, weight_decay: hp.weight_decay };
@@ -430,7 +449,7 @@ impl NativeStore {
     /// dst (same dtype); returns the number of elements copied (0 when they do not intersect)
     #[napi]
     pub fn copy_block(&mut self, dst: f64, #[napi(ts_arg_type = "Block")] dst_block: Unknown<'_>, src: f64, #[napi(ts_arg_type = "Block")] src_block: Unknown<'_>) -> Result<f64> {
-        guard("copyBlock", || {
+        guard_store(&self.poisoned, "copyBlock", || {
             let (d, s) = (o::id("dst", dst)?, o::id("src", src)?);
             let (db, sb) = (o::block(&dst_block)?, o::block(&src_block)?);
             Ok(self.inner.copy_block(d, &db, s, &sb).map_err(core_err)? as f64)
