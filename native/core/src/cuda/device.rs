@@ -105,6 +105,7 @@ pub struct CudaDevice {
 // SAFETY: a CUDA context and its functions may be used from any thread once made current
 // (every method calls set_current first).
 unsafe impl Send for CudaDevice {}
+// SAFETY: as for Send: every method makes the context current before it uses it.
 unsafe impl Sync for CudaDevice {}
 
 impl CudaDevice {

@@ -37,6 +37,7 @@ pub struct EmuLib {
 
 // SAFETY: the library serializes launches with a mutex; the helpers are pure functions.
 unsafe impl Send for EmuLib {}
+// SAFETY: as for Send: the library's mutex serializes launches, the helpers are pure.
 unsafe impl Sync for EmuLib {}
 
 impl EmuLib {

@@ -44,6 +44,7 @@ pub struct Nvrtc {
 
 // SAFETY: NVRTC's API is thread safe (programs are not shared between threads here).
 unsafe impl Send for Nvrtc {}
+// SAFETY: as for Send: NVRTC's API is thread safe.
 unsafe impl Sync for Nvrtc {}
 
 const NAMES: [&str; 3] = ["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"];
@@ -100,6 +101,7 @@ fn load_from(path: &str) -> std::result::Result<Nvrtc, String> {
         ptx: sym!(b"nvrtcGetPTX\0"),
         // SAFETY: as above (absent before CUDA 11.1).
         cubin_size: unsafe { lib.get::<FnSize>(b"nvrtcGetCUBINSize\0") }.ok().map(|s| *s),
+        // SAFETY: as for cubin_size: a symbol of the library just loaded, declared with NVRTC's signature.
         cubin: unsafe { lib.get::<FnGet>(b"nvrtcGetCUBIN\0") }.ok().map(|s| *s),
         destroy: sym!(b"nvrtcDestroyProgram\0"),
         err: sym!(b"nvrtcGetErrorString\0"),

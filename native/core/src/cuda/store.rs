@@ -86,11 +86,15 @@ const _: () = assert!(std::mem::size_of::<BoxArgs>() == 224);
 unsafe trait KernelArg: Copy {}
 // SAFETY: primitive types without padding (DevPtr is u64).
 unsafe impl KernelArg for u32 {}
+// SAFETY: a primitive type without padding.
 unsafe impl KernelArg for u64 {}
+// SAFETY: a primitive type without padding.
 unsafe impl KernelArg for f64 {}
 // SAFETY: repr(C) structs whose size is the sum of their fields' sizes (asserted above): no padding.
 unsafe impl KernelArg for Geom {}
+// SAFETY: repr(C) without padding (its size is asserted above).
 unsafe impl KernelArg for GenArgs {}
+// SAFETY: repr(C) without padding (its size is asserted above).
 unsafe impl KernelArg for BoxArgs {}
 
 /// Kernel arguments: each value copied into 8-byte aligned storage; `ptrs` gives cuLaunchKernel's
