@@ -17,7 +17,7 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";
 import { InputError } from "../../errors.ts";
-import { LAYOUT_AXES, type Layout } from "../../layout/layout.ts";
+import { LAYOUT_AXES, type Layout, type LayoutAxis } from "../../layout/layout.ts";
 import { getModel } from "../../model/models.ts";
 import { stageOfParam } from "../../model/plan.ts";
 import { regimeSpec } from "../../clip/regimes.ts";
@@ -184,6 +184,11 @@ export function listFrameworkSubjects(): { spec: string; framework: string; desc
   return [...loadFrameworks().values()].map((fw) => ({ spec: `torch:${fw.name}`, framework: fw.name, description: fw.description }));
 }
 
+/** The layout's axes of size > 1 that `axes` does not allow (none when `axes` is unset: anything goes). */
+function axesBeyond(layout: Layout, axes: readonly LayoutAxis[] | undefined): LayoutAxis[] {
+  return axes ? LAYOUT_AXES.filter((a) => layout[a] > 1 && !axes.includes(a)) : [];
+}
+
 function usesArg(c: Convention, source: string): boolean {
   return c.paths.some((p) => p.steps.some((s) => [...s.args, ...Object.values(s.kwargs), ...Object.values(s.ifNamed)].some((a) => a === source)));
 }
@@ -194,11 +199,8 @@ function usesArg(c: Convention, source: string): boolean {
  * error_if_nonfinite never raises on request), and the mesh axes the convention's inputs can be built over.
  */
 export function applicability(c: Convention, cell: { layout: Layout; normType: number; regime: string; errorIfNonfinite: boolean }): string | null {
-  const axes = c.axes;
-  if (axes) {
-    const beyond = LAYOUT_AXES.filter((a) => cell.layout[a] > 1 && !axes.includes(a));
-    if (beyond.length) return `its inputs are built over ${axes.join(" x ")} only, and the layout has ${beyond.map((a) => `${a}(${cell.layout[a]})`).join(", ")}`;
-  }
+  const beyond = axesBeyond(cell.layout, c.axes);
+  if (beyond.length) return `its inputs are built over ${c.axes!.join(" x ")} only, and the layout has ${beyond.map((a) => `${a}(${cell.layout[a]})`).join(", ")}`;
   if (c.normTypes !== "any") {
     const ok = c.normTypes.some((n) => (n === "inf" ? cell.normType === Infinity : n === cell.normType));
     if (!ok) return `its clip takes no norm_type: it computes the ${c.normTypes.join("/")}-norm only, and the cell asks for ${cell.normType === Infinity ? "inf" : cell.normType}`;
@@ -216,11 +218,8 @@ export function applicability(c: Convention, cell: { layout: Layout; normType: n
 export function outsideConfigurations(fw: Framework, cell: Pick<Case, "layout" | "model" | "dtype" | "normType"> & { errorIfNonfinite: boolean; regime: string }): string | null {
   const c = fw.configurations;
   if (!c) return null;
-  const axes = c.axes;
-  if (axes) {
-    const beyond = LAYOUT_AXES.filter((a) => cell.layout[a] > 1 && !axes.includes(a));
-    if (beyond.length) return `${fw.name}'s trainer builds no ${beyond.map((a) => `${a} > 1`).join(", ")} (it uses ${axes.length ? axes.join(", ") : "one rank"} only)`;
-  }
+  const beyond = axesBeyond(cell.layout, c.axes);
+  if (beyond.length) return `${fw.name}'s trainer builds no ${beyond.map((a) => `${a} > 1`).join(", ")} (it uses ${c.axes!.length ? c.axes!.join(", ") : "one rank"} only)`;
   if (!c.mtpWithPp && cell.layout.pp > 1 && getModel(cell.model).ties.length > 0) return `${fw.name}'s trainer builds no MTP layer (a tied replica of the embedding) together with PP`;
   if (!c.emptyStages && cell.layout.pp > 1) {
     const model = getModel(cell.model);
