@@ -197,15 +197,16 @@ test("errors name the field and the value; no panic reaches JS", () => {
 });
 
 test("a store whose call panicked refuses every later call, naming the panic; another store goes on", () => {
-  const s = new n.NativeStore("cpu", 1);
   const other = new n.NativeStore("cpu", 1);
-  const id = s.alloc(0, "f32", [4]);
-  process.env.CLIP_PARITY_NATIVE_TEST_PANIC = "scale";
+  process.env.CLIP_PARITY_NATIVE_TEST_PANIC = "scale"; // read when a store is opened
+  let s;
   try {
-    assert.throws(() => s.scale(id, 0.5), /^Error: scale: internal error in clip-parity-native \(panic: CLIP_PARITY_NATIVE_TEST_PANIC=scale\); this store refuses further calls$/);
+    s = new n.NativeStore("cpu", 1);
   } finally {
     delete process.env.CLIP_PARITY_NATIVE_TEST_PANIC;
   }
+  const id = s.alloc(0, "f32", [4]);
+  assert.throws(() => s.scale(id, 0.5), /^Error: scale: internal error in clip-parity-native \(panic: CLIP_PARITY_NATIVE_TEST_PANIC=scale\); this store refuses further calls$/);
   const unusable = /this store is unusable after an internal error in an earlier call \(scale panicked: CLIP_PARITY_NATIVE_TEST_PANIC=scale\); open a new one/;
   assert.throws(() => s.free(id), new RegExp(`^Error: free: ${unusable.source}`));
   assert.throws(() => s.liveBytes(0), unusable);

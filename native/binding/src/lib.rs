@@ -33,17 +33,31 @@ fn guard<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
     caught(f).unwrap_or_else(|msg| Err(Error::from_reason(format!("{what}: internal error in clip-parity-native (panic: {msg})"))))
 }
 
+/// A store's panic state: the first panic of a call (after which every call is refused), and the call
+/// that `CLIP_PARITY_NATIVE_TEST_PANIC=<call>` makes panic, for the test of that rule (read once, when the
+/// store is opened, not on every call).
+struct Poison {
+    first: RefCell<Option<String>>,
+    test_panic: Option<String>,
+}
+
+impl Poison {
+    fn new() -> Self {
+        Poison { first: RefCell::new(None), test_panic: std::env::var("CLIP_PARITY_NATIVE_TEST_PANIC").ok() }
+    }
+}
+
 /// `guard` for a store's calls. A call that panicked may have left the store's tables (tensors, ledger,
 /// pool) half-updated, so the store refuses every later call, naming the first panic; the caller opens a
-/// new one. `CLIP_PARITY_NATIVE_TEST_PANIC=<call>` makes that call panic, for the test of this rule.
-fn guard_store<T>(poisoned: &RefCell<Option<String>>, what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
-    if let Some(first) = poisoned.borrow().as_deref() {
+/// new one.
+fn guard_store<T>(poison: &Poison, what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    if let Some(first) = poison.first.borrow().as_deref() {
         return Err(Error::from_reason(format!("{what}: this store is unusable after an internal error in an earlier call ({first}); open a new one")));
     }
-    let hook = std::env::var("CLIP_PARITY_NATIVE_TEST_PANIC").is_ok_and(|v| v == what);
+    let hook = poison.test_panic.as_deref() == Some(what);
     caught(|| if hook { panic!("CLIP_PARITY_NATIVE_TEST_PANIC={what}") } else { f() }).unwrap_or_else(|msg| {
         let first = format!("{what} panicked: {msg}");
-        *poisoned.borrow_mut() = Some(first);
+        *poison.first.borrow_mut() = Some(first);
         Err(Error::from_reason(format!("{what}: internal error in clip-parity-native (panic: {msg}); this store refuses further calls")))
     })
 }
@@ -146,7 +160,7 @@ pub struct DeviceMemory {
 pub struct NativeStore {
     inner: Box<dyn TensorStore>,
     /// the first panic of a call on this store, after which it refuses every call (guard_store)
-    poisoned: RefCell<Option<String>>,
+    poison: Poison,
 }
 
 #[napi]
@@ -156,7 +170,7 @@ impl NativeStore {
         guard("NativeStore", || {
             let b = o::store_kind("backend", &backend)?;
             let r = o::uint_max("ranks", ranks, 1 << 20)? as usize;
-            Ok(NativeStore { inner: tensor_store::open(b, r).map_err(core_err)?, poisoned: RefCell::new(None) })
+            Ok(NativeStore { inner: tensor_store::open(b, r).map_err(core_err)?, poison: Poison::new() })
         })
     }
 
@@ -168,7 +182,7 @@ impl NativeStore {
     /// zero-filled; returns id (> 0)
     #[napi]
     pub fn alloc(&mut self, rank: f64, #[napi(ts_arg_type = "DType")] dtype: String, shape: Vec<f64>) -> Result<u32> {
-        guard_store(&self.poisoned, "alloc", || {
+        guard_store(&self.poison, "alloc", || {
             let r = o::rank("rank", rank)?;
             let d = o::dtype("dtype", &dtype)?;
             let s = o::dims("shape", &shape)?;
@@ -179,39 +193,39 @@ impl NativeStore {
     /// error on unknown/double free
     #[napi]
     pub fn free(&mut self, id: f64) -> Result<()> {
-        guard_store(&self.poisoned, "free", || self.inner.free(o::id("id", id)?).map_err(core_err))
+        guard_store(&self.poison, "free", || self.inner.free(o::id("id", id)?).map_err(core_err))
     }
 
     #[napi]
     pub fn shape(&self, id: f64) -> Result<Vec<f64>> {
-        guard_store(&self.poisoned, "shape", || Ok(self.inner.shape(o::id("id", id)?).map_err(core_err)?.iter().map(|&d| d as f64).collect()))
+        guard_store(&self.poison, "shape", || Ok(self.inner.shape(o::id("id", id)?).map_err(core_err)?.iter().map(|&d| d as f64).collect()))
     }
 
     #[napi(ts_return_type = "DType")]
     pub fn dtype(&self, id: f64) -> Result<String> {
-        guard_store(&self.poisoned, "dtype", || Ok(self.inner.dtype(o::id("id", id)?).map_err(core_err)?.name().to_string()))
+        guard_store(&self.poison, "dtype", || Ok(self.inner.dtype(o::id("id", id)?).map_err(core_err)?.name().to_string()))
     }
 
     #[napi]
     pub fn owner(&self, id: f64) -> Result<u32> {
-        guard_store(&self.poisoned, "owner", || Ok(self.inner.owner(o::id("id", id)?).map_err(core_err)? as u32))
+        guard_store(&self.poison, "owner", || Ok(self.inner.owner(o::id("id", id)?).map_err(core_err)? as u32))
     }
 
     /// bytes = numel * dtype size, exact; meta charges the same bytes without storage
     #[napi]
     pub fn live_bytes(&self, rank: f64) -> Result<f64> {
-        guard_store(&self.poisoned, "liveBytes", || Ok(self.inner.live_bytes(o::rank("rank", rank)?).map_err(core_err)? as f64))
+        guard_store(&self.poison, "liveBytes", || Ok(self.inner.live_bytes(o::rank("rank", rank)?).map_err(core_err)? as f64))
     }
 
     #[napi]
     pub fn peak_bytes(&self, rank: f64) -> Result<f64> {
-        guard_store(&self.poisoned, "peakBytes", || Ok(self.inner.peak_bytes(o::rank("rank", rank)?).map_err(core_err)? as f64))
+        guard_store(&self.poison, "peakBytes", || Ok(self.inner.peak_bytes(o::rank("rank", rank)?).map_err(core_err)? as f64))
     }
 
     /// peak := live
     #[napi]
     pub fn reset_peak(&mut self, rank: f64) -> Result<()> {
-        guard_store(&self.poisoned, "resetPeak", || self.inner.reset_peak(o::rank("rank", rank)?).map_err(core_err))
+        guard_store(&self.poison, "resetPeak", || self.inner.reset_peak(o::rank("rank", rank)?).map_err(core_err))
     }
 
     /// all ranks
@@ -224,7 +238,7 @@ impl NativeStore {
     /// read now, to record beside the ledger; null on the cpu and meta backends
     #[napi]
     pub fn device_memory(&self, rank: f64) -> Result<Option<DeviceMemory>> {
-        guard_store(&self.poisoned, "deviceMemory", || {
+        guard_store(&self.poison, "deviceMemory", || {
             let m = self.inner.device_memory(o::rank("rank", rank)?).map_err(core_err)?;
             Ok(m.map(|m| DeviceMemory { device: m.device, free_bytes: m.free_bytes as f64, total_bytes: m.total_bytes as f64 }))
         })
@@ -235,7 +249,7 @@ impl NativeStore {
     /// starts with `items[k]`) nothing this call allocated stays allocated.
     #[napi]
     pub fn alloc_fill_many(&mut self, rank: f64, #[napi(ts_arg_type = "DType")] dtype: String, #[napi(ts_arg_type = "Array<FillItem>")] items: Unknown<'_>) -> Result<Vec<u32>> {
-        guard_store(&self.poisoned, "allocFillMany", || {
+        guard_store(&self.poison, "allocFillMany", || {
             let r = o::rank("rank", rank)?;
             let d = o::dtype("dtype", &dtype)?;
             let items = o::fill_items("items", &items)?;
@@ -246,7 +260,7 @@ impl NativeStore {
     /// element j of the shard = gen(global flat index of j)
     #[napi]
     pub fn fill_grad(&mut self, id: f64, #[napi(ts_arg_type = "GenSpec")] gen: Unknown<'_>, #[napi(ts_arg_type = "Block")] block: Unknown<'_>) -> Result<()> {
-        guard_store(&self.poisoned, "fillGrad", || {
+        guard_store(&self.poison, "fillGrad", || {
             let i = o::id("id", id)?;
             let g = o::gen_spec(&gen)?;
             let b = o::block(&block)?;
@@ -256,19 +270,19 @@ impl NativeStore {
 
     #[napi]
     pub fn fill_value(&mut self, id: f64, value: f64) -> Result<()> {
-        guard_store(&self.poisoned, "fillValue", || self.inner.fill_value(o::id("id", id)?, value).map_err(core_err))
+        guard_store(&self.poison, "fillValue", || self.inner.fill_value(o::id("id", id)?, value).map_err(core_err))
     }
 
     /// as f64 (exact for every dtype)
     #[napi]
     pub fn get_element(&self, id: f64, index: f64) -> Result<f64> {
-        guard_store(&self.poisoned, "getElement", || self.inner.get_element(o::id("id", id)?, o::uint("index", index)?).map_err(core_err))
+        guard_store(&self.poison, "getElement", || self.inner.get_element(o::id("id", id)?, o::uint("index", index)?).map_err(core_err))
     }
 
     /// rounded to dtype (RNE)
     #[napi]
     pub fn set_element(&mut self, id: f64, index: f64, value: f64) -> Result<()> {
-        guard_store(&self.poisoned, "setElement", || {
+        guard_store(&self.poison, "setElement", || {
             self.inner.set_element(o::id("id", id)?, o::uint("index", index)?, value).map_err(core_err)
         })
     }
@@ -276,13 +290,13 @@ impl NativeStore {
     /// sum |x|^p accumulated in f64 (p finite, > 0)
     #[napi]
     pub fn sum_abs_pow(&self, id: f64, p: f64) -> Result<f64> {
-        guard_store(&self.poisoned, "sumAbsPow", || self.inner.sum_abs_pow(o::id("id", id)?, o::p(p)?).map_err(core_err))
+        guard_store(&self.poison, "sumAbsPow", || self.inner.sum_abs_pow(o::id("id", id)?, o::p(p)?).map_err(core_err))
     }
 
     /// exact sum of f64(|x|^p) over FINITE elements, as an integer N: value = N * 2^-1074
     #[napi]
     pub fn exact_sum_abs_pow(&self, id: f64, p: f64) -> Result<BigInt> {
-        guard_store(&self.poisoned, "exactSumAbsPow", || {
+        guard_store(&self.poison, "exactSumAbsPow", || {
             Ok(o::bigint_of(self.inner.exact_sum_abs_pow(o::id("id", id)?, o::p(p)?).map_err(core_err)?))
         })
     }
@@ -290,42 +304,42 @@ impl NativeStore {
     /// NaN if any NaN
     #[napi]
     pub fn max_abs(&self, id: f64) -> Result<f64> {
-        guard_store(&self.poisoned, "maxAbs", || self.inner.max_abs(o::id("id", id)?).map_err(core_err))
+        guard_store(&self.poison, "maxAbs", || self.inner.max_abs(o::id("id", id)?).map_err(core_err))
     }
 
     #[napi]
     pub fn non_finite_count(&self, id: f64) -> Result<f64> {
-        guard_store(&self.poisoned, "nonFiniteCount", || Ok(self.inner.nonfinite_count(o::id("id", id)?).map_err(core_err)? as f64))
+        guard_store(&self.poison, "nonFiniteCount", || Ok(self.inner.nonfinite_count(o::id("id", id)?).map_err(core_err)? as f64))
     }
 
     /// plain memory-read baseline for benchmarks
     #[napi]
     pub fn read_pass(&self, id: f64) -> Result<f64> {
-        guard_store(&self.poisoned, "readPass", || Ok(self.inner.read_pass(o::id("id", id)?).map_err(core_err)? as f64))
+        guard_store(&self.poison, "readPass", || Ok(self.inner.read_pass(o::id("id", id)?).map_err(core_err)? as f64))
     }
 
     /// x = round_dtype(f32(x) * f32(coef)), RNE
     #[napi]
     pub fn scale(&mut self, id: f64, coef: f64) -> Result<()> {
-        guard_store(&self.poisoned, "scale", || self.inner.scale(o::id("id", id)?, coef).map_err(core_err))
+        guard_store(&self.poison, "scale", || self.inner.scale(o::id("id", id)?, coef).map_err(core_err))
     }
 
     /// same dtype and numel
     #[napi]
     pub fn copy_from(&mut self, dst: f64, src: f64) -> Result<()> {
-        guard_store(&self.poisoned, "copyFrom", || self.inner.copy_from(o::id("dst", dst)?, o::id("src", src)?).map_err(core_err))
+        guard_store(&self.poison, "copyFrom", || self.inner.copy_from(o::id("dst", dst)?, o::id("src", src)?).map_err(core_err))
     }
 
     /// dst = round_dtype(float32 sum of srcs in list order): one rounding (same dtype and shape)
     #[napi]
     pub fn sum_tensors(&mut self, dst: f64, srcs: Vec<f64>) -> Result<()> {
-        guard_store(&self.poisoned, "sumTensors", || self.inner.sum_tensors(o::id("dst", dst)?, &o::ids("srcs", &srcs)?).map_err(core_err))
+        guard_store(&self.poison, "sumTensors", || self.inner.sum_tensors(o::id("dst", dst)?, &o::ids("srcs", &srcs)?).map_err(core_err))
     }
 
     /// new tensor charged to `rank`
     #[napi]
     pub fn narrow(&mut self, id: f64, dim: f64, start: f64, len: f64, rank: f64) -> Result<u32> {
-        guard_store(&self.poisoned, "narrow", || {
+        guard_store(&self.poison, "narrow", || {
             let (i, d) = (o::id("id", id)?, o::uint("dim", dim)? as usize);
             let (s, l) = (o::uint("start", start)?, o::uint("len", len)?);
             self.inner.narrow(i, d, s, l, o::rank("rank", rank)?).map_err(core_err)
@@ -335,7 +349,7 @@ impl NativeStore {
     /// new tensor charged to `rank`
     #[napi]
     pub fn cat(&mut self, ids: Vec<f64>, dim: f64, rank: f64) -> Result<u32> {
-        guard_store(&self.poisoned, "cat", || {
+        guard_store(&self.poison, "cat", || {
             let v = o::ids("ids", &ids)?;
             self.inner.cat(&v, o::uint("dim", dim)? as usize, o::rank("rank", rank)?).map_err(core_err)
         })
@@ -344,25 +358,25 @@ impl NativeStore {
     /// new tensor charged to `rank`
     #[napi]
     pub fn clone(&mut self, id: f64, rank: f64) -> Result<u32> {
-        guard_store(&self.poisoned, "clone", || self.inner.clone_tensor(o::id("id", id)?, o::rank("rank", rank)?).map_err(core_err))
+        guard_store(&self.poison, "clone", || self.inner.clone_tensor(o::id("id", id)?, o::rank("rank", rank)?).map_err(core_err))
     }
 
     /// bitwise (any NaN equals any NaN); first differing element
     #[napi]
     pub fn compare(&self, a: f64, b: f64) -> Result<Option<Mismatch>> {
-        guard_store(&self.poisoned, "compare", || Ok(self.inner.compare(o::id("a", a)?, o::id("b", b)?).map_err(core_err)?.map(Into::into)))
+        guard_store(&self.poison, "compare", || Ok(self.inner.compare(o::id("a", a)?, o::id("b", b)?).map_err(core_err)?.map(Into::into)))
     }
 
     /// 16 hex digits (XXH64 of dtype + shape + content); "meta" on a meta store
     #[napi]
     pub fn hash(&self, id: f64) -> Result<String> {
-        guard_store(&self.poisoned, "hash", || self.inner.hash(o::id("id", id)?).map_err(core_err))
+        guard_store(&self.poison, "hash", || self.inner.hash(o::id("id", id)?).map_err(core_err))
     }
 
     /// first local element that is not bitwise round_dtype(f32(gen(i)) * f32(coef))
     #[napi]
     pub fn verify_scaled(&self, id: f64, #[napi(ts_arg_type = "GenSpec")] gen: Unknown<'_>, #[napi(ts_arg_type = "Block")] block: Unknown<'_>, coef: f64) -> Result<Option<Mismatch>> {
-        guard_store(&self.poisoned, "verifyScaled", || {
+        guard_store(&self.poison, "verifyScaled", || {
             let i = o::id("id", id)?;
             let g = o::gen_spec(&gen)?;
             let b = o::block(&block)?;
@@ -374,7 +388,7 @@ impl NativeStore {
     /// index and the Mismatch), null when all pass; an error names its item (`items[k]`)
     #[napi]
     pub fn verify_scaled_many(&self, #[napi(ts_arg_type = "Array<VerifyItem>")] items: Unknown<'_>) -> Result<Option<ItemMismatch>> {
-        guard_store(&self.poisoned, "verifyScaledMany", || {
+        guard_store(&self.poison, "verifyScaledMany", || {
             let items = o::verify_items("items", &items)?;
             Ok(self.inner.verify_scaled_many(&items).map_err(core_err)?.map(|(k, m)| ItemMismatch { item: k as u32, mismatch: m.into() }))
         })
@@ -388,7 +402,7 @@ impl NativeStore {
         entries: Vec<SafetensorsEntry>,
         metadata: HashMap<String, String>,
     ) -> Result<()> {
-        guard_store(&self.poisoned, "saveSafetensors", || {
+        guard_store(&self.poison, "saveSafetensors", || {
             let mut es = Vec::with_capacity(entries.len());
             for (k, e) in entries.iter().enumerate() {
                 es.push((e.name.clone(), o::id(&format!("entries[{k}].id"), e.id)?));
@@ -401,7 +415,7 @@ impl NativeStore {
     /// validated before anything is allocated; charged to `rank`; entries in file data order
     #[napi]
     pub fn load_safetensors(&mut self, path: String, rank: f64) -> Result<Vec<SafetensorsEntry>> {
-        guard_store(&self.poisoned, "loadSafetensors", || {
+        guard_store(&self.poison, "loadSafetensors", || {
             let r = o::rank("rank", rank)?;
             let v = self.inner.load_safetensors(&path, r).map_err(core_err)?;
             Ok(v.into_iter().map(|(name, id)| SafetensorsEntry { name, id: id as f64 }).collect())
@@ -410,7 +424,7 @@ impl NativeStore {
 
     #[napi]
     pub fn inspect_safetensors(&self, path: String) -> Result<Vec<SafetensorsInfo>> {
-        guard_store(&self.poisoned, "inspectSafetensors", || {
+        guard_store(&self.poison, "inspectSafetensors", || {
             let h = safetensors::read_header(&path).map_err(core_err)?;
             Ok(h.entries
                 .into_iter()
@@ -426,7 +440,7 @@ impl NativeStore {
     /// the header's "__metadata__" string map (addition to the contract)
     #[napi]
     pub fn safetensors_metadata(&self, path: String) -> Result<HashMap<String, String>> {
-        guard_store(&self.poisoned, "safetensorsMetadata", || {
+        guard_store(&self.poison, "safetensorsMetadata", || {
             let h = safetensors::read_header(&path).map_err(core_err)?;
             Ok(h.metadata.into_iter().collect())
         })
@@ -437,7 +451,7 @@ impl NativeStore {
     /// step = the step count after this update (>= 1)
     #[napi]
     pub fn adamw_step(&mut self, param: f64, grad: f64, exp_avg: f64, exp_avg_sq: f64, step: f64, hp: AdamWParams) -> Result<()> {
-        guard_store(&self.poisoned, "adamwStep", || {
+        guard_store(&self.poison, "adamwStep", || {
             let ids = (o::id("param", param)?, o::id("grad", grad)?, o::id("expAvg", exp_avg)?, o::id("expAvgSq", exp_avg_sq)?);
             let s = o::uint("step", step)?;
             let h = optim::AdamW { lr: hp.lr, beta1: hp.beta1, beta2: hp.beta2, eps: hp.eps, weight_decay: hp.weight_decay };
@@ -449,7 +463,7 @@ impl NativeStore {
     /// dst (same dtype); returns the number of elements copied (0 when they do not intersect)
     #[napi]
     pub fn copy_block(&mut self, dst: f64, #[napi(ts_arg_type = "Block")] dst_block: Unknown<'_>, src: f64, #[napi(ts_arg_type = "Block")] src_block: Unknown<'_>) -> Result<f64> {
-        guard_store(&self.poisoned, "copyBlock", || {
+        guard_store(&self.poison, "copyBlock", || {
             let (d, s) = (o::id("dst", dst)?, o::id("src", src)?);
             let (db, sb) = (o::block(&dst_block)?, o::block(&src_block)?);
             Ok(self.inner.copy_block(d, &db, s, &sb).map_err(core_err)? as f64)
