@@ -571,6 +571,21 @@ class Cell:
             return dist.get_backend()
         raise JobError(f"unknown argument source {a!r}")
 
+    def built_inputs(self) -> list:
+        """Gradient tensors an argument source built from the cell's (FSDP1's flat shard): inputs of the call,
+        not scratch, for the monitor."""
+        g = self.fsdp1.handle.flat_param.grad if self.fsdp1 is not None else None
+        return [] if g is None else [g]
+
+    def after_call(self) -> bool:
+        """Copies what the target clipped in tensors an argument source built back into the cell's own
+        (FSDP1's flat shard); whether there was any. Only after a call that returned: a raise may have left
+        some ranks out of the gathers this takes."""
+        if self.fsdp1 is None:
+            return False
+        self.fsdp1.write_back()
+        return True
+
     def clipped(self) -> list:
         """(fqn, local gradient) of every copy that has one, as the target left them."""
         out = []
@@ -711,8 +726,8 @@ def run_job(job: dict, device: torch.device, meshes: dict, targets: Targets) -> 
         for t in (param, param.grad):
             if isinstance(t, DTensor):
                 mon.known.add(_ptr(t.to_local()))
-    if cell.fsdp1 is not None and cell.fsdp1.handle.flat_param.grad is not None:
-        mon.known.add(_ptr(cell.fsdp1.handle.flat_param.grad))
+    for t in cell.built_inputs():
+        mon.known.add(_ptr(t))
     used_kwargs: set = set()
     t0 = time.perf_counter()
     set_collective_timeout(meshes["groups"], timedelta(seconds=float(job["collectiveTimeoutS"])))
@@ -770,10 +785,10 @@ def run_job(job: dict, device: torch.device, meshes: dict, targets: Targets) -> 
         "method": "torch.cuda.max_memory_allocated" if device.type == "cuda" else "dispatch-mode storage tracking",
     }
     result["kwargs"] = sorted(used_kwargs)
-    if cell.fsdp1 is not None and result["error"] is None:
+    if result["error"] is None:
         t0 = time.perf_counter()
-        cell.fsdp1.write_back()
-        timings["writeBack"] = time.perf_counter() - t0
+        if cell.after_call():
+            timings["writeBack"] = time.perf_counter() - t0
     out = cell.clipped()
     result["gradsMissing"] = cell.missing(out)
     t0 = time.perf_counter()
