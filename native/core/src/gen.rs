@@ -204,9 +204,17 @@ impl GenSpec {
         #[cfg(target_arch = "x86_64")]
         if self.simd_for::<T>(path) {
             let unit = pow2(self.unit_exp()) as f32;
+            let (m, out, n) = (self.m(), dst.as_mut_ptr() as *mut T, dst.len());
             // SAFETY: simd_for: path.is_simd(), which only KernelPath::detect sets on a CPU with AVX2
-            // and F16C; dst is valid for writes of dst.len() elements; m is 8, 11 or 24.
-            unsafe { crate::simd::gen_fill(key, self.m(), unit, start, dst.as_mut_ptr() as *mut T, dst.len()) };
+            // and F16C (is_wide: and AVX-512 F and DQ); dst is valid for writes of n elements; m is 8,
+            // 11 or 24.
+            unsafe {
+                if path.is_wide() {
+                    crate::simd::gen_fill_wide(key, m, unit, start, out, n)
+                } else {
+                    crate::simd::gen_fill(key, m, unit, start, out, n)
+                }
+            };
             if let Some(k) = self.special_in(start, dst.len()) {
                 dst[k].write(T::from_f64(self.special.expect("inside").1));
             }
@@ -250,9 +258,17 @@ impl GenSpec {
         if self.simd_for::<T>(path) {
             let (m, unit) = (self.m(), pow2(self.unit_exp()) as f32);
             let run = |from: usize, to: usize| {
-                // SAFETY: as in fill_range_uninit_with (AVX2 and F16C checked by simd_for; m <= 24).
-                unsafe { crate::simd::gen_scaled_first_difference(key, m, unit, start.wrapping_add(from as u64), c, &have[from..to]) }
-                    .map(|j| from + j)
+                let (at, part) = (start.wrapping_add(from as u64), &have[from..to]);
+                // SAFETY: as in fill_range_uninit_with (AVX2 and F16C checked by simd_for, AVX-512 by
+                // is_wide; m <= 24).
+                unsafe {
+                    if path.is_wide() {
+                        crate::simd::gen_scaled_first_difference_wide(key, m, unit, at, c, part)
+                    } else {
+                        crate::simd::gen_scaled_first_difference(key, m, unit, at, c, part)
+                    }
+                }
+                .map(|j| from + j)
             };
             return match self.special_in(start, have.len()) {
                 None => run(0, have.len()),
@@ -533,6 +549,10 @@ mod simd_parity {
     }
 
     const SIMD: fn() -> KernelPath = KernelPath::detect;
+    /// Every SIMD path this CPU runs (the generator on AVX2, and on AVX-512 where present).
+    fn simd_paths() -> Vec<KernelPath> {
+        KernelPath::all_here().into_iter().filter(|p| p.is_simd()).collect()
+    }
 
     fn random_spec(r: &mut Rng) -> GenSpec {
         let dtype = DType::ALL[r.below(3) as usize];
@@ -569,11 +589,13 @@ mod simd_parity {
     fn fill_both<T: Elem>(s: &GenSpec, start: u64, len: usize) {
         let key = s.key();
         let mut a = vec![T::from_bits(0x1234); len];
-        let mut b = vec![T::from_bits(0x4321); len];
         s.fill_range_with(KernelPath::PORTABLE, key, start, &mut a);
-        s.fill_range_with(SIMD(), key, start, &mut b);
         let bits = |v: &[T]| v.iter().map(|x| x.bits()).collect::<Vec<_>>();
-        assert_eq!(bits(&a), bits(&b), "{s:?} start {start} len {len}");
+        for path in simd_paths() {
+            let mut b = vec![T::from_bits(0x4321); len];
+            s.fill_range_with(path, key, start, &mut b);
+            assert_eq!(bits(&a), bits(&b), "{s:?} start {start} len {len} {path:?}");
+        }
         // and the portable path is the reference fill_range itself
         let mut c = vec![T::default(); len];
         s.fill_range(key, start, &mut c);
@@ -586,6 +608,10 @@ mod simd_parity {
         if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("f16c") {
             assert!(SIMD().is_simd());
             assert!(GenSpec::new(1, 0, "w", DType::BF16, 0, GenMode::Gen).simd_for::<half::bf16>(SIMD()));
+        }
+        if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512dq") {
+            assert!(SIMD().is_wide());
+            assert_eq!(simd_paths(), vec![SIMD().without_wide(), SIMD()]);
         }
     }
 
@@ -607,11 +633,17 @@ mod simd_parity {
     }
 
     #[test]
-    fn fixed_vectors_on_the_simd_path() {
+    fn fixed_vectors_on_the_simd_paths() {
+        for path in simd_paths() {
+            fixed_vectors_on(path);
+        }
+    }
+
+    fn fixed_vectors_on(path: KernelPath) {
         let s = GenSpec::new(42, 3, "layers.0.w", DType::F32, 0, GenMode::Gen);
         let key = splitmix64(42 ^ splitmix64(3 ^ fnv1a64("layers.0.w")));
         let mut v = vec![0f32; 37];
-        s.fill_range_with(SIMD(), key, 0, &mut v);
+        s.fill_range_with(path, key, 0, &mut v);
         for (i, &x) in v.iter().enumerate() {
             let bits = splitmix64(key.wrapping_add(i as u64));
             let q = (bits >> 40) as i64 - (1 << 23);
@@ -619,7 +651,7 @@ mod simd_parity {
         }
         let b = GenSpec::new(42, 3, "layers.0.w", DType::BF16, 2, GenMode::Gen);
         let mut v = vec![bf16::ZERO; 21];
-        b.fill_range_with(SIMD(), key, 10, &mut v);
+        b.fill_range_with(path, key, 10, &mut v);
         for (k, &x) in v.iter().enumerate() {
             let bits = splitmix64(key.wrapping_add(10 + k as u64));
             let q = (bits >> 56) as i64 - (1 << 7);
@@ -627,7 +659,7 @@ mod simd_parity {
         }
         let h = GenSpec::new(42, 3, "layers.0.w", DType::F16, -3, GenMode::Gen);
         let mut v = vec![f16::ZERO; 19];
-        h.fill_range_with(SIMD(), key, u64::MAX - 5, &mut v); // the index wraps mod 2^64
+        h.fill_range_with(path, key, u64::MAX - 5, &mut v); // the index wraps mod 2^64
         for (k, &x) in v.iter().enumerate() {
             let bits = splitmix64(key.wrapping_add((u64::MAX - 5).wrapping_add(k as u64)));
             let q = (bits >> 53) as i64 - (1 << 10);
@@ -637,7 +669,7 @@ mod simd_parity {
         let mut s = GenSpec::new(1, 0, "x", DType::F32, 0, GenMode::Gen);
         s.special = Some((9, f64::INFINITY));
         let mut v = vec![0f32; 16];
-        s.fill_range_with(SIMD(), s.key(), 3, &mut v);
+        s.fill_range_with(path, s.key(), 3, &mut v);
         assert_eq!(v[6], f32::INFINITY);
         assert_eq!(v.iter().filter(|x| x.is_infinite()).count(), 1);
     }
@@ -659,15 +691,18 @@ mod simd_parity {
             }
             fn go<T: Elem>(b: &Block, s: &GenSpec) {
                 let n = b.numel() as usize;
-                let (mut x, mut y) = (vec![T::default(); n], vec![T::default(); n]);
+                let mut x = vec![T::default(); n];
                 b.fill_with(KernelPath::PORTABLE, s, &mut x);
-                b.fill_with(SIMD(), s, &mut y);
-                assert!(x.iter().zip(&y).all(|(a, b)| a.bits() == b.bits()), "{s:?} {b:?}");
-                let mut u: Vec<T> = Vec::with_capacity(n);
-                b.fill_uninit_with(SIMD(), s, &mut u.spare_capacity_mut()[..n]);
-                // SAFETY: fill_uninit_with wrote all n elements.
-                unsafe { u.set_len(n) };
-                assert!(x.iter().zip(&u).all(|(a, b)| a.bits() == b.bits()));
+                for path in simd_paths() {
+                    let mut y = vec![T::default(); n];
+                    b.fill_with(path, s, &mut y);
+                    assert!(x.iter().zip(&y).all(|(a, b)| a.bits() == b.bits()), "{s:?} {b:?} {path:?}");
+                    let mut u: Vec<T> = Vec::with_capacity(n);
+                    b.fill_uninit_with(path, s, &mut u.spare_capacity_mut()[..n]);
+                    // SAFETY: fill_uninit_with wrote all n elements.
+                    unsafe { u.set_len(n) };
+                    assert!(x.iter().zip(&u).all(|(a, b)| a.bits() == b.bits()));
+                }
             }
             go::<f32>(&b, &s);
             go::<bf16>(&b, &s);
@@ -699,8 +734,10 @@ mod simd_parity {
         crate::kernels::scale(&mut have, c);
         let check = |have: &[T]| {
             let a = s.scaled_first_difference_with(KernelPath::PORTABLE, key, start, c, have);
-            let b = s.scaled_first_difference_with(SIMD(), key, start, c, have);
-            assert_eq!(a, b, "{s:?} start {start} len {len} c {c:e}");
+            for path in simd_paths() {
+                let b = s.scaled_first_difference_with(path, key, start, c, have);
+                assert_eq!(a, b, "{s:?} start {start} len {len} c {c:e} {path:?}");
+            }
             // the portable path is the plain reference, and the index is a real difference
             assert_eq!(a, s.scaled_first_difference(key, start, c, have));
             if let Some(j) = a {
@@ -751,7 +788,7 @@ mod simd_parity {
         // a NaN expected (coef NaN) equals any stored NaN; +0 and -0 differ
         let s = GenSpec::new(5, 0, "z", DType::BF16, 0, GenMode::Gen);
         let key = s.key();
-        for path in [KernelPath::PORTABLE, SIMD()] {
+        for path in KernelPath::all_here() {
             let have = vec![bf16::from_bits(0x7fc1); 40];
             assert_eq!(s.scaled_first_difference_with(path, key, 0, f32::NAN, &have), None);
             let mut have = vec![bf16::ZERO; 40];
@@ -777,7 +814,7 @@ mod sum_of {
         s.sum_of = vec!["a.w".into(), "b.w".into()];
         let (a, b) = (s.part("a.w"), s.part("b.w"));
         let (va, vb) = (a.values(0, 300), b.values(0, 300));
-        for path in [KernelPath::PORTABLE, KernelPath::detect()] {
+        for path in KernelPath::all_here() {
             let mut got = vec![bf16::ZERO; 300];
             s.fill_range_with(path, s.key(), 0, &mut got);
             for k in 0..300 {

@@ -63,24 +63,28 @@ fn lanes_generic<T: Elem, const ABS: bool>(xs: &[T]) -> [f64; L] {
 }
 
 /// Which code the hand-written kernels run: the portable Rust code, or the AVX2 (+F16C) kernels
-/// of simd.rs. Both give the same results (tests compare them); the choice is an argument, never
-/// a global, so tests can run both paths side by side. Only `detect` can choose the SIMD path,
-/// so a `KernelPath` that says SIMD is proof that this CPU runs it.
+/// of simd.rs, whose generator runs on AVX-512 (64-bit lane multiplies) where the CPU has it. Every
+/// path gives the same results (tests compare them); the choice is an argument, never a global, so
+/// tests can run the paths side by side. Only `detect` can choose a SIMD path, so a `KernelPath`
+/// that says SIMD is proof that this CPU runs it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KernelPath {
     simd: bool,
+    /// the generator on AVX-512 (implies simd)
+    wide: bool,
 }
 
 impl KernelPath {
     /// The portable code (every CPU).
-    pub const PORTABLE: KernelPath = KernelPath { simd: false };
+    pub const PORTABLE: KernelPath = KernelPath { simd: false, wide: false };
 
-    /// The fastest path this CPU supports (AVX2 + F16C on x86_64, else portable).
+    /// The fastest path this CPU supports (AVX2 + F16C on x86_64, its generator on AVX-512 F + DQ
+    /// when present, else portable).
     #[inline]
     pub fn detect() -> KernelPath {
         #[cfg(target_arch = "x86_64")]
         {
-            KernelPath { simd: crate::simd::available() }
+            KernelPath { simd: crate::simd::available(), wide: crate::simd::wide_available() }
         }
         #[cfg(not(target_arch = "x86_64"))]
         {
@@ -88,9 +92,30 @@ impl KernelPath {
         }
     }
 
+    /// This path with the generator on AVX2 (a CPU without AVX-512, or a test of that code here).
+    pub fn without_wide(self) -> KernelPath {
+        KernelPath { wide: false, ..self }
+    }
+
     /// Whether this path runs the SIMD kernels.
     pub fn is_simd(self) -> bool {
         self.simd
+    }
+
+    /// Whether the SIMD generator runs on AVX-512.
+    pub fn is_wide(self) -> bool {
+        self.wide
+    }
+
+    /// The distinct paths this CPU can run, the portable one first: what tests compare.
+    pub fn all_here() -> Vec<KernelPath> {
+        let mut paths = vec![KernelPath::PORTABLE];
+        for p in [KernelPath::detect().without_wide(), KernelPath::detect()] {
+            if !paths.contains(&p) {
+                paths.push(p);
+            }
+        }
+        paths
     }
 }
 

@@ -57,12 +57,14 @@ fn check_p(p: f64) -> Result<()> {
 fn q_pow_sum(path: KernelPath, key: u64, m: u32, lo: u64, hi: u64, p2: bool) -> u128 {
     #[cfg(target_arch = "x86_64")]
     if path.is_simd() {
-        // SAFETY: only KernelPath::detect sets is_simd, on a CPU with AVX2 and F16C; m <= 24.
+        // SAFETY: only KernelPath::detect sets is_simd, on a CPU with AVX2 and F16C, and is_wide,
+        // on one with AVX-512 F and DQ too; m <= 24.
         return unsafe {
-            if p2 {
-                crate::simd::gen_q_pow_sum::<true>(key, m, lo, hi)
-            } else {
-                crate::simd::gen_q_pow_sum::<false>(key, m, lo, hi)
+            match (path.is_wide(), p2) {
+                (true, true) => crate::simd::gen_q_pow_sum_wide::<true>(key, m, lo, hi),
+                (true, false) => crate::simd::gen_q_pow_sum_wide::<false>(key, m, lo, hi),
+                (false, true) => crate::simd::gen_q_pow_sum::<true>(key, m, lo, hi),
+                (false, false) => crate::simd::gen_q_pow_sum::<false>(key, m, lo, hi),
             }
         };
     }
@@ -87,7 +89,13 @@ fn q_abs_max(path: KernelPath, key: u64, m: u32, lo: u64, hi: u64) -> u64 {
     #[cfg(target_arch = "x86_64")]
     if path.is_simd() && lo < hi {
         // SAFETY: as in q_pow_sum.
-        return unsafe { crate::simd::gen_q_abs_max(key, m, lo, hi) };
+        return unsafe {
+            if path.is_wide() {
+                crate::simd::gen_q_abs_max_wide(key, m, lo, hi)
+            } else {
+                crate::simd::gen_q_abs_max(key, m, lo, hi)
+            }
+        };
     }
     let _ = path;
     (lo..hi).map(|j| GenSpec::q(key, m, j).unsigned_abs()).max().unwrap_or(0)
@@ -283,7 +291,7 @@ mod tests {
                                 continue;
                             }
                             let (n, mx) = materialized(&s, numel, p);
-                            for path in [KernelPath::PORTABLE, KernelPath::detect()] {
+                            for path in KernelPath::all_here() {
                                 let got = exact_full_with(path, &s, numel, p).unwrap();
                                 assert_eq!(got, n, "{dt:?} e={exp} {mode:?} {special:?} n={numel} p={p} {path:?}");
                                 let gm = max_abs_full_with(path, &s, numel).unwrap();
@@ -305,15 +313,19 @@ mod tests {
             let m = [8, 11, 24][(st % 3) as usize];
             let lo = if st.is_multiple_of(5) { u64::MAX - 1000 } else { st % 1000 };
             let hi = lo.saturating_add((st >> 20) % 3000);
-            for p2 in [false, true] {
-                let a = q_pow_sum(KernelPath::PORTABLE, key, m, lo, hi, p2);
-                assert_eq!(a, q_pow_sum(KernelPath::detect(), key, m, lo, hi, p2), "m {m} [{lo}, {hi}) p2 {p2}");
+            for path in KernelPath::all_here() {
+                for p2 in [false, true] {
+                    let a = q_pow_sum(KernelPath::PORTABLE, key, m, lo, hi, p2);
+                    assert_eq!(a, q_pow_sum(path, key, m, lo, hi, p2), "m {m} [{lo}, {hi}) p2 {p2} {path:?}");
+                }
+                assert_eq!(q_abs_max(KernelPath::PORTABLE, key, m, lo, hi), q_abs_max(path, key, m, lo, hi));
             }
-            assert_eq!(q_abs_max(KernelPath::PORTABLE, key, m, lo, hi), q_abs_max(KernelPath::detect(), key, m, lo, hi));
         }
-        // a range long enough for several flushes of the u64 lanes (2^15 vectors each)
-        let (a, b) = (q_pow_sum(KernelPath::PORTABLE, 9, 24, 3, 600_005, true), q_pow_sum(KernelPath::detect(), 9, 24, 3, 600_005, true));
-        assert_eq!(a, b);
+        // a range long enough for several flushes of the u64 lanes (2^14 steps of 16 indices each)
+        for path in KernelPath::all_here() {
+            let (a, b) = (q_pow_sum(KernelPath::PORTABLE, 9, 24, 3, 600_005, true), q_pow_sum(path, 9, 24, 3, 600_005, true));
+            assert_eq!(a, b, "{path:?}");
+        }
     }
 
     #[test]

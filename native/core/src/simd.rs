@@ -13,6 +13,13 @@ pub fn available() -> bool {
     std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("f16c")
 }
 
+/// Whether the AVX-512 generator ([`GenQ16`]: 64-bit lane multiplies) can run on this CPU, beside
+/// the AVX2 + F16C kernels (cached by std).
+#[inline]
+pub fn wide_available() -> bool {
+    available() && std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512dq")
+}
+
 /// Loads 8 elements at p as f32 bit patterns (exact widening for bf16 and f16).
 #[inline(always)]
 unsafe fn load8<T: Elem>(p: *const T) -> __m256i {
@@ -416,6 +423,75 @@ impl GenQ8 {
     }
 }
 
+/// A source of q for consecutive indices, 16 per call as two i32x8 halves in index order: the
+/// kernels below are written once over it and compiled for AVX2 ([`GenQ8`]) and AVX-512 ([`GenQ16`]).
+trait QStream {
+    unsafe fn next16(&mut self) -> (__m256i, __m256i);
+}
+
+impl QStream for GenQ8 {
+    #[inline(always)]
+    unsafe fn next16(&mut self) -> (__m256i, __m256i) {
+        let first = self.next();
+        (first, self.next())
+    }
+}
+
+/// [`GenQ8`]'s q with AVX-512's 64-bit lane multiply (`vpmullq`) instead of 32-bit halves: about
+/// twice the values per cycle where the CPU has it (the generator is compute-bound). The same
+/// bits: splitmix64 exactly, then the high half of each lane, as GenQ8::next explains.
+struct GenQ16 {
+    /// key + gamma + i for i + 0..8 (`a`) and i + 8..16 (`b`)
+    a: __m512i,
+    b: __m512i,
+    sixteen: __m512i,
+    mix1: __m512i,
+    mix2: __m512i,
+    /// picks the odd (high) 32-bit halves of a then b
+    high_halves: __m512i,
+    /// 32 - m
+    shift: __m128i,
+    flip: __m512i,
+}
+
+impl GenQ16 {
+    #[inline(always)]
+    unsafe fn new(key: u64, m: u32, start: u64) -> GenQ16 {
+        debug_assert!((2..=24).contains(&m));
+        let base = _mm512_set1_epi64(key.wrapping_add(GAMMA).wrapping_add(start) as i64);
+        GenQ16 {
+            a: _mm512_add_epi64(base, _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7)),
+            b: _mm512_add_epi64(base, _mm512_setr_epi64(8, 9, 10, 11, 12, 13, 14, 15)),
+            sixteen: _mm512_set1_epi64(16),
+            mix1: _mm512_set1_epi64(MIX1 as i64),
+            mix2: _mm512_set1_epi64(MIX2 as i64),
+            high_halves: _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31),
+            shift: _mm_cvtsi32_si128(32 - m as i32),
+            flip: _mm512_set1_epi32(i32::MIN),
+        }
+    }
+}
+
+impl QStream for GenQ16 {
+    #[inline(always)]
+    unsafe fn next16(&mut self) -> (__m256i, __m256i) {
+        let (xa, xb) = (self.a, self.b);
+        self.a = _mm512_add_epi64(self.a, self.sixteen);
+        self.b = _mm512_add_epi64(self.b, self.sixteen);
+        let xa = _mm512_xor_si512(xa, _mm512_srli_epi64::<30>(xa));
+        let xb = _mm512_xor_si512(xb, _mm512_srli_epi64::<30>(xb));
+        let za = _mm512_mullo_epi64(xa, self.mix1);
+        let zb = _mm512_mullo_epi64(xb, self.mix1);
+        let za = _mm512_xor_si512(za, _mm512_srli_epi64::<27>(za));
+        let zb = _mm512_xor_si512(zb, _mm512_srli_epi64::<27>(zb));
+        let za = _mm512_mullo_epi64(za, self.mix2);
+        let zb = _mm512_mullo_epi64(zb, self.mix2);
+        let h = _mm512_permutex2var_epi32(za, self.high_halves, zb);
+        let q = _mm512_sra_epi32(_mm512_xor_si512(h, self.flip), self.shift);
+        (_mm512_castsi512_si256(q), _mm512_extracti64x4_epi64::<1>(q))
+    }
+}
+
 /// f32 values (8 lanes) as bf16 bit patterns in 32-bit lanes: round to nearest even, NaN stays NaN
 /// (dtype::f32_to_bf16_bits).
 #[inline(always)]
@@ -462,24 +538,39 @@ unsafe fn store8_exact<T: Elem>(p: *mut T, v: __m256) {
 /// dst must be valid for writes of n elements; 2 <= m <= 24.
 #[target_feature(enable = "avx2,f16c")]
 pub unsafe fn gen_fill<T: Elem>(key: u64, m: u32, unit: f32, start: u64, dst: *mut T, n: usize) {
-    let mut g = GenQ8::new(key, m, start);
+    fill_from(GenQ8::new(key, m, start), unit, dst, n)
+}
+
+/// [`gen_fill`] with the AVX-512 generator (bitwise the same values).
+///
+/// # Safety
+/// As [`gen_fill`], and the CPU must support AVX-512 F and DQ ([`wide_available`]).
+#[target_feature(enable = "avx2,f16c,avx512f,avx512dq")]
+pub unsafe fn gen_fill_wide<T: Elem>(key: u64, m: u32, unit: f32, start: u64, dst: *mut T, n: usize) {
+    fill_from(GenQ16::new(key, m, start), unit, dst, n)
+}
+
+/// f32(q) * s in 8 lanes.
+#[inline(always)]
+unsafe fn scaled8(q: __m256i, s: __m256) -> __m256 {
+    _mm256_mul_ps(_mm256_cvtepi32_ps(q), s)
+}
+
+#[inline(always)]
+unsafe fn fill_from<T: Elem, G: QStream>(mut g: G, unit: f32, dst: *mut T, n: usize) {
     let u = _mm256_set1_ps(unit);
-    let n8 = n / 8 * 8;
     let mut k = 0;
-    while k + 16 <= n8 {
-        // two independent vectors per iteration: more multiplies in flight
-        let (q0, q1) = (g.next(), g.next());
-        store8_exact(dst.add(k), _mm256_mul_ps(_mm256_cvtepi32_ps(q0), u));
-        store8_exact(dst.add(k + 8), _mm256_mul_ps(_mm256_cvtepi32_ps(q1), u));
+    while k + 16 <= n {
+        let (q0, q1) = g.next16();
+        store8_exact(dst.add(k), scaled8(q0, u));
+        store8_exact(dst.add(k + 8), scaled8(q1, u));
         k += 16;
     }
-    if k < n8 {
-        store8_exact(dst.add(k), _mm256_mul_ps(_mm256_cvtepi32_ps(g.next()), u));
-        k += 8;
-    }
     if k < n {
-        let mut tail = [T::default(); 8];
-        store8_exact(tail.as_mut_ptr(), _mm256_mul_ps(_mm256_cvtepi32_ps(g.next()), u));
+        let (q0, q1) = g.next16();
+        let mut tail = [T::default(); 16];
+        store8_exact(tail.as_mut_ptr(), scaled8(q0, u));
+        store8_exact(tail.as_mut_ptr().add(8), scaled8(q1, u));
         std::ptr::copy_nonoverlapping(tail.as_ptr(), dst.add(k), n - k);
     }
 }
@@ -531,42 +622,57 @@ unsafe fn differ8<T: Elem, const NAN: bool>(e: __m256, have: *const T) -> u32 {
 /// 2 <= m <= 24.
 #[target_feature(enable = "avx2,f16c")]
 pub unsafe fn gen_scaled_first_difference<T: Elem>(key: u64, m: u32, unit: f32, start: u64, c: f32, have: &[T]) -> Option<usize> {
+    scaled_first_difference(GenQ8::new(key, m, start), unit, c, have)
+}
+
+/// [`gen_scaled_first_difference`] with the AVX-512 generator (the same index).
+///
+/// # Safety
+/// As [`gen_scaled_first_difference`], and the CPU must support AVX-512 F and DQ ([`wide_available`]).
+#[target_feature(enable = "avx2,f16c,avx512f,avx512dq")]
+pub unsafe fn gen_scaled_first_difference_wide<T: Elem>(key: u64, m: u32, unit: f32, start: u64, c: f32, have: &[T]) -> Option<usize> {
+    scaled_first_difference(GenQ16::new(key, m, start), unit, c, have)
+}
+
+#[inline(always)]
+unsafe fn scaled_first_difference<T: Elem, G: QStream>(g: G, unit: f32, c: f32, have: &[T]) -> Option<usize> {
     // a finite coefficient times a generated (finite) value is never NaN
     if c.is_finite() {
-        scaled_first_difference::<T, false>(key, m, unit, start, c, have)
+        first_difference_from::<T, G, false>(g, unit, c, have)
     } else {
-        scaled_first_difference::<T, true>(key, m, unit, start, c, have)
+        first_difference_from::<T, G, true>(g, unit, c, have)
     }
 }
 
 #[inline(always)]
-unsafe fn scaled_first_difference<T: Elem, const NAN: bool>(key: u64, m: u32, unit: f32, start: u64, c: f32, have: &[T]) -> Option<usize> {
-    let mut g = GenQ8::new(key, m, start);
+unsafe fn first_difference_from<T: Elem, G: QStream, const NAN: bool>(mut g: G, unit: f32, c: f32, have: &[T]) -> Option<usize> {
     let (u, cv) = (_mm256_set1_ps(unit), _mm256_set1_ps(c));
     let n = have.len();
-    let n8 = n / 8 * 8;
     let p = have.as_ptr();
     let mut k = 0;
-    while k + 16 <= n8 {
-        let (q0, q1) = (g.next(), g.next());
-        let e0 = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(q0), u), cv);
-        let e1 = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(q1), u), cv);
-        let (d0, d1) = (differ8::<T, NAN>(e0, p.add(k)), differ8::<T, NAN>(e1, p.add(k + 8)));
+    while k + 16 <= n {
+        let (q0, q1) = g.next16();
+        let (d0, d1) = (differ8::<T, NAN>(_mm256_mul_ps(scaled8(q0, u), cv), p.add(k)), differ8::<T, NAN>(_mm256_mul_ps(scaled8(q1, u), cv), p.add(k + 8)));
         if (d0 | d1) != 0 {
             return Some(k + if d0 != 0 { d0.trailing_zeros() as usize } else { 8 + d1.trailing_zeros() as usize });
         }
         k += 16;
     }
-    while k < n {
-        let e = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(g.next()), u), cv);
-        let r = (n - k).min(8);
-        let mut buf = [T::default(); 8];
-        std::ptr::copy_nonoverlapping(p.add(k), buf.as_mut_ptr(), r);
-        let d = differ8::<T, NAN>(e, buf.as_ptr()) & ((1u32 << r) - 1);
-        if d != 0 {
-            return Some(k + d.trailing_zeros() as usize);
+    if k < n {
+        let (q0, q1) = g.next16();
+        for q in [q0, q1] {
+            if k >= n {
+                break;
+            }
+            let r = (n - k).min(8);
+            let mut buf = [T::default(); 8];
+            std::ptr::copy_nonoverlapping(p.add(k), buf.as_mut_ptr(), r);
+            let d = differ8::<T, NAN>(_mm256_mul_ps(scaled8(q, u), cv), buf.as_ptr()) & ((1u32 << r) - 1);
+            if d != 0 {
+                return Some(k + d.trailing_zeros() as usize);
+            }
+            k += r;
         }
-        k += r;
     }
     None
 }
@@ -577,30 +683,48 @@ unsafe fn scaled_first_difference<T: Elem, const NAN: bool>(key: u64, m: u32, un
 /// The CPU must support AVX2 ([`available`]; `kernels::KernelPath::detect` checks it); 2 <= m <= 24.
 #[target_feature(enable = "avx2,f16c")]
 pub unsafe fn gen_q_pow_sum<const P2: bool>(key: u64, m: u32, lo: u64, hi: u64) -> u128 {
+    q_pow_sum_from::<GenQ8, P2>(GenQ8::new(key, m, lo), key, m, lo, hi)
+}
+
+/// [`gen_q_pow_sum`] with the AVX-512 generator (the same sum).
+///
+/// # Safety
+/// As [`gen_q_pow_sum`], and the CPU must support AVX-512 F and DQ ([`wide_available`]).
+#[target_feature(enable = "avx2,f16c,avx512f,avx512dq")]
+pub unsafe fn gen_q_pow_sum_wide<const P2: bool>(key: u64, m: u32, lo: u64, hi: u64) -> u128 {
+    q_pow_sum_from::<GenQ16, P2>(GenQ16::new(key, m, lo), key, m, lo, hi)
+}
+
+/// |q| (P2 = false) or q^2 (P2 = true) of 8 i32 lanes, two by two summed into 4 u64 lanes: each lane
+/// takes 4 terms below 2^46 per 16 indices.
+#[inline(always)]
+unsafe fn pow_terms<const P2: bool>(q: __m256i) -> __m256i {
+    if P2 {
+        let odd = _mm256_srli_epi64::<32>(q);
+        _mm256_add_epi64(_mm256_mul_epi32(q, q), _mm256_mul_epi32(odd, odd))
+    } else {
+        let a = _mm256_abs_epi32(q);
+        _mm256_add_epi64(_mm256_and_si256(a, _mm256_set1_epi64x(0xffff_ffff)), _mm256_srli_epi64::<32>(a))
+    }
+}
+
+#[inline(always)]
+unsafe fn q_pow_sum_from<G: QStream, const P2: bool>(mut g: G, key: u64, m: u32, lo: u64, hi: u64) -> u128 {
     let n = hi - lo;
-    let mut g = GenQ8::new(key, m, lo);
     let mut total: u128 = 0;
-    let low32 = _mm256_set1_epi64x(0xffff_ffff);
     let mut done = 0u64;
-    // per flush: at most 2^15 vectors, so each u64 lane takes < 2^16 terms below 2^46
-    while done + 8 <= n {
-        let vecs = ((n - done) / 8).min(1 << 15);
+    // per flush: at most 2^14 steps of 16 indices, so each lane takes < 2^16 terms: below 2^62
+    while done + 16 <= n {
+        let steps = ((n - done) / 16).min(1 << 14);
         let mut acc = _mm256_setzero_si256();
-        for _ in 0..vecs {
-            let q = g.next();
-            if P2 {
-                let even = _mm256_mul_epi32(q, q);
-                let qo = _mm256_srli_epi64::<32>(q);
-                acc = _mm256_add_epi64(acc, _mm256_add_epi64(even, _mm256_mul_epi32(qo, qo)));
-            } else {
-                let a = _mm256_abs_epi32(q);
-                acc = _mm256_add_epi64(acc, _mm256_add_epi64(_mm256_and_si256(a, low32), _mm256_srli_epi64::<32>(a)));
-            }
+        for _ in 0..steps {
+            let (q0, q1) = g.next16();
+            acc = _mm256_add_epi64(acc, _mm256_add_epi64(pow_terms::<P2>(q0), pow_terms::<P2>(q1)));
         }
         let mut l = [0u64; 4];
         _mm256_storeu_si256(l.as_mut_ptr() as *mut __m256i, acc);
         total += l.iter().map(|&x| x as u128).sum::<u128>();
-        done += vecs * 8;
+        done += steps * 16;
     }
     for i in lo + done..hi {
         let q = crate::gen::GenSpec::q(key, m, i).unsigned_abs() as u128;
@@ -615,13 +739,27 @@ pub unsafe fn gen_q_pow_sum<const P2: bool>(key: u64, m: u32, lo: u64, hi: u64) 
 /// The CPU must support AVX2 ([`available`]; `kernels::KernelPath::detect` checks it); 2 <= m <= 24.
 #[target_feature(enable = "avx2,f16c")]
 pub unsafe fn gen_q_abs_max(key: u64, m: u32, lo: u64, hi: u64) -> u64 {
+    q_abs_max_from(GenQ8::new(key, m, lo), key, m, lo, hi)
+}
+
+/// [`gen_q_abs_max`] with the AVX-512 generator (the same maximum).
+///
+/// # Safety
+/// As [`gen_q_abs_max`], and the CPU must support AVX-512 F and DQ ([`wide_available`]).
+#[target_feature(enable = "avx2,f16c,avx512f,avx512dq")]
+pub unsafe fn gen_q_abs_max_wide(key: u64, m: u32, lo: u64, hi: u64) -> u64 {
+    q_abs_max_from(GenQ16::new(key, m, lo), key, m, lo, hi)
+}
+
+#[inline(always)]
+unsafe fn q_abs_max_from<G: QStream>(mut g: G, key: u64, m: u32, lo: u64, hi: u64) -> u64 {
     let n = hi - lo;
-    let mut g = GenQ8::new(key, m, lo);
     let mut acc = _mm256_setzero_si256();
     let mut done = 0u64;
-    while done + 8 <= n {
-        acc = _mm256_max_epu32(acc, _mm256_abs_epi32(g.next()));
-        done += 8;
+    while done + 16 <= n {
+        let (q0, q1) = g.next16();
+        acc = _mm256_max_epu32(acc, _mm256_max_epu32(_mm256_abs_epi32(q0), _mm256_abs_epi32(q1)));
+        done += 16;
     }
     let mut l = [0u32; 8];
     _mm256_storeu_si256(l.as_mut_ptr() as *mut __m256i, acc);
