@@ -191,6 +191,13 @@ impl GenSpec {
         cfg!(target_arch = "x86_64") && path.is_simd() && self.mode == GenMode::Gen && self.exact_in(T::DTYPE) && self.sum_of.is_empty()
     }
 
+    /// Whether `path` runs the SIMD generator for a fill: mode gen with every value exact in f32 (so
+    /// f32(q) * unit is the exact value, rounded once to the tensor's dtype by the store).
+    #[inline]
+    pub fn simd_fill_for(&self, path: KernelPath) -> bool {
+        cfg!(target_arch = "x86_64") && path.is_simd() && self.mode == GenMode::Gen && self.exact_in(DType::F32) && self.sum_of.is_empty()
+    }
+
     /// `fill_range` on the given kernel path (bitwise the same values on every path).
     pub fn fill_range_with<T: Elem>(&self, path: KernelPath, key: u64, start: u64, dst: &mut [T]) {
         // SAFETY: &mut [T] and &mut [MaybeUninit<T>] have the same layout, and fill_range_uninit_with
@@ -202,17 +209,17 @@ impl GenSpec {
     /// `fill_range_with` into memory that may be uninitialized: writes every element of dst.
     pub fn fill_range_uninit_with<T: Elem>(&self, path: KernelPath, key: u64, start: u64, dst: &mut [MaybeUninit<T>]) {
         #[cfg(target_arch = "x86_64")]
-        if self.simd_for::<T>(path) {
+        if self.simd_fill_for(path) {
             let unit = pow2(self.unit_exp()) as f32;
-            let (m, out, n) = (self.m(), dst.as_mut_ptr() as *mut T, dst.len());
+            let (m, out, n, round) = (self.m(), dst.as_mut_ptr() as *mut T, dst.len(), !self.exact_in(T::DTYPE));
             // SAFETY: simd_for: path.is_simd(), which only KernelPath::detect sets on a CPU with AVX2
             // and F16C (is_wide: and AVX-512 F and DQ); dst is valid for writes of n elements; m is 8,
             // 11 or 24.
             unsafe {
                 if path.is_wide() {
-                    crate::simd::gen_fill_wide(key, m, unit, start, out, n)
+                    crate::simd::gen_fill_wide(key, m, unit, start, out, n, round)
                 } else {
-                    crate::simd::gen_fill(key, m, unit, start, out, n)
+                    crate::simd::gen_fill(key, m, unit, start, out, n, round)
                 }
             };
             if let Some(k) = self.special_in(start, dst.len()) {
@@ -237,12 +244,17 @@ impl GenSpec {
     /// First k where have[k] is not bitwise `scaled_value(start + k)` (any NaN equals any NaN): the
     /// portable reference (regenerate a chunk, scale it, compare).
     pub fn scaled_first_difference<T: Elem>(&self, key: u64, start: u64, c: f32, have: &[T]) -> Option<usize> {
+        self.scaled_first_difference_by(start, c, have, |s, at, b| s.fill_range(key, at, b))
+    }
+
+    /// `scaled_first_difference` with `fill(self, global index, chunk)` regenerating each chunk.
+    fn scaled_first_difference_by<T: Elem>(&self, start: u64, c: f32, have: &[T], fill: impl Fn(&GenSpec, u64, &mut [T])) -> Option<usize> {
         const CH: usize = 1 << 12;
         let mut buf: Vec<T> = vec![T::default(); CH.min(have.len())];
         for (ci, h) in have.chunks(CH).enumerate() {
             let b = &mut buf[..h.len()];
             let at = ci * CH;
-            self.fill_range(key, start.wrapping_add(at as u64), b);
+            fill(self, start.wrapping_add(at as u64), b);
             kernels::scale(b, c);
             if let Some(j) = kernels::first_difference(b, h) {
                 return Some(at + j);
@@ -277,7 +289,10 @@ impl GenSpec {
                     .or_else(|| run(s + 1, have.len())),
             };
         }
-        let _ = path;
+        if self.simd_fill_for(path) {
+            // values that round in T: the SIMD fill, then the portable scale and compare
+            return self.scaled_first_difference_by(start, c, have, |s, at, b| s.fill_range_with(path, key, at, b));
+        }
         self.scaled_first_difference(key, start, c, have)
     }
 

@@ -529,16 +529,21 @@ unsafe fn store8_exact<T: Elem>(p: *mut T, v: __m256) {
 }
 
 /// Writes value(start + k) to dst[k] for k < n, where value(i) = round_T(f32(q(i)) * unit): the
-/// generator's `gen` mode when every value is exact in T (`GenSpec::exact_in`), so the f32 product
-/// is the value itself and the rounding to T is exact. The special index is the caller's.
-/// dst may be uninitialized memory: it is only written.
+/// generator's `gen` mode when every value is exact in f32 (`GenSpec::exact_in(F32)`), so the f32
+/// product is the exact value and the one rounding to T is the generator's. `round` = false when
+/// every value is exact in T too (the rounding is then a plain narrowing). The special index is the
+/// caller's. dst may be uninitialized memory: it is only written.
 ///
 /// # Safety
 /// The CPU must support AVX2 and F16C ([`available`]; `kernels::KernelPath::detect` checks it);
 /// dst must be valid for writes of n elements; 2 <= m <= 24.
 #[target_feature(enable = "avx2,f16c")]
-pub unsafe fn gen_fill<T: Elem>(key: u64, m: u32, unit: f32, start: u64, dst: *mut T, n: usize) {
-    fill_from(GenQ8::new(key, m, start), unit, dst, n)
+pub unsafe fn gen_fill<T: Elem>(key: u64, m: u32, unit: f32, start: u64, dst: *mut T, n: usize, round: bool) {
+    if round {
+        fill_from::<T, _, true>(GenQ8::new(key, m, start), unit, dst, n)
+    } else {
+        fill_from::<T, _, false>(GenQ8::new(key, m, start), unit, dst, n)
+    }
 }
 
 /// [`gen_fill`] with the AVX-512 generator (bitwise the same values).
@@ -546,8 +551,12 @@ pub unsafe fn gen_fill<T: Elem>(key: u64, m: u32, unit: f32, start: u64, dst: *m
 /// # Safety
 /// As [`gen_fill`], and the CPU must support AVX-512 F and DQ ([`wide_available`]).
 #[target_feature(enable = "avx2,f16c,avx512f,avx512dq")]
-pub unsafe fn gen_fill_wide<T: Elem>(key: u64, m: u32, unit: f32, start: u64, dst: *mut T, n: usize) {
-    fill_from(GenQ16::new(key, m, start), unit, dst, n)
+pub unsafe fn gen_fill_wide<T: Elem>(key: u64, m: u32, unit: f32, start: u64, dst: *mut T, n: usize, round: bool) {
+    if round {
+        fill_from::<T, _, true>(GenQ16::new(key, m, start), unit, dst, n)
+    } else {
+        fill_from::<T, _, false>(GenQ16::new(key, m, start), unit, dst, n)
+    }
 }
 
 /// f32(q) * s in 8 lanes.
@@ -556,21 +565,31 @@ unsafe fn scaled8(q: __m256i, s: __m256) -> __m256 {
     _mm256_mul_ps(_mm256_cvtepi32_ps(q), s)
 }
 
+/// Stores 8 finite f32 values at p rounded to T (nearest even); ROUND = false: values exact in T.
 #[inline(always)]
-unsafe fn fill_from<T: Elem, G: QStream>(mut g: G, unit: f32, dst: *mut T, n: usize) {
+unsafe fn store8<T: Elem, const ROUND: bool>(p: *mut T, v: __m256) {
+    if ROUND && T::DTYPE != DType::F32 {
+        _mm_storeu_si128(p as *mut __m128i, to_half8::<T>(v))
+    } else {
+        store8_exact(p, v)
+    }
+}
+
+#[inline(always)]
+unsafe fn fill_from<T: Elem, G: QStream, const ROUND: bool>(mut g: G, unit: f32, dst: *mut T, n: usize) {
     let u = _mm256_set1_ps(unit);
     let mut k = 0;
     while k + 16 <= n {
         let (q0, q1) = g.next16();
-        store8_exact(dst.add(k), scaled8(q0, u));
-        store8_exact(dst.add(k + 8), scaled8(q1, u));
+        store8::<T, ROUND>(dst.add(k), scaled8(q0, u));
+        store8::<T, ROUND>(dst.add(k + 8), scaled8(q1, u));
         k += 16;
     }
     if k < n {
         let (q0, q1) = g.next16();
         let mut tail = [T::default(); 16];
-        store8_exact(tail.as_mut_ptr(), scaled8(q0, u));
-        store8_exact(tail.as_mut_ptr().add(8), scaled8(q1, u));
+        store8::<T, ROUND>(tail.as_mut_ptr(), scaled8(q0, u));
+        store8::<T, ROUND>(tail.as_mut_ptr().add(8), scaled8(q1, u));
         std::ptr::copy_nonoverlapping(tail.as_ptr(), dst.add(k), n - k);
     }
 }
