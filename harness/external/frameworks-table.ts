@@ -75,9 +75,10 @@ export interface FrameworkCellRecord {
   /**
    * A cell that ran: its wall time in runCell (a session start excluded), the target's own call (the slowest
    * rank, under the adapter's collective and memory monitor) and the adapter's share (the cell's time in the
-   * adapter and its files, minus the call: TorchCellLog.phases), in seconds.
+   * adapter and its files, minus the call: TorchCellLog.phases), in seconds; `phases` splits the adapter's share
+   * (adapterPhases).
    */
-  seconds?: { cell: number; target: number; adapter: number };
+  seconds?: { cell: number; target: number; adapter: number; phases?: Record<string, number> };
   /**
    * A failure in the framework's configurations: its `clip-parity export` script run standalone under torchrun
    * (repro-run.ts): its length in lines, whether it printed REPRODUCED, and the checks it saw fail.
@@ -231,6 +232,23 @@ export function recordOf(r: CellResult, log: TorchSubject["lastRun"], outside: s
   };
 }
 
+/**
+ * The adapter's share of a cell split by where it went (seconds, to the ms), in the order a cell passes them:
+ * `inputs` the harness writing every rank's shards and job, `load` a rank mapping its shards, `meshes` built
+ * for a new layout, `params` the DTensors (and a framework's own objects) built from them, `settle` waiting for
+ * freed tensors before the leak count, `writeBack` an argument source's copy back (FSDP1), `save` the clipped
+ * shards, `results` the harness reading them back, and `wait` the rest: the file handshake (polling for job and
+ * result files, JSON in and out). The adapter's phases are each the slowest rank's (TorchCellLog.phases).
+ */
+export function adapterPhases(phases: Record<string, number>, adapter: number): Record<string, number> {
+  const order = ["inputs", "load", "meshes", "params", "settle", "writeBack", "save", "results"];
+  const out: Record<string, number> = {};
+  for (const k of order) if (phases[k] !== undefined) out[k] = ms(phases[k] * 1000);
+  const named = order.reduce((sum, k) => sum + (phases[k] ?? 0), 0);
+  out.wait = ms(Math.max(0, adapter - named) * 1000);
+  return out;
+}
+
 /** A cell the framework cannot run here: recorded, not run. */
 function notRunRecord(c: Case, why: string): FrameworkCellRecord {
   return { case: caseKey(c), status: "not run", failed: [], messages: {}, causes: [], paths: [], cannotRun: why };
@@ -325,7 +343,8 @@ export async function runFrameworks(
           }
           if (log && !log.notApplicable) {
             const call = log.phases.call ?? 0;
-            rec.seconds = { cell: ms((seconds - log.sessionStartSeconds) * 1000), target: ms(call * 1000), adapter: ms(((log.phases.total ?? call) - call) * 1000) };
+            const adapter = (log.phases.total ?? call) - call;
+            rec.seconds = { cell: ms((seconds - log.sessionStartSeconds) * 1000), target: ms(call * 1000), adapter: ms(adapter * 1000), phases: adapterPhases(log.phases, adapter) };
             timing.cells++;
             timing.cellSeconds += seconds - log.sessionStartSeconds;
             if (log.sessionStartSeconds > 0) {
@@ -434,6 +453,22 @@ function timeSection(d: FrameworksData): string[] {
     if (!timed.length) continue;
     const m = (k: "cell" | "target" | "adapter") => s3(median(timed.map((t) => t[k])));
     o.push(`| ${f.name} | ${timed.length} | ${m("cell")} | ${m("target")} | ${m("adapter")} | ${timed.filter((t) => t.adapter > 0.1).length} |`);
+  }
+  const PHASES = ["inputs", "load", "meshes", "params", "settle", "writeBack", "save", "results", "wait"];
+  o.push(
+    "",
+    "The adapter's share by phase (median milliseconds over the same cells; each adapter phase the slowest rank's): `inputs` the " +
+      "harness writing the shards, `load` a rank mapping them, `meshes` built for a new layout, `params` the DTensors and the " +
+      "framework's objects built from them, `settle` waiting for freed tensors before the leak count, `writeBack` FSDP1's flat " +
+      "gradient copied back, `save` the clipped shards, `results` reading them back, `wait` the rest (the file handshake).",
+    "",
+    `| framework | ${PHASES.join(" | ")} |`,
+    `|---|${PHASES.map(() => "---").join("|")}|`,
+  );
+  for (const f of d.frameworks) {
+    const timed = f.cells.filter((c) => c.seconds?.phases && gpu4.has(c.case)).map((c) => c.seconds!.phases!);
+    if (!timed.length) continue;
+    o.push(`| ${f.name} | ${PHASES.map((k) => (median(timed.map((p) => p[k] ?? 0)) * 1000).toFixed(0)).join(" | ")} |`);
   }
   return o;
 }

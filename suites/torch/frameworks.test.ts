@@ -305,6 +305,9 @@ describe("docs/frameworks.md", () => {
             expect(t.target, `${f.name} ${c.case}`).toBeGreaterThanOrEqual(0); // a target that raises at once rounds to 0 ms
             expect(t.adapter, `${f.name} ${c.case}`).toBeGreaterThan(0);
             expect(t.target + t.adapter, `${f.name} ${c.case}`).toBeLessThanOrEqual(t.cell + 0.002);
+            // the adapter's share split by phase, every phase timed
+            expect(Object.keys(t.phases ?? {}), `${f.name} ${c.case}`).toEqual(expect.arrayContaining(["inputs", "load", "params", "settle", "save", "results", "wait"]));
+            for (const v of Object.values(t.phases!)) expect(v).toBeGreaterThanOrEqual(0);
           } else expect(c.seconds, `${f.name} ${c.case}`).toBeUndefined();
         }
       }
