@@ -145,6 +145,9 @@ function errorType(e: string): string {
   return /^(\w+):/.exec(e)?.[1] ?? "an error";
 }
 
+/** A rank's error that only says a peer's connection went away: a consequence of another rank's failure, never its cause. */
+const PEER_GONE = /Connection closed by peer|Connection reset by peer/;
+
 /** The causes of one failing cell, read from its checks and ranks. */
 export function causesOf(r: CellResult): string[] {
   const fails = new Set(r.checks.filter((c) => c.status === "fail").map((c) => c.id));
@@ -162,7 +165,8 @@ export function causesOf(r: CellResult): string[] {
     const raised = r.ranks.map((x) => x.error).filter((e): e is string => Boolean(e) && !/^the PyTorch adapter /.test(e!) && !isCollectiveTimeout(e!));
     if (/did not finish|timed out|never returned/.test(live)) {
       if (fails.has("errors.nonfinite")) add("hang-nonfinite");
-      else if (raised.length) add(`hang-raise:${raised[0]!.slice(0, 160)}`);
+      // the error a rank raised itself before one that only saw a peer's socket go (which rank sees which first is a race)
+      else if (raised.length) add(`hang-raise:${(raised.find((e) => !PEER_GONE.test(e)) ?? raised[0]!).slice(0, 160)}`);
       else add("hang");
     }
     else if (/Received data size doesn't match|size mismatch/i.test(live)) add("dtype-mismatch-crash");
@@ -232,20 +236,20 @@ export function recordOf(r: CellResult, log: TorchSubject["lastRun"], outside: s
   };
 }
 
+/** The adapter's phases in the order a cell passes them (adapterPhases). */
+export const ADAPTER_PHASES = ["inputs", "load", "meshes", "params", "settle", "writeBack", "save", "results"] as const;
+
 /**
  * The adapter's share of a cell split by where it went (seconds, to the ms), in the order a cell passes them:
  * `inputs` the harness writing every rank's shards and job, `load` a rank mapping its shards, `meshes` built
  * for a new layout, `params` the DTensors (and a framework's own objects) built from them, `settle` waiting for
  * freed tensors before the leak count, `writeBack` an argument source's copy back (FSDP1), `save` the clipped
- * shards, `results` the harness reading them back, and `wait` the rest: the file handshake (polling for job and
- * result files, JSON in and out). The adapter's phases are each the slowest rank's (TorchCellLog.phases).
+ * shards, `results` the harness reading them back. A rank's phases are the slowest rank's (TorchCellLog.phases),
+ * so they overlap and need not add up to the share: the file handshake is what the share has beyond them.
  */
-export function adapterPhases(phases: Record<string, number>, adapter: number): Record<string, number> {
-  const order = ["inputs", "load", "meshes", "params", "settle", "writeBack", "save", "results"];
+export function adapterPhases(phases: Record<string, number>): Record<string, number> {
   const out: Record<string, number> = {};
-  for (const k of order) if (phases[k] !== undefined) out[k] = ms(phases[k] * 1000);
-  const named = order.reduce((sum, k) => sum + (phases[k] ?? 0), 0);
-  out.wait = ms(Math.max(0, adapter - named) * 1000);
+  for (const k of ADAPTER_PHASES) if (phases[k] !== undefined) out[k] = ms(phases[k] * 1000);
   return out;
 }
 
@@ -344,7 +348,7 @@ export async function runFrameworks(
           if (log && !log.notApplicable) {
             const call = log.phases.call ?? 0;
             const adapter = (log.phases.total ?? call) - call;
-            rec.seconds = { cell: ms((seconds - log.sessionStartSeconds) * 1000), target: ms(call * 1000), adapter: ms(adapter * 1000), phases: adapterPhases(log.phases, adapter) };
+            rec.seconds = { cell: ms((seconds - log.sessionStartSeconds) * 1000), target: ms(call * 1000), adapter: ms(adapter * 1000), phases: adapterPhases(log.phases) };
             timing.cells++;
             timing.cellSeconds += seconds - log.sessionStartSeconds;
             if (log.sessionStartSeconds > 0) {
@@ -454,21 +458,20 @@ function timeSection(d: FrameworksData): string[] {
     const m = (k: "cell" | "target" | "adapter") => s3(median(timed.map((t) => t[k])));
     o.push(`| ${f.name} | ${timed.length} | ${m("cell")} | ${m("target")} | ${m("adapter")} | ${timed.filter((t) => t.adapter > 0.1).length} |`);
   }
-  const PHASES = ["inputs", "load", "meshes", "params", "settle", "writeBack", "save", "results", "wait"];
   o.push(
     "",
-    "The adapter's share by phase (median milliseconds over the same cells; each adapter phase the slowest rank's): `inputs` the " +
-      "harness writing the shards, `load` a rank mapping them, `meshes` built for a new layout, `params` the DTensors and the " +
-      "framework's objects built from them, `settle` waiting for freed tensors before the leak count, `writeBack` FSDP1's flat " +
-      "gradient copied back, `save` the clipped shards, `results` reading them back, `wait` the rest (the file handshake).",
+    "The adapter's share by phase (median milliseconds over the same cells; each of a rank's phases the slowest rank's, so they " +
+      "overlap): `inputs` the harness writing the shards, `load` a rank mapping them, `meshes` built for a new layout, `params` " +
+      "the DTensors and the framework's objects built from them, `settle` waiting for freed tensors before the leak count, " +
+      "`writeBack` FSDP1's flat gradient copied back, `save` the clipped shards, `results` reading them back.",
     "",
-    `| framework | ${PHASES.join(" | ")} |`,
-    `|---|${PHASES.map(() => "---").join("|")}|`,
+    `| framework | ${ADAPTER_PHASES.join(" | ")} |`,
+    `|---|${ADAPTER_PHASES.map(() => "---").join("|")}|`,
   );
   for (const f of d.frameworks) {
     const timed = f.cells.filter((c) => c.seconds?.phases && gpu4.has(c.case)).map((c) => c.seconds!.phases!);
     if (!timed.length) continue;
-    o.push(`| ${f.name} | ${PHASES.map((k) => (median(timed.map((p) => p[k] ?? 0)) * 1000).toFixed(0)).join(" | ")} |`);
+    o.push(`| ${f.name} | ${ADAPTER_PHASES.map((k) => (median(timed.map((p) => p[k] ?? 0)) * 1000).toFixed(0)).join(" | ")} |`);
   }
   return o;
 }

@@ -51,6 +51,15 @@ describe("causes of a hang", () => {
   it("a rank that raised while the others waited is named", () => {
     expect(causesOf(hung({ error: "ValueError: boom" }))).toEqual(["hang-raise:ValueError: boom"]);
   });
+
+  it("names the error a rank raised itself, not one that only saw a peer's connection go, whichever rank comes first", () => {
+    const gone = "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:561] Connection closed by peer [127.0.0.1]:35201";
+    const c = hung({ error: gone });
+    (c.ranks as { error?: string }[])[2] = { error: "RuntimeError: stack expects a non-empty TensorList" };
+    expect(causesOf(c)).toEqual(["hang-raise:RuntimeError: stack expects a non-empty TensorList"]);
+    // with no other error, the peer's is all there is
+    expect(causesOf(hung({ error: gone }))).toEqual([`hang-raise:${gone.slice(0, 160)}`]);
+  });
 });
 
 describe("framework files", () => {
@@ -306,7 +315,7 @@ describe("docs/frameworks.md", () => {
             expect(t.adapter, `${f.name} ${c.case}`).toBeGreaterThan(0);
             expect(t.target + t.adapter, `${f.name} ${c.case}`).toBeLessThanOrEqual(t.cell + 0.002);
             // the adapter's share split by phase, every phase timed
-            expect(Object.keys(t.phases ?? {}), `${f.name} ${c.case}`).toEqual(expect.arrayContaining(["inputs", "load", "params", "settle", "save", "results", "wait"]));
+            expect(Object.keys(t.phases ?? {}), `${f.name} ${c.case}`).toEqual(expect.arrayContaining(["inputs", "load", "params", "settle", "save", "results"]));
             for (const v of Object.values(t.phases!)) expect(v).toBeGreaterThanOrEqual(0);
           } else expect(c.seconds, `${f.name} ${c.case}`).toBeUndefined();
         }
