@@ -184,11 +184,11 @@ impl GenSpec {
         (idx >= start && idx - start < n as u64).then(|| (idx - start) as usize)
     }
 
-    /// Whether `path` runs the SIMD generator for values stored in T: mode gen with every value
-    /// exact in T (every regime of the harness); otherwise the portable code runs.
+    /// Whether `path` runs the fused SIMD kernels (verify) for values stored in T: a SIMD fill
+    /// (`simd_fill_for`) whose values are exact in T too (every regime of the harness).
     #[inline]
     pub fn simd_for<T: Elem>(&self, path: KernelPath) -> bool {
-        cfg!(target_arch = "x86_64") && path.is_simd() && self.mode == GenMode::Gen && self.exact_in(T::DTYPE) && self.sum_of.is_empty()
+        self.simd_fill_for(path) && self.exact_in(T::DTYPE)
     }
 
     /// Whether `path` runs the SIMD generator for a fill: mode gen with every value exact in f32 (so
