@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Node 20 cannot import .ts on its own: tsx's loader lets the CLI, and users' .ts subjects, load;
-// our hooks let a subject anywhere import `clip-parity/...` as an ES module (harness/clip/loader-hooks.mjs).
+// our hooks let a subject anywhere import `clip-parity/...` as an ES module (harness/subject/loader-hooks.mjs).
 import { register } from "tsx/esm/api";
 import { register as registerHooks } from "node:module";
 
@@ -13,6 +13,6 @@ for (const stream of [process.stdout, process.stderr]) {
 }
 
 register();
-registerHooks("../harness/clip/loader-hooks.mjs", import.meta.url);
+registerHooks("../harness/subject/loader-hooks.mjs", import.meta.url);
 const { main } = await import("../cli/main.ts");
 process.exitCode = await main(process.argv.slice(2));

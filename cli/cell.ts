@@ -1,6 +1,6 @@
 /** `clip-parity cell`: one cell from flags (or a fuzz case file), through the same runner as `run`. */
 import { InputError } from "../harness/errors.ts";
-import { ALL_REGIMES, type Regime } from "../harness/clip/regimes.ts";
+import { ALL_REGIMES, type Regime } from "../harness/gradients/regimes.ts";
 import { getModel } from "../harness/model/models.ts";
 import { parseLayout } from "../harness/layout/layout.ts";
 import { runMatrix } from "../harness/run/runner.ts";

@@ -6,7 +6,7 @@
 import { InputError } from "../harness/errors.ts";
 import { parseLayout } from "../harness/layout/layout.ts";
 import { getModel } from "../harness/model/models.ts";
-import { REGIMES, type Regime } from "../harness/clip/regimes.ts";
+import { REGIMES, type Regime } from "../harness/gradients/regimes.ts";
 import { DTYPES, type Cell } from "../harness/spec/cell.ts";
 import { exportCell, parseCellId } from "../harness/external/torch/export.ts";
 import { parseBoolean, parseChoice, parseCommand, parseInteger, parseNormType, parsePositiveReal, str, type CommandSpec } from "./args.ts";

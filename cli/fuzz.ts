@@ -11,7 +11,7 @@
  * caught), 2 bad input.
  */
 import { InputError } from "../harness/errors.ts";
-import { BUILTIN_SUBJECTS, CORRECT_SUBJECTS, KNOWN_BAD_SUBJECTS, OPTIMIZER_KNOWN_BAD_SUBJECTS, OPTIMIZER_SUBJECTS } from "../harness/clip/registry.ts";
+import { BUILTIN_SUBJECTS, CORRECT_SUBJECTS, KNOWN_BAD_SUBJECTS, OPTIMIZER_KNOWN_BAD_SUBJECTS, OPTIMIZER_SUBJECTS } from "../harness/subject/registry.ts";
 import { caseSize } from "../harness/fuzz/case.ts";
 import { DEFAULT_OUT_DIR, envSeed, fuzzIsolated, SELF_TEST_RUNS } from "../harness/fuzz/fuzz.ts";
 import { DEFAULT_TIMEOUT_MS, probeSubjects } from "../harness/run/pool.ts";

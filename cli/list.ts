@@ -1,7 +1,7 @@
 /** `clip-parity list [matrices|subjects|models|checks|regimes]`. */
 import { InputError } from "../harness/errors.ts";
-import { BUILTIN_SUBJECTS, CORRECT_SUBJECTS, KNOWN_BAD_SUBJECTS, OPTIMIZER_KNOWN_BAD_SUBJECTS, OPTIMIZER_SUBJECTS } from "../harness/clip/registry.ts";
-import { ALL_REGIMES } from "../harness/clip/regimes.ts";
+import { BUILTIN_SUBJECTS, CORRECT_SUBJECTS, KNOWN_BAD_SUBJECTS, OPTIMIZER_KNOWN_BAD_SUBJECTS, OPTIMIZER_SUBJECTS } from "../harness/subject/registry.ts";
+import { ALL_REGIMES } from "../harness/gradients/regimes.ts";
 import { CHECKS } from "../harness/checks/index.ts";
 import { RUNNER_CHECKS } from "../harness/run/runner.ts";
 import { getModel, MODEL_NAMES } from "../harness/model/models.ts";

@@ -2,7 +2,7 @@
  * `clip-parity plan`: scratch memory and collectives per rank of each subject for a real model at a
  * real scale, on the meta backend (harness/run/plan.ts).
  */
-import { CORRECT_SUBJECTS } from "../harness/clip/registry.ts";
+import { CORRECT_SUBJECTS } from "../harness/subject/registry.ts";
 import { parseLayout } from "../harness/layout/layout.ts";
 import { planCells, type PlanRank } from "../harness/run/plan.ts";
 import { assertWorld } from "../harness/run/policy.ts";

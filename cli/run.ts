@@ -14,7 +14,7 @@ import { runTrainMatrix } from "./train.ts";
 import { runResumeMatrix } from "./resume.ts";
 import { runRegressionSection } from "./regressions.ts";
 import { subjectInfo } from "../harness/run/isolated.ts";
-import { isExternalSpec } from "../harness/clip/registry.ts";
+import { isExternalSpec } from "../harness/subject/registry.ts";
 
 export const spec: CommandSpec = {
   name: "run",

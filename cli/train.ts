@@ -1,18 +1,18 @@
 /**
  * `clip-parity train`: training parity across layouts (SPEC §9): the same T AdamW updates from the
  * same initial state in every layout given, compared bitwise after every step across the layouts and
- * between tied copies (harness/resume/train-parity.ts, docs/train.md). Or a matrix's train section.
+ * between tied copies (harness/training/train-parity.ts, docs/train.md). Or a matrix's train section.
  * Exit status: 0 parity, 1 a difference (first step, tensor, element, both values), 2 bad input.
  */
 import { InputError } from "../harness/errors.ts";
 import { parseLayout } from "../harness/layout/layout.ts";
 import { getModel } from "../harness/model/models.ts";
 import { sectionCheck, subjectInfo, trainIsolated } from "../harness/run/isolated.ts";
-import { ALL_REGIMES, type Regime } from "../harness/clip/regimes.ts";
+import { ALL_REGIMES, type Regime } from "../harness/gradients/regimes.ts";
 import { DTYPES } from "../harness/spec/cell.ts";
-import { ADAMW } from "../harness/resume/adamw.ts";
-import { INIT_MODES, type InitMode } from "../harness/resume/train.ts";
-import { DEFAULT_TRAIN_STEPS, trainId, validateTrainCell, type TrainCell, type TrainResult } from "../harness/resume/train-parity.ts";
+import { ADAMW } from "../harness/training/adamw.ts";
+import { INIT_MODES, type InitMode } from "../harness/training/train.ts";
+import { DEFAULT_TRAIN_STEPS, trainId, validateTrainCell, type TrainCell, type TrainResult } from "../harness/training/train-parity.ts";
 import { assertWritableFile, writeJsonAtomic } from "../harness/util/fs.ts";
 import { assertOnlyJsonWithMatrix, list, parseChoice, parseCommandLine, parseInteger, parseNormType, str, type CommandSpec } from "./args.ts";
 import { runExpectedSection } from "./section.ts";

@@ -10,10 +10,10 @@
  * as the cell computes them), the regime and the default plan of the model on the layout.
  */
 import { CHECK_IDS } from "../harness/checks/index.ts";
-import { clipCoefficient } from "../harness/clip/api.ts";
-import { computeReference } from "../harness/clip/reference.ts";
-import { f32UlpsBetween, maxNormOf, regimeSpec } from "../harness/clip/regimes.ts";
-import { BUILTIN_SUBJECTS, CORRECT_SUBJECTS } from "../harness/clip/registry.ts";
+import { clipCoefficient } from "../harness/subject/api.ts";
+import { computeReference } from "../harness/gradients/reference.ts";
+import { f32UlpsBetween, maxNormOf, regimeSpec } from "../harness/gradients/regimes.ts";
+import { BUILTIN_SUBJECTS, CORRECT_SUBJECTS } from "../harness/subject/registry.ts";
 import { validateLayout, worldSize, type ValidLayout } from "../harness/layout/layout.ts";
 import { getModel } from "../harness/model/models.ts";
 import { planWorld, type LocalParam } from "../harness/model/plan.ts";

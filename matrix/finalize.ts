@@ -6,8 +6,8 @@
  * its own check must catch on some cell. A separate matrix, so that the `cpu` matrix's cells stay as
  * they are; `clip-parity run --matrix FILE` runs the same cells from a file (finalizeMatrixFile()).
  */
-import type { DType } from "../harness/clip/api.ts";
-import { CORRECT_SUBJECTS, OPTIMIZER_SUBJECTS } from "../harness/clip/registry.ts";
+import type { DType } from "../harness/subject/api.ts";
+import { CORRECT_SUBJECTS, OPTIMIZER_SUBJECTS } from "../harness/subject/registry.ts";
 import { formatLayout, parseLayout } from "../harness/layout/layout.ts";
 import type { Case, Matrix } from "../harness/spec/cell.ts";
 

@@ -1,5 +1,5 @@
 /**
- * The cases of docs/frameworks.md (harness/external/frameworks-table.ts renders it): the gpu4 matrix and
+ * The cases of docs/frameworks.md (harness/external/frameworks-run.ts renders it): the gpu4 matrix and
  * the cpu matrix's distinct shapes. Here, beside the matrices, so that harness/ imports no matrix.
  */
 import { formatLayout, parseLayout } from "../harness/layout/layout.ts";

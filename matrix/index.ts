@@ -4,14 +4,14 @@
  */
 import { readFileSync, statSync } from "node:fs";
 import { z } from "zod";
-import type { DType } from "../harness/clip/api.ts";
-import { ALL_REGIMES, boundaryOffset, REGIMES, type Regime } from "../harness/clip/regimes.ts";
+import type { DType } from "../harness/subject/api.ts";
+import { ALL_REGIMES, boundaryOffset, REGIMES, type Regime } from "../harness/gradients/regimes.ts";
 import { InputError } from "../harness/errors.ts";
 import { formatLayout, parseLayout, validateLayout, type Layout } from "../harness/layout/layout.ts";
 import { MODEL_NAMES } from "../harness/model/models.ts";
 import { cellId, DTYPES, formatNorm, type Case, type Matrix } from "../harness/spec/cell.ts";
 import { DEFAULT_LIMITS } from "../harness/run/policy.ts";
-import { CORRECT_SUBJECTS, OPTIMIZER_SUBJECTS } from "../harness/clip/registry.ts";
+import { CORRECT_SUBJECTS, OPTIMIZER_SUBJECTS } from "../harness/subject/registry.ts";
 import { finalizeMatrix } from "./finalize.ts";
 
 export type { Case, Matrix } from "../harness/spec/cell.ts";

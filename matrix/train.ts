@@ -5,7 +5,7 @@
  * known-bad optimizer-owned clippers each on a cell where train.parity must fail.
  */
 import { parseLayout } from "../harness/layout/layout.ts";
-import { trainId, type TrainCell } from "../harness/resume/train-parity.ts";
+import { trainId, type TrainCell } from "../harness/training/train-parity.ts";
 
 export interface TrainCase extends TrainCell {
   /** "pass": train.parity must pass; "fail": a known-bad subject it must catch. */

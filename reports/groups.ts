@@ -8,7 +8,8 @@
  * subject that none of its declared checks caught is an unexpected result and is listed as "missed".
  */
 import type { CellJson } from "../harness/results/schema.ts";
-import { failedChecks, messageBody, type CatchBy } from "./common.ts";
+import { failedChecks, type CatchBy } from "./common.ts";
+import { messageBody } from "../harness/results/text.ts";
 
 export interface FailureGroup {
   subject: string;

@@ -18,21 +18,8 @@
  * data-check, data-kind, data-cells; bar over, budget) are what tests and scripts may rely on.
  */
 import type { RunSummary } from "../harness/results/types.ts";
-import {
-  counts,
-  describeRun,
-  failedChecks,
-  layoutOf,
-  formatBytes,
-  gridOf,
-  NOTHING_JUDGED,
-  outcomeOf,
-  runVerdict,
-  summaryText,
-  VERDICT_TEXT,
-  type Grid,
-  type ReportMeta,
-} from "./common.ts";
+import { counts, describeRun, failedChecks, layoutOf, gridOf, NOTHING_JUDGED, outcomeOf, runVerdict, summaryText, VERDICT_TEXT, type Grid, type ReportMeta } from "./common.ts";
+import { formatBytes } from "../harness/results/text.ts";
 import { terminalText } from "./escape.ts";
 import { expectedHeading, failureDigest, groupKindText, missedText, unexpectedHeading, type FailureDigest, type FailureGroup } from "./groups.ts";
 import type { CellJson } from "../harness/results/schema.ts";

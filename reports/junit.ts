@@ -6,7 +6,8 @@
  * gets one <testcase> with an <error>, so that a CI page never shows it green.
  */
 import type { RunSummary } from "../harness/results/types.ts";
-import { describeRun, firstLine, NOTHING_JUDGED, runVerdict, summaryText, VERDICT_TEXT, type ReportMeta } from "./common.ts";
+import { describeRun, NOTHING_JUDGED, runVerdict, summaryText, VERDICT_TEXT, type ReportMeta } from "./common.ts";
+import { firstLine } from "../harness/results/text.ts";
 import type { CellJson } from "../harness/results/schema.ts";
 
 /** Characters XML 1.0 cannot carry at all (most C0 controls, lone surrogates, U+FFFE/U+FFFF). */

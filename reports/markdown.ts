@@ -6,7 +6,8 @@
  * Long runs are cut inside the fold (GitHub keeps 1 MiB of summary per step) with a count of the rest.
  */
 import type { RunSummary } from "../harness/results/types.ts";
-import { counts, describeRun, failedChecks, firstLine, gridOf, messageBody, NOTHING_JUDGED, runVerdict, summaryText, VERDICT_TEXT, type ReportMeta } from "./common.ts";
+import { counts, describeRun, failedChecks, gridOf, NOTHING_JUDGED, runVerdict, summaryText, VERDICT_TEXT, type ReportMeta } from "./common.ts";
+import { firstLine, messageBody } from "../harness/results/text.ts";
 import { mdCell, mdCode, mdFence, mdText } from "./escape.ts";
 import { expectedHeading, failureDigest, groupKindText, missedText, unexpectedHeading, type FailureGroup } from "./groups.ts";
 import type { CellJson } from "../harness/results/schema.ts";

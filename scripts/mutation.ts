@@ -2,8 +2,8 @@
  * `npm run mutation [-- --no-run --seconds S] [--set-before REPORT --before-seconds S --before-suite TEXT] [--render-only]`
  *
  * Runs StrykerJS (stryker.config.json: the correct subjects mutated, suites/mutation against each mutant),
- * then writes docs/mutation.json (the summary, harness/mutation/report.ts) and docs/strength.md (rendered
- * from it). Exit 1 when a mutant survives without an explanation in harness/mutation/report.ts: kill it
+ * then writes docs/mutation.json (the summary, scripts/docs/mutation-report.ts) and docs/strength.md (rendered
+ * from it). Exit 1 when a mutant survives without an explanation in scripts/docs/mutation-report.ts: kill it
  * with a cell or a check, or explain why it is equivalent under the subject's tolerance class.
  * --no-run summarises the last report (reports-out/mutation/mutation.json) instead of running Stryker;
  * --set-before records a report as the "before" measurement the page compares with; --render-only writes
@@ -16,8 +16,8 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { writeFileAtomic } from "../harness/util/fs.ts";
 import { subjectsOf } from "../harness/run/policy.ts";
-import { formatMutationData, renderStrength, summarizeStryker, unexplained, type MutationData } from "../harness/mutation/report.ts";
-import { OPTIMIZER_SUBJECTS } from "../harness/clip/registry.ts";
+import { formatMutationData, renderStrength, summarizeStryker, unexplained, type MutationData } from "./docs/mutation-report.ts";
+import { OPTIMIZER_SUBJECTS } from "../harness/subject/registry.ts";
 import { finalizeMatrix } from "../matrix/finalize.ts";
 import { trainCases } from "../matrix/train.ts";
 import { builtinMatrices } from "../matrix/index.ts";

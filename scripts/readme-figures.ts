@@ -11,7 +11,7 @@ import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { usage } from "../cli/main.ts";
 import { CHECK_IDS } from "../harness/checks/index.ts";
-import { CORRECT_SUBJECTS, KNOWN_BAD_SUBJECTS, OPTIMIZER_KNOWN_BAD_SUBJECTS, OPTIMIZER_SUBJECTS } from "../harness/clip/registry.ts";
+import { CORRECT_SUBJECTS, KNOWN_BAD_SUBJECTS, OPTIMIZER_KNOWN_BAD_SUBJECTS, OPTIMIZER_SUBJECTS } from "../harness/subject/registry.ts";
 import { countParams } from "../harness/model/manifest.ts";
 import { getModel, MODEL_NAMES } from "../harness/model/models.ts";
 import { writeFileAtomic } from "../harness/util/fs.ts";

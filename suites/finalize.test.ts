@@ -6,13 +6,13 @@
  */
 import { describe, expect, it } from "vitest";
 import { Backend } from "../harness/backend/backend.ts";
-import { BUILTIN_SUBJECTS, CORRECT_SUBJECTS, KNOWN_BAD_SUBJECTS, OPTIMIZER_KNOWN_BAD_SUBJECTS, OPTIMIZER_SUBJECTS } from "../harness/clip/registry.ts";
-import { ALL_REGIMES, REGIMES, regimeSpec } from "../harness/clip/regimes.ts";
-import { gradSpecs, heldCopies, tieCopies } from "../harness/clip/finalize.ts";
-import { clipCoefficient, normFromPowerSum, type Subject } from "../harness/clip/api.ts";
-import { exactPowerSum, scaleAll } from "../harness/clip/common.ts";
-import { finalizeTied } from "../harness/clip/optimizer.ts";
-import { computeReference } from "../harness/clip/reference.ts";
+import { BUILTIN_SUBJECTS, CORRECT_SUBJECTS, KNOWN_BAD_SUBJECTS, OPTIMIZER_KNOWN_BAD_SUBJECTS, OPTIMIZER_SUBJECTS } from "../harness/subject/registry.ts";
+import { ALL_REGIMES, REGIMES, regimeSpec } from "../harness/gradients/regimes.ts";
+import { gradSpecs, heldCopies, tieCopies } from "../harness/gradients/specs.ts";
+import { clipCoefficient, normFromPowerSum, type Subject } from "../harness/subject/api.ts";
+import { exactPowerSum, scaleAll } from "../harness/subject/common.ts";
+import { finalizeTied } from "../harness/subject/optimizer.ts";
+import { computeReference } from "../harness/gradients/reference.ts";
 import { getModel } from "../harness/model/models.ts";
 import { planWorld } from "../harness/model/plan.ts";
 import { parseLayout } from "../harness/layout/layout.ts";

@@ -8,7 +8,7 @@
  */
 import { afterAll, describe, expect, it } from "vitest";
 import { resolveMatrix } from "../matrix/index.ts";
-import { BUILTIN_SUBJECTS, KNOWN_BAD_SUBJECTS } from "../harness/clip/registry.ts";
+import { BUILTIN_SUBJECTS, KNOWN_BAD_SUBJECTS } from "../harness/subject/registry.ts";
 import { executeRun, prepareRun, runMatrix, type RunOutput } from "../harness/run/runner.ts";
 import { parseBackend } from "../harness/run/policy.ts";
 import { cellId } from "../harness/spec/cell.ts";

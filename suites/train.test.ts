@@ -4,9 +4,9 @@
  * caught by train.parity, plus what the check reports and that it can fail for each reason it has.
  */
 import { describe, expect, it } from "vitest";
-import { BUILTIN_SUBJECTS, OPTIMIZER_KNOWN_BAD_SUBJECTS } from "../harness/clip/registry.ts";
+import { BUILTIN_SUBJECTS, OPTIMIZER_KNOWN_BAD_SUBJECTS } from "../harness/subject/registry.ts";
 import { parseLayout } from "../harness/layout/layout.ts";
-import { runTrain, type TrainCell } from "../harness/resume/train-parity.ts";
+import { runTrain, type TrainCell } from "../harness/training/train-parity.ts";
 import { trainCases } from "../matrix/train.ts";
 import { InputError } from "../harness/errors.ts";
 import { main } from "../cli/main.ts";

@@ -6,7 +6,7 @@
  * whatever its subject did (a subject that threw, or one the liveness check aborted).
  */
 import { ClipParityError } from "../errors.ts";
-import type { DType, Exact, Ops, Tensor } from "../clip/api.ts";
+import type { DType, Exact, Ops, Tensor } from "../subject/api.ts";
 import { exactAdd, exactToNumber, EXACT_ZERO } from "./exact.ts";
 import { native } from "./native.ts";
 import type { Block } from "../model/plan.ts";

@@ -3,7 +3,7 @@
  * 2^-1074), so partial sums from any rank add in any order without rounding, and the total is
  * rounded to float64 exactly once.
  */
-import type { Exact } from "../clip/api.ts";
+import type { Exact } from "../subject/api.ts";
 
 export const EXACT_SCALE_BITS = 1074;
 export const EXACT_ZERO: Exact = Object.freeze({ sum: 0n, nonfinite: 0 });

@@ -1,4 +1,4 @@
-import { clipCoefficient } from "../clip/api.ts";
+import { clipCoefficient } from "../subject/api.ts";
 import type { VerifyItem } from "../backend/backend.ts";
 import type { LocalParam } from "../model/plan.ts";
 import { defineCheck, fail, globalIndex, lowPrecisionCoefs, lowPrecisionDtype, notComparable, pass, skip } from "./types.ts";

@@ -1,4 +1,4 @@
-import { clipCoefficient } from "../clip/api.ts";
+import { clipCoefficient } from "../subject/api.ts";
 import { defineCheck, fail, notComparable, pass, skip } from "./types.ts";
 
 /**

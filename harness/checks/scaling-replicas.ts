@@ -1,4 +1,4 @@
-import { clipCoefficient, type Tensor } from "../clip/api.ts";
+import { clipCoefficient, type Tensor } from "../subject/api.ts";
 import { defineCheck, fail, globalIndex, notComparable, pass, skip } from "./types.ts";
 
 /** Every physical copy of a tied parameter is scaled by one coefficient and stays bitwise equal. */

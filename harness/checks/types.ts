@@ -1,12 +1,13 @@
 /**
  * A check: one named pass/fail criterion with a stable id (SPEC §8), judged from a cell's outcome.
  */
-import type { ParamView, Subject, Tensor, ToleranceClass } from "../clip/api.ts";
-import type { Reference } from "../clip/reference.ts";
-import { clipCoefficientIn, roundedCoefficients } from "../clip/low-precision.ts";
+import type { ParamView, Subject, Tensor, ToleranceClass } from "../subject/api.ts";
+import type { Reference } from "../gradients/reference.ts";
+import { clipCoefficientIn, roundedCoefficients } from "./low-precision.ts";
 import type { Backend, GenSpec } from "../backend/backend.ts";
 import type { LocalParam } from "../model/plan.ts";
-import type { CommRecord, RankOutcome } from "../world/world.ts";
+import type { RankOutcome } from "../world/world.ts";
+import type { CommRecord } from "../subject/api.ts";
 import type { Budgets, Cell } from "../spec/cell.ts";
 import type { CheckResult, RankMemory } from "../results/types.ts";
 
@@ -39,7 +40,7 @@ export interface CheckContext {
   logicalSpec(p: LocalParam): GenSpec;
   /**
    * What p's copy was filled with before the clip: genSpec(p), except an optimizer-shaped subject's
-   * tied copies (raw partials: clip/finalize.ts).
+   * tied copies (raw partials: gradients/specs.ts).
    */
   inputSpec(p: LocalParam): GenSpec;
   repro: string;
@@ -64,7 +65,7 @@ export const skip = (id: string, message: string): CheckResult => ({ id, status:
 /**
  * In the `bf16` class on bfloat16 or float16 gradients, the coefficients a rank may have scaled by instead of
  * the float32 one: held in the gradients' dtype, computed from its own norm as PyTorch's clips compute them
- * (clip/low-precision.ts); empty in every other case.
+ * (checks/low-precision.ts); empty in every other case.
  */
 export function lowPrecisionCoefs(ctx: Pick<CheckContext, "tolerance" | "cell" | "maxNorm">, norm: number): number[] {
   const dtype = lowPrecisionDtype(ctx);

@@ -8,8 +8,8 @@
  *   max every rank holds).
  * They are not subjects a user runs: they exist to judge what a cell can show.
  */
-import { defineSubject, type Subject } from "../clip/api.ts";
-import { combine, counts, finishClip, localPartial } from "../clip/common.ts";
+import { defineSubject, type Subject } from "../subject/api.ts";
+import { combine, counts, finishClip, localPartial } from "../subject/common.ts";
 import { runCell } from "../run/cell.ts";
 import type { Case } from "../spec/cell.ts";
 

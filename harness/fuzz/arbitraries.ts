@@ -32,8 +32,8 @@
  * The clip subjects' cases are drawn exactly as before, so their seeds find the same cases.
  */
 import fc from "fast-check";
-import type { DType } from "../clip/api.ts";
-import { REGIMES, type Regime } from "../clip/regimes.ts";
+import type { DType } from "../subject/api.ts";
+import { REGIMES, type Regime } from "../gradients/regimes.ts";
 import type { Layout } from "../layout/layout.ts";
 import type { MeshName } from "../layout/mesh.ts";
 import { Partial, Replicate, Shard, type Placement } from "../model/plan.ts";

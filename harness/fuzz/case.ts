@@ -16,7 +16,7 @@
  * - placements are aligned with `axes`; a dim sharded by several axes is split outer axis first,
  *   each split as torch.chunk does (uneven and empty chunks are normal): harness/model/plan.ts
  *   localBlock. Partial ("P") leaves the block whole: the ranks along the copy's Partial axes hold
- *   partials of the gradient, whose sum is the logical gradient (clip/finalize.ts: two generated
+ *   partials of the gradient, whose sum is the logical gradient (gradients/specs.ts: two generated
  *   partials and zeros); only an untied parameter may be Partial (a tie group's copies already hold
  *   the finalize regime's partials);
  * - every rank of a stage holds the stage's copies in the same order: canonical copies in manifest
@@ -26,20 +26,21 @@
  * - an optimizer-owned subject (shape "optimizer") finalizes a tied gradient itself, summing the
  *   copies that hold the same block over pp: its cases tie one replica on the last stage, placed as
  *   its canonical copy (same mesh, axes, placements) on an earlier stage (checkOptimizerCase);
- * - `steps` makes a training case: T steps of the `train` machinery (harness/resume/train.ts),
+ * - `steps` makes a training case: T steps of the `train` machinery (harness/training/train.ts),
  *   per-stage initialisation, on the case's layout against one rank holding every parameter whole
  *   (singleRankPlan), compared bitwise after the init sync and after every step.
  */
 import { createHash } from "node:crypto";
 import { z } from "zod";
-import type { DType } from "../clip/api.ts";
-import { REGIMES, type Regime } from "../clip/regimes.ts";
+import type { DType } from "../subject/api.ts";
+import { REGIMES, type Regime } from "../gradients/regimes.ts";
 import { InputError } from "../errors.ts";
 import { formatLayout, parseLayout, validateLayout, worldSize, type Layout } from "../layout/layout.ts";
 import { ALL_AXES, axisIndex, coordsOf, denseMesh, DENSE_STAGE_AXES, SPARSE_STAGE_AXES, sparseMesh, type AxisName, type Mesh, type MeshName } from "../layout/mesh.ts";
 import { numel, type LogicalParam, type ModelManifest, type ParamKind } from "../model/manifest.ts";
 import { localBlock, Partial, partialSlot, Replicate, Shard, type LocalParam, type Placement } from "../model/plan.ts";
 import type { Cell } from "../spec/cell.ts";
+import type { TrainResult } from "../training/train-parity.ts";
 
 /** The regimes a fuzz case may name: the sweep's, and `finalize` (tied copies' own partial gradients). */
 export const FUZZ_REGIMES = [...REGIMES, "finalize"] as const satisfies readonly Regime[];
@@ -125,7 +126,7 @@ function checkSteps(c: FuzzCase): void {
   if (!Number.isInteger(c.steps) || c.steps < 1 || c.steps > MAX_TRAIN_STEPS) {
     throw new InputError(`fuzz case steps: ${c.steps} must be an integer in [1, ${MAX_TRAIN_STEPS}]`);
   }
-  // a training loop clips with the regime's max_norm and never raises (harness/resume/train.ts)
+  // a training loop clips with the regime's max_norm and never raises (harness/training/train.ts)
   if (c.maxNorm !== undefined) throw new InputError(`fuzz case maxNorm: ${c.maxNorm} cannot be given with steps (a training case uses the regime's max_norm)`);
   if (c.errorIfNonfinite !== undefined) throw new InputError(`fuzz case errorIfNonfinite: ${c.errorIfNonfinite} cannot be given with steps (a training loop never raises)`);
 }
@@ -449,4 +450,23 @@ export function describeCase(c: FuzzCase): string {
   const params = c.params.map((p) => `${p.name}[${p.shape.join("x")}]@${describeCopy(p)}${p.replicas.map((r) => ` tied ${describeCopy(r)}`).join("")}`).join("; ");
   const train = c.steps !== undefined ? ` train t${c.steps}` : "";
   return `${c.subject} ${formatLayout(c.layout)} ${c.dtype} n${norm} ${c.regime} s${c.seed}${train} (${s.ranks} ranks, ${s.params} params, ${s.elements} elements): ${params}`;
+}
+
+/** A property a case broke: its id (a check id, or a fuzz-only property) and why. */
+export interface Violation {
+  id: string;
+  message: string;
+}
+
+/** A training case's outcome. */
+export interface FuzzTrainOutcome {
+  train: TrainResult;
+  violations: Violation[];
+}
+
+/** How a case is run. */
+export interface RunCaseOptions {
+  /** The command line the check messages print to reproduce the case. */
+  repro?: string;
+  timeoutMs?: number;
 }

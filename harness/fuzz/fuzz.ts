@@ -14,14 +14,14 @@ import { createHash } from "node:crypto";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join, relative, resolve } from "node:path";
 import fc from "fast-check";
-import type { Subject } from "../clip/api.ts";
+import type { Subject } from "../subject/api.ts";
 import { validateLayout } from "../layout/layout.ts";
 import { runCell } from "../run/cell.ts";
 import { reproCommand } from "../spec/cell.ts";
 import { caseArb } from "./arbitraries.ts";
-import { caseToFile, checkOptimizerCase, describeCase, type FuzzCase } from "./case.ts";
+import { caseToFile, checkOptimizerCase, describeCase, type FuzzCase, type Violation } from "./case.ts";
 import { minimize } from "./minimize.ts";
-import { runAnyCase, type Violation } from "./run.ts";
+import { runAnyCase } from "./run.ts";
 import { runOneJob } from "../run/pool.ts";
 
 /** The seed CI uses (stable test names and reproducible runs); CLIP_PARITY_FUZZ_SEED overrides it. */

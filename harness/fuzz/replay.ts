@@ -5,11 +5,12 @@
 import { shellQuote } from "../util/shell.ts";
 import { readFileSync } from "node:fs";
 import { InputError } from "../errors.ts";
-import type { Subject } from "../clip/api.ts";
-import { loadSubject } from "../clip/registry.ts";
+import type { Subject } from "../subject/api.ts";
+import { loadSubject } from "../subject/registry.ts";
 import { DEFAULT_TIMEOUT_MS, runOneJob } from "../run/pool.ts";
 import { caseFromFile, describeCase, type FuzzCase } from "./case.ts";
-import { runAnyCase, type FuzzOutcome, type FuzzTrainOutcome } from "./run.ts";
+import { runAnyCase, type FuzzOutcome } from "./run.ts";
+import type { FuzzTrainOutcome } from "./case.ts";
 import { replayCommand } from "./fuzz.ts";
 
 export function readCaseFile(path: string): FuzzCase {

@@ -17,14 +17,14 @@
  *   bitwise equal between tied copies and against one rank holding the whole model, after the init
  *   sync and after every step (exact subjects; others within their class: train-parity.ts).
  */
-import type { Subject } from "../clip/api.ts";
+import type { Subject } from "../subject/api.ts";
 import { CHECK_IDS } from "../checks/index.ts";
 import { runCell } from "../run/cell.ts";
 import { type CellResult } from "../results/types.ts";
 import type { LocalParam } from "../model/plan.ts";
-import { TRAIN_CHECK, type TrainResult } from "../resume/train-parity.ts";
+import { TRAIN_CHECK } from "../training/train-parity.ts";
 import { meshesOf, reductionGroup, summedOverPartial, tieGroup, type Meshes } from "../world/context.ts";
-import { checkOptimizerCase, fuzzCell, fuzzManifest, fuzzPlan, type FuzzCase } from "./case.ts";
+import { checkOptimizerCase, fuzzCell, fuzzManifest, fuzzPlan, type FuzzCase, type FuzzTrainOutcome, type RunCaseOptions, type Violation } from "./case.ts";
 import { runFuzzTrain } from "./train.ts";
 
 /** Subjects that issue one all_reduce per reduction group (then one over pp, and one per tied parameter they finalize). */
@@ -35,27 +35,10 @@ export const BUCKETS_PROPERTY = "collectives.buckets";
 /** Every property id the fuzzer judges. */
 export const PROPERTY_IDS: readonly string[] = [...CHECK_IDS, BUCKETS_PROPERTY, TRAIN_CHECK];
 
-export interface Violation {
-  id: string;
-  message: string;
-}
-
 /** A clip case's outcome. */
 export interface FuzzOutcome {
   result: CellResult;
   violations: Violation[];
-}
-
-/** A training case's outcome. */
-export interface FuzzTrainOutcome {
-  train: TrainResult;
-  violations: Violation[];
-}
-
-export interface RunCaseOptions {
-  /** The command line the check messages print to reproduce the case. */
-  repro?: string;
-  timeoutMs?: number;
 }
 
 /**

@@ -1,5 +1,5 @@
 /**
- * A fuzz training case (`steps` set): the `train` machinery (harness/resume/train-parity.ts runTrain,
+ * A fuzz training case (`steps` set): the `train` machinery (harness/training/train-parity.ts runTrain,
  * the loop of `clip-parity train`) on the case's synthetic model, per-stage initialisation, T steps
  * on the case's layout against one rank holding every parameter whole. Bugs that no single clip
  * shows are found here: a tie sync after init from the wrong copy (or none), and state that makes a
@@ -9,11 +9,10 @@
  * state a subject keeps between clips (its rank's module instance is shared by both layouts' rank 0)
  * shows from step 2 of the case, as in a trainer, not from the other layout's clip.
  */
-import type { Subject } from "../clip/api.ts";
+import type { Subject } from "../subject/api.ts";
 import { parseLayout, worldSize } from "../layout/layout.ts";
-import { runTrain, type TrainCell } from "../resume/train-parity.ts";
-import { checkOptimizerCase, fuzzManifest, fuzzPlan, singleRankPlan, type FuzzCase } from "./case.ts";
-import type { FuzzTrainOutcome, RunCaseOptions } from "./run.ts";
+import { runTrain, type TrainCell } from "../training/train-parity.ts";
+import { checkOptimizerCase, fuzzManifest, fuzzPlan, singleRankPlan, type FuzzCase, type FuzzTrainOutcome, type RunCaseOptions } from "./case.ts";
 
 export async function runFuzzTrain(c: FuzzCase, subject: Subject, options: RunCaseOptions = {}): Promise<FuzzTrainOutcome> {
   if (c.steps === undefined) throw new Error("internal: runFuzzTrain runs training cases (steps)");

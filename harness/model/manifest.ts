@@ -23,7 +23,7 @@ export interface LogicalParam {
   /**
    * Mesh axes (of its mesh, without pp) over which its gradient is Partial(sum) instead of the default
    * placement: each rank along them holds a partial gradient of the full extent, and the logical
-   * gradient is their sum (clip/finalize.ts partialSpecs). Absent: no Partial axis. Never on a tied parameter.
+   * gradient is their sum (gradients/specs.ts partialSpecs). Absent: no Partial axis. Never on a tied parameter.
    */
   partialOver?: readonly AxisName[];
 }

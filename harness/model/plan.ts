@@ -57,7 +57,7 @@ export interface LocalParam {
   numel: number;
   /**
    * Present when some placement is Partial: this copy's partial, `index` = its row-major coordinate over
-   * the Partial axes (in meshAxes order) of `count` = their product (clip/finalize.ts: what it holds).
+   * the Partial axes (in meshAxes order) of `count` = their product (gradients/specs.ts: what it holds).
    */
   partial?: PartialSlot;
 }

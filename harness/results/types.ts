@@ -5,7 +5,7 @@
  */
 import type { Cell } from "../spec/cell.ts";
 import type { BackendKind, StageRecord } from "../backend/backend.ts";
-import type { CommRecord } from "../world/world.ts";
+import type { CommRecord } from "../subject/api.ts";
 
 export type CheckStatus = "pass" | "fail" | "skip";
 

@@ -6,15 +6,15 @@
  * Each phase is timed (CellResult.timings), so a slow cell says where its time went.
  */
 import { createHash } from "node:crypto";
-import type { ParamView, Subject, Tensor } from "../clip/api.ts";
-import { clipCoefficient } from "../clip/api.ts";
+import type { ParamView, Subject, Tensor } from "../subject/api.ts";
+import { clipCoefficient } from "../subject/api.ts";
 import { Backend, DTYPE_BYTES, type BackendKind } from "../backend/backend.ts";
 import { validateLayout, worldSize } from "../layout/layout.ts";
 import { getModel } from "../model/models.ts";
 import type { ModelManifest } from "../model/manifest.ts";
 import { planWorld, type LocalParam } from "../model/plan.ts";
-import { maxNormOf, regimeSpec } from "../clip/regimes.ts";
-import { computeReference, type Reference } from "../clip/reference.ts";
+import { maxNormOf, regimeSpec } from "../gradients/regimes.ts";
+import { computeReference, type Reference } from "../gradients/reference.ts";
 import { World } from "../world/world.ts";
 import { clipArgs, meshesOf, rankContext } from "../world/context.ts";
 import { CHECKS } from "../checks/index.ts";
@@ -25,7 +25,7 @@ import { DEFAULT_SCRATCH_SLACK_BYTES, DTYPES, cellId, reproCommand, type Budgets
 import type { CellResult, CellTimings, RankMemory } from "../results/types.ts";
 import { deepFreeze } from "../util/freeze.ts";
 import { dumpCell } from "./dump.ts";
-import { gradSpecs } from "../clip/finalize.ts";
+import { gradSpecs } from "../gradients/specs.ts";
 import { subjectRunning } from "../util/watch.ts";
 import { describeValue } from "./thrown.ts";
 
@@ -122,7 +122,7 @@ export async function runCell(cell: Cell, options: RunCellOptions): Promise<Cell
   const regime = regimeSpec(cell.regime);
   const step = cell.step ?? 0;
   const seed = BigInt(cell.seed);
-  // the logical gradient, what each copy must hold scaled (a Partial copy: its partial) and what it is filled with (finalize.ts)
+  // the logical gradient, what each copy must hold scaled (a Partial copy: its partial) and what it is filled with (gradients/specs.ts)
   const { logical: logicalSpec, held: genSpec, input: inputSpec } = gradSpecs(model, { dtype: cell.dtype, regime: cell.regime, seed, step, pp: layout.pp, shape: subject.shape });
 
   const plan = options.plan ? deepFreeze(options.plan) : defaultPlan(model, cell);

@@ -5,7 +5,7 @@
  */
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import type { Tensor } from "../clip/api.ts";
+import type { Tensor } from "../subject/api.ts";
 import type { LocalParam } from "../model/plan.ts";
 import type { CheckContext } from "../checks/types.ts";
 import { cellId } from "../spec/cell.ts";

@@ -5,11 +5,11 @@
  * and the suites.
  */
 import type { CheckResult } from "../results/types.ts";
-import type { ResumeCell, ResumeResult } from "../resume/resume.ts";
-import type { TrainCell, TrainResult } from "../resume/train-parity.ts";
+import type { ResumeCell, ResumeResult } from "../training/resume.ts";
+import type { TrainCell, TrainResult } from "../training/train-parity.ts";
 import type { FuzzCase } from "../fuzz/case.ts";
 import type { FuzzOutcome } from "../fuzz/run.ts";
-import { BUILTIN_SUBJECTS, isSubjectPath, loadSubject } from "../clip/registry.ts";
+import { BUILTIN_SUBJECTS, isSubjectPath, loadSubject } from "../subject/registry.ts";
 import { DEFAULT_TIMEOUT_MS, isolationCheck, probeSubjects, runJobs, type Job, type JobOutcome, type SubjectInfo } from "./pool.ts";
 
 /**

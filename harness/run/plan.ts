@@ -8,8 +8,8 @@ import { formatLayout, worldSize, type ValidLayout } from "../layout/layout.ts";
 import type { Cell } from "../spec/cell.ts";
 import type { CellResult } from "../results/types.ts";
 import { runCell } from "./cell.ts";
-import type { Subject } from "../clip/api.ts";
-import { isSubjectPath } from "../clip/registry.ts";
+import type { Subject } from "../subject/api.ts";
+import { isSubjectPath } from "../subject/registry.ts";
 import { ClipParityError } from "../errors.ts";
 import { DEFAULT_TIMEOUT_MS, probeSubjects, WorkerPool } from "./pool.ts";
 

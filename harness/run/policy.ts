@@ -5,7 +5,7 @@
 import { ClipParityError, InputError } from "../errors.ts";
 import { BACKEND_KINDS, type BackendKind } from "../backend/backend.ts";
 import { native } from "../backend/native.ts";
-import { CORRECT_SUBJECTS } from "../clip/registry.ts";
+import { CORRECT_SUBJECTS } from "../subject/registry.ts";
 import { formatLayout, worldSize } from "../layout/layout.ts";
 import { cellId, cellsOf, type Cell, type Matrix } from "../spec/cell.ts";
 import { selectShard, type Shard } from "./shard.ts";

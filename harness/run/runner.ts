@@ -6,8 +6,8 @@
  * backend, the subjects, the cells and the limits; an executor runs the cells); how it is reported
  * is the caller's, through optional hooks (reports/ registers reporters on them).
  */
-import type { Subject } from "../clip/api.ts";
-import { isExternalSpec, isSubjectPath, loadSubject } from "../clip/registry.ts";
+import type { Subject } from "../subject/api.ts";
+import { isExternalSpec, isSubjectPath, loadSubject } from "../subject/registry.ts";
 import type { BackendKind } from "../backend/backend.ts";
 import type { Budgets, Cell, Matrix } from "../spec/cell.ts";
 import type { CellResult, RunSummary } from "../results/types.ts";

@@ -17,10 +17,10 @@
  * (bad input: the caller raises it), "crash". One job at a time.
  */
 import { workerData, type MessagePort } from "node:worker_threads";
-import type { Subject } from "../clip/api.ts";
-import { isSubjectPath, loadSubject } from "../clip/registry.ts";
-import type { TrainCell } from "../resume/train-parity.ts";
-import type { ResumeCell } from "../resume/resume.ts";
+import type { Subject } from "../subject/api.ts";
+import { isSubjectPath, loadSubject } from "../subject/registry.ts";
+import type { TrainCell } from "../training/train-parity.ts";
+import type { ResumeCell } from "../training/resume.ts";
 import type { FuzzJobInput } from "../fuzz/fuzz.ts";
 import type { FuzzCase } from "../fuzz/case.ts";
 import type { PlanJobInput } from "./plan.ts";
@@ -104,11 +104,11 @@ const HANDLERS: Record<Job["kind"], Handler> = {
     return planSubject(input, await subjectFor(input.subject));
   },
   train: async (cell: TrainCell) => {
-    const { runTrain } = await import("../resume/train-parity.ts");
+    const { runTrain } = await import("../training/train-parity.ts");
     return runTrain(cell, { subject: await subjectFor(cell.subject) });
   },
   resume: async (input: { cell: ResumeCell; dir?: string; fromExisting?: boolean }) => {
-    const { runResume } = await import("../resume/resume.ts");
+    const { runResume } = await import("../training/resume.ts");
     return runResume(input.cell, { subject: await subjectFor(input.cell.subject), dir: input.dir, fromExisting: input.fromExisting });
   },
   replay: async (input: { path: string; subject?: string }) => {

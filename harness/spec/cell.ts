@@ -4,8 +4,8 @@
  * them. Only the description lives here: how a cell runs is harness/run, how it is judged harness/checks.
  */
 import { commandLine } from "../util/shell.ts";
-import type { DType } from "../clip/api.ts";
-import type { Regime } from "../clip/regimes.ts";
+import type { DType } from "../subject/api.ts";
+import type { Regime } from "../gradients/regimes.ts";
 import type { BackendKind } from "../backend/backend.ts";
 import { formatLayout, type ValidLayout } from "../layout/layout.ts";
 

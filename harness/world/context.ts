@@ -1,7 +1,7 @@
 /**
  * Builds what one rank's subject instance sees: coordinates, process groups, ops and collectives.
  */
-import type { ClipArgs, Exact, ParamView, RankContext, ReduceOp, Tensor } from "../clip/api.ts";
+import type { ClipArgs, Exact, ParamView, RankContext, ReduceOp, Tensor } from "../subject/api.ts";
 import type { LocalParam, Placement } from "../model/plan.ts";
 import type { Backend } from "../backend/backend.ts";
 import type { ValidLayout } from "../layout/layout.ts";

@@ -9,12 +9,10 @@
  * call; a wall-clock limit catches subjects that wait on something else entirely.
  */
 import { subjectRunning } from "../util/watch.ts";
-import type { Exact, ReduceOp, Tensor } from "../clip/api.ts";
+import type { CollectiveKind, CommRecord, Exact, ReduceOp, Tensor } from "../subject/api.ts";
 import type { Group } from "../layout/mesh.ts";
 import { DTYPE_BYTES, type Backend } from "../backend/backend.ts";
 import { exactAdd } from "../backend/exact.ts";
-
-export type CollectiveKind = "all_reduce" | "all_gather" | "broadcast" | "barrier";
 
 export class LivenessError extends Error {
   readonly code = "E_LIVENESS";
@@ -22,15 +20,6 @@ export class LivenessError extends Error {
     super(message);
     this.name = "LivenessError";
   }
-}
-
-/** Per rank: calls and bytes of each collective kind, and calls per group. */
-export interface CommRecord {
-  calls: number;
-  bytes: number;
-  byKind: Record<CollectiveKind, { calls: number; bytes: number }>;
-  /** Calls and bytes per process group (keyed by its ranks). */
-  byGroup: Record<string, { calls: number; bytes: number }>;
 }
 
 function emptyComm(): CommRecord {

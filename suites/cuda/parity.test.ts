@@ -15,7 +15,7 @@ import { spawnSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
 import { native } from "../../harness/backend/native.ts";
 import { isCI } from "../../harness/util/env.ts";
-import { CORRECT_SUBJECTS } from "../../harness/clip/registry.ts";
+import { CORRECT_SUBJECTS } from "../../harness/subject/registry.ts";
 import { cellsOf, resolveMatrix } from "../../matrix/index.ts";
 import { formatLayout, parseLayout } from "../../harness/layout/layout.ts";
 import type { Cell } from "../../harness/spec/cell.ts";

@@ -11,7 +11,7 @@
  *
  * Used by suites/cuda/parity.test.ts and, on a GPU machine, by scripts/gpu-check.sh through it.
  */
-import { BUILTIN_SUBJECTS } from "../../harness/clip/registry.ts";
+import { BUILTIN_SUBJECTS } from "../../harness/subject/registry.ts";
 import type { CellResult } from "../../harness/results/types.ts";
 import type { CheckContext } from "../../harness/checks/types.ts";
 import { cellId, type Cell } from "../../harness/spec/cell.ts";

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it as vit } from "vitest";
 import { fc, it } from "@fast-check/vitest";
-import { BUILTIN_SUBJECTS } from "../../harness/clip/registry.ts";
+import { BUILTIN_SUBJECTS } from "../../harness/subject/registry.ts";
 import { worldSize, parseLayout, validateLayout, type Layout } from "../../harness/layout/layout.ts";
 import { coordsOf, denseMesh } from "../../harness/layout/mesh.ts";
 import { getModel } from "../../harness/model/models.ts";

@@ -14,7 +14,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { cellsOf, resolveMatrix } from "../../matrix/index.ts";
-import { BUILTIN_SUBJECTS, KNOWN_BAD_SUBJECTS } from "../../harness/clip/registry.ts";
+import { BUILTIN_SUBJECTS, KNOWN_BAD_SUBJECTS } from "../../harness/subject/registry.ts";
 import { cellId } from "../../harness/spec/cell.ts";
 import { runCell } from "../../harness/run/cell.ts";
 import { getModel } from "../../harness/model/models.ts";

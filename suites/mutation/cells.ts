@@ -6,7 +6,7 @@
  */
 import { Writable } from "node:stream";
 import { builtinMatrices } from "../../matrix/index.ts";
-import { CORRECT_SUBJECTS, OPTIMIZER_SUBJECTS } from "../../harness/clip/registry.ts";
+import { CORRECT_SUBJECTS, OPTIMIZER_SUBJECTS } from "../../harness/subject/registry.ts";
 import { finalizeMatrix } from "../../matrix/finalize.ts";
 import { trainCases, type TrainCase } from "../../matrix/train.ts";
 import { runMatrix } from "../../harness/run/runner.ts";
@@ -36,7 +36,7 @@ const quiet = new Writable({ write: (_chunk, _encoding, done) => done() });
 
 /**
  * One cell, in-process, through the same runner as `clip-parity run`, compared with golden/cpu.json
- * (every cell here is a cpu cell): a mutant of the gradient rules (finalize.ts) gives the subject and
+ * (every cell here is a cpu cell): a mutant of the gradient rules (gradients/specs.ts) gives the subject and
  * the reference the same wrong gradients, which only the golden's tensor hashes show.
  */
 export async function runInProcess(cell: Cell): Promise<CellResult> {

@@ -1,5 +1,5 @@
 /**
- * `npm run mutation`: StrykerJS mutates the correct subjects (harness/clip/subjects/*, clip/common.ts)
+ * `npm run mutation`: StrykerJS mutates the correct subjects (harness/subject/builtin/*, subject/common.ts)
  * and runs this suite against each mutant; a mutant is killed when some cell fails a check.
  * One test per cell, so that Stryker's per-test coverage runs only the cells of the mutated subject
  * and its bail stops at the first failing cell. Run directly, every cell must pass:

@@ -1,11 +1,11 @@
 /**
- * The optimizer-owned correct subjects under mutation (`titan-mtp`, harness/clip/optimizer.ts): the
+ * The optimizer-owned correct subjects under mutation (`titan-mtp`, harness/subject/optimizer.ts): the
  * finalize section's cells, one test per cell, and the train section's passing cases, where a mutant
  * that breaks the tie sync or the replicas' coefficient shows as a train.parity difference.
  */
 import { describe, expect, it } from "vitest";
-import { BUILTIN_SUBJECTS } from "../../harness/clip/registry.ts";
-import { runTrain, trainId } from "../../harness/resume/train-parity.ts";
+import { BUILTIN_SUBJECTS } from "../../harness/subject/registry.ts";
+import { runTrain, trainId } from "../../harness/training/train-parity.ts";
 import { cellId } from "../../harness/spec/cell.ts";
 import { failures, optimizerCells, optimizerTrainCases, runInProcess } from "./cells.ts";
 

@@ -6,7 +6,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { vi } from "vitest";
-import { BUILTIN_SUBJECTS } from "../../harness/clip/registry.ts";
+import { BUILTIN_SUBJECTS } from "../../harness/subject/registry.ts";
 import { parseLayout } from "../../harness/layout/layout.ts";
 import { runCell } from "../../harness/run/cell.ts";
 import { type Cell } from "../../harness/spec/cell.ts";

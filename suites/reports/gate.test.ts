@@ -5,7 +5,8 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { compareResults, parseSlack } from "../../cli/gate.ts";
+import { parseSlack } from "../../cli/gate.ts";
+import { compareResults } from "../../harness/results/compare.ts";
 import { cli, smallReport, synthCell, synthFile, tempDir } from "./fixtures.ts";
 import type { CellJson, ResultFile } from "../../harness/results/schema.ts";
 

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { parse } from "yaml";
 import { describe, expect, it } from "vitest";
 import { builtinMatrices, cellsOf, MATRIX_NAMES } from "../../matrix/index.ts";
-import { CORRECT_SUBJECTS } from "../../harness/clip/registry.ts";
+import { CORRECT_SUBJECTS } from "../../harness/subject/registry.ts";
 import { cellId } from "../../harness/spec/cell.ts";
 import { inShard, parseShard } from "../../harness/run/shard.ts";
 import { readResultFile, summarizeJson } from "../../harness/results/schema.ts";

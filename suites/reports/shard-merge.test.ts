@@ -8,10 +8,10 @@ import { join } from "node:path";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { builtinMatrices, cellsOf } from "../../matrix/index.ts";
-import { BUILTIN_SUBJECTS } from "../../harness/clip/registry.ts";
+import { BUILTIN_SUBJECTS } from "../../harness/subject/registry.ts";
 import { cellId } from "../../harness/spec/cell.ts";
 import { fnv1a64, parseShard, selectShard, shardOfId } from "../../harness/run/shard.ts";
-import { mergeResults } from "../../cli/merge.ts";
+import { mergeResults } from "../../harness/results/merge.ts";
 import { cli, synthCell, synthFile, tempDir, tinyMatrixFile } from "./fixtures.ts";
 
 describe("--shard i/n", () => {

@@ -6,8 +6,8 @@
 import { copyFileSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { compareResults } from "../../cli/gate.ts";
-import { mergeResults } from "../../cli/merge.ts";
+import { compareResults } from "../../harness/results/compare.ts";
+import { mergeResults } from "../../harness/results/merge.ts";
 import { renderHtml } from "../../reports/html.ts";
 import { renderJunit } from "../../reports/junit.ts";
 import { renderMarkdown } from "../../reports/markdown.ts";

@@ -5,8 +5,8 @@
  */
 import { describe, expect, it } from "vitest";
 import { resumeCases } from "../../matrix/resume.ts";
-import { BUILTIN_SUBJECTS } from "../../harness/clip/registry.ts";
-import { resumeCellId, runResume } from "../../harness/resume/resume.ts";
+import { BUILTIN_SUBJECTS } from "../../harness/subject/registry.ts";
+import { resumeCellId, runResume } from "../../harness/training/resume.ts";
 
 const matrix = process.env.CLIP_PARITY_MATRIX ?? "cpu";
 const cases = resumeCases(matrix);

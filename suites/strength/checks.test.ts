@@ -5,10 +5,10 @@
  * the clip corners (a general-p root, a missing + 1e-6) that the cpu matrix lacked before.
  */
 import { describe, expect, it } from "vitest";
-import { clipCoefficient, type Subject, type ToleranceClass } from "../../harness/clip/api.ts";
-import { toBf16 } from "../../harness/clip/common.ts";
-import { clipCoefficientIn, toF16 } from "../../harness/clip/low-precision.ts";
-import { loadSubject } from "../../harness/clip/registry.ts";
+import { clipCoefficient, type Subject, type ToleranceClass } from "../../harness/subject/api.ts";
+import { toBf16 } from "../../harness/subject/common.ts";
+import { clipCoefficientIn, toF16 } from "../../harness/checks/low-precision.ts";
+import { loadSubject } from "../../harness/subject/registry.ts";
 import { parseLayout } from "../../harness/layout/layout.ts";
 import { runCell } from "../../harness/run/cell.ts";
 import { runMatrix } from "../../harness/run/runner.ts";

@@ -1,11 +1,11 @@
 /**
- * docs/strength.md is generated (`npm run mutation`, harness/mutation/report.ts) from docs/mutation.json:
+ * docs/strength.md is generated (`npm run mutation`, scripts/docs/mutation-report.ts) from docs/mutation.json:
  * the committed page must be exactly that rendering with the cpu matrix as it is now, the score must
  * reach 95%, and every surviving mutant must still point at a line of the source and have its reason.
  */
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { explanationOf, mutationScore, renderStrength, summarizeStryker, type MutationData } from "../../harness/mutation/report.ts";
+import { explanationOf, mutationScore, renderStrength, summarizeStryker, type MutationData } from "../../scripts/docs/mutation-report.ts";
 import { cpuSize } from "../../scripts/mutation.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
@@ -32,7 +32,7 @@ describe("docs/strength.md", () => {
 
   it("refuses to render a survivor without an explanation", () => {
     const report = {
-      files: { "harness/clip/subjects/x.ts": { source: "a\nreturn norm;\n", mutants: [{ mutatorName: "X", replacement: "0", status: "Survived", location: { start: { line: 2, column: 1 } } }] } },
+      files: { "harness/subject/builtin/x.ts": { source: "a\nreturn norm;\n", mutants: [{ mutatorName: "X", replacement: "0", status: "Survived", location: { start: { line: 2, column: 1 } } }] } },
     };
     const run = summarizeStryker(report, 1);
     expect(run.score).toBe(0);

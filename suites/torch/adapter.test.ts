@@ -6,9 +6,9 @@
 import { execa } from "execa";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { loadSubject } from "../../harness/clip/registry.ts";
+import { loadSubject } from "../../harness/subject/registry.ts";
 import { closeTorchSessions, loadTorchSubject, parseTorchSpec, PROJECT_ROOT, type TorchSubject } from "../../harness/external/torch/subject.ts";
-import type { Subject } from "../../harness/clip/api.ts";
+import type { Subject } from "../../harness/subject/api.ts";
 import { InputError } from "../../harness/errors.ts";
 import { parseLayout } from "../../harness/layout/layout.ts";
 import { runCell } from "../../harness/run/cell.ts";

@@ -1,13 +1,13 @@
 /**
- * harness/clip/low-precision.ts against PyTorch itself: toF16 is torch's float32 -> float16 rounding, and
+ * harness/checks/low-precision.ts against PyTorch itself: toF16 is torch's float32 -> float16 rounding, and
  * clipCoefficientIn is the coefficient clip_grads_with_norm_ computes from a bfloat16 or float16 norm, and
  * roundedCoefficients holds the one FSDP1's clip_grad_norm_ computes from its float32 norm (returned rounded to
  * the dtype), over norms and max_norms across the ranges the cells produce.
  */
 import { execFileSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
-import { toBf16 } from "../../harness/clip/common.ts";
-import { clipCoefficientIn, roundedCoefficients, toF16 } from "../../harness/clip/low-precision.ts";
+import { toBf16 } from "../../harness/subject/common.ts";
+import { clipCoefficientIn, roundedCoefficients, toF16 } from "../../harness/checks/low-precision.ts";
 import { torchOptionsFromEnv } from "../../harness/external/torch/options.ts";
 import { torchAvailability } from "./torch-available.ts";
 

@@ -3,7 +3,7 @@
  * some of it outside the fp32 class's band, so a subject cannot answer from max_norm.
  */
 import { describe, expect, it } from "vitest";
-import { boundaryOffset, f32Ulps, f32UlpsBetween, maxNormOf } from "../../harness/clip/regimes.ts";
+import { boundaryOffset, f32Ulps, f32UlpsBetween, maxNormOf } from "../../harness/gradients/regimes.ts";
 import { parseLayout } from "../../harness/layout/layout.ts";
 import { builtinMatrices } from "../../matrix/index.ts";
 

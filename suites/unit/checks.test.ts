@@ -3,8 +3,8 @@
  * subjects with the bug: each check must fail on them.
  */
 import { describe, expect, it } from "vitest";
-import { BUILTIN_SUBJECTS } from "../../harness/clip/registry.ts";
-import { defineSubject } from "../../harness/clip/api.ts";
+import { BUILTIN_SUBJECTS } from "../../harness/subject/registry.ts";
+import { defineSubject } from "../../harness/subject/api.ts";
 import { runCell } from "../../harness/run/cell.ts";
 import { type Cell } from "../../harness/spec/cell.ts";
 import { parseLayout } from "../../harness/layout/layout.ts";

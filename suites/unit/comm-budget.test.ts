@@ -10,7 +10,7 @@ import { parseLayout } from "../../harness/layout/layout.ts";
 import { ManifestBuilder } from "../../harness/model/manifest.ts";
 import { planWorld } from "../../harness/model/plan.ts";
 import { getModel } from "../../harness/model/models.ts";
-import type { CommRecord } from "../../harness/world/world.ts";
+import type { CommRecord } from "../../harness/subject/api.ts";
 
 const model = new ManifestBuilder("two-ties", 2)
   .add("tok_embeddings.weight", [16, 8], "embedding", null, "colwise")

@@ -1,11 +1,11 @@
 /**
- * The gradient rules of harness/clip/finalize.ts, pinned one by one: what each physical copy is filled
+ * The gradient rules of harness/gradients/specs.ts, pinned one by one: what each physical copy is filled
  * with and must hold, for tied copies (finalize) and Partial(sum) gradients. A wrong rule gives the
  * subject and the reference the same wrong gradients, so no correct subject's cell shows it; these
  * tests (and the golden comparison of the mutation suite) do.
  */
 import { describe, expect, it } from "vitest";
-import { gradSpecs, heldCopies, partialNames, tieCopies } from "../../harness/clip/finalize.ts";
+import { gradSpecs, heldCopies, partialNames, tieCopies } from "../../harness/gradients/specs.ts";
 import { getModel } from "../../harness/model/models.ts";
 
 const DSV3 = getModel("deepseek-v3-debug");

@@ -1,12 +1,12 @@
 /**
- * The optimizer-owned clipper's helpers (harness/clip/optimizer.ts) on a rank that holds copies of
+ * The optimizer-owned clipper's helpers (harness/subject/optimizer.ts) on a rank that holds copies of
  * several tie groups, which no built-in model has (one tie group, so at most one tied copy per rank):
  * every rank must issue the tie groups' collectives in one order, by logical name, whatever the order
  * of its parameters; untied parameters take no part.
  */
 import { describe, expect, it } from "vitest";
-import type { ParamView, RankContext } from "../../harness/clip/api.ts";
-import { finalizeTied, syncTied } from "../../harness/clip/optimizer.ts";
+import type { ParamView, RankContext } from "../../harness/subject/api.ts";
+import { finalizeTied, syncTied } from "../../harness/subject/optimizer.ts";
 import { makeGroup } from "../../harness/layout/mesh.ts";
 
 function view(name: string, tied: boolean, withParam = true): ParamView {

@@ -5,10 +5,10 @@
  */
 import { describe, expect, it } from "vitest";
 import { Backend } from "../../harness/backend/backend.ts";
-import { defineSubject, type DType } from "../../harness/clip/api.ts";
-import { needsPartialSum } from "../../harness/clip/common.ts";
-import { gradSpecs } from "../../harness/clip/finalize.ts";
-import { BUILTIN_SUBJECTS } from "../../harness/clip/registry.ts";
+import { defineSubject, type DType } from "../../harness/subject/api.ts";
+import { needsPartialSum } from "../../harness/subject/common.ts";
+import { gradSpecs } from "../../harness/gradients/specs.ts";
+import { BUILTIN_SUBJECTS } from "../../harness/subject/registry.ts";
 import { ModelError } from "../../harness/errors.ts";
 import { parseLayout, worldSize } from "../../harness/layout/layout.ts";
 import { ManifestBuilder } from "../../harness/model/manifest.ts";

@@ -6,8 +6,8 @@ import { execFileSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
 import { commandLine, shellQuote } from "../../harness/util/shell.ts";
 import { reproCommand } from "../../harness/spec/cell.ts";
-import { resumeRepro } from "../../harness/resume/resume.ts";
-import { trainRepro } from "../../harness/resume/train-parity.ts";
+import { resumeRepro } from "../../harness/training/resume.ts";
+import { trainRepro } from "../../harness/training/train-parity.ts";
 import { parseLayout } from "../../harness/layout/layout.ts";
 
 const HOSTILE = ["./my clip.ts", "it's", 'a"b', "$(touch /tmp/pwned)", "`id`", "a;b", "a|b", "new\nline", "nul\u0000?", "esc\u001b[2J", "tab\tx", "", "ünï", "back\\slash"];

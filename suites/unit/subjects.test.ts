@@ -8,9 +8,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
-import type { DType, Exact, Ops, ParamView, Subject, Tensor } from "../../harness/clip/api.ts";
-import { clipCoefficient, NonFiniteNormError, normFromPowerSum } from "../../harness/clip/api.ts";
-import { toBf16, reductionGroupOf } from "../../harness/clip/common.ts";
+import type { DType, Exact, Ops, ParamView, Subject, Tensor } from "../../harness/subject/api.ts";
+import { clipCoefficient, NonFiniteNormError, normFromPowerSum } from "../../harness/subject/api.ts";
+import { toBf16, reductionGroupOf } from "../../harness/subject/common.ts";
 import {
   BUILTIN_SUBJECTS,
   CORRECT_SUBJECTS,
@@ -18,7 +18,7 @@ import {
   isSubjectPath,
   loadSubject,
   validateSubject,
-} from "../../harness/clip/registry.ts";
+} from "../../harness/subject/registry.ts";
 import { exactAdd, exactToNumber, EXACT_ZERO } from "../../harness/backend/exact.ts";
 import type { Backend } from "../../harness/backend/backend.ts";
 import { InputError } from "../../harness/errors.ts";
@@ -27,7 +27,8 @@ import { worldSize } from "../../harness/layout/layout.ts";
 import { ManifestBuilder, type ModelManifest } from "../../harness/model/manifest.ts";
 import { planWorld } from "../../harness/model/plan.ts";
 import { clipArgs, meshesOf, rankContext } from "../../harness/world/context.ts";
-import { World, type CommRecord } from "../../harness/world/world.ts";
+import { World } from "../../harness/world/world.ts";
+import type { CommRecord } from "../../harness/subject/api.ts";
 
 // ---------------------------------------------------------------------------------------------
 // An in-memory backend: enough of Backend for World (catFor) and rankContext (opsFor).
@@ -648,7 +649,7 @@ describe("registry", () => {
       dir = mkdtempSync(join(tmpdir(), "clip-parity-subject-"));
       writeFileSync(
         join(dir, "mine.ts"),
-        `import { defineSubject } from ${JSON.stringify(join(process.cwd(), "harness/clip/api.ts"))};
+        `import { defineSubject } from ${JSON.stringify(join(process.cwd(), "harness/subject/api.ts"))};
          const n: number = 41;
          export default defineSubject({ name: "mine", description: "d", tolerance: "bf16", async clip() { return n + 1; } });\n`,
       );

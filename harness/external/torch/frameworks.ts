@@ -20,7 +20,7 @@ import { InputError } from "../../errors.ts";
 import { LAYOUT_AXES, type Layout, type LayoutAxis } from "../../layout/layout.ts";
 import { getModel } from "../../model/models.ts";
 import { stageOfParam } from "../../model/plan.ts";
-import { regimeSpec } from "../../clip/regimes.ts";
+import { regimeSpec } from "../../gradients/regimes.ts";
 import type { Case } from "../../spec/cell.ts";
 import { ADAPTER_DIR } from "./options.ts";
 import { conventionSchema, formatIssues, type Arg, type Convention } from "./protocol.ts";
@@ -80,7 +80,7 @@ export const frameworkSchema = z.strictObject({
   convention: conventionSchema,
   configurations: configurationsSchema.optional(),
   /**
-   * docs/frameworks.md's one-line explanation of a failure cause (harness/external/frameworks-table.ts
+   * docs/frameworks.md's one-line explanation of a failure cause (harness/external/frameworks-run.ts
    * CAUSES) for this framework, from reading its code: cause key, or a key prefix such as
    * "raises:AssertionError", to text. Causes without one get the generic line.
    */

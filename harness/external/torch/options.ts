@@ -7,7 +7,7 @@
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { InputError } from "../../errors.ts";
-import type { ToleranceClass } from "../../clip/api.ts";
+import type { ToleranceClass } from "../../subject/api.ts";
 
 export const PROJECT_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
 export const ADAPTER_DIR = join(PROJECT_ROOT, "adapters", "torch");

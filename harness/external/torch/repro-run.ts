@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { execa } from "execa";
 import { worldSize } from "../../layout/layout.ts";
-import type { FrameworkCellRecord, FrameworksData } from "../frameworks-table.ts";
+import type { FrameworkCellRecord, FrameworksData } from "../frameworks-run.ts";
 import { exportCell, parseCellId, SCRIPT_CHECKS } from "./export.ts";
 
 export interface ReproRun {

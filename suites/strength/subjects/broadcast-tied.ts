@@ -3,9 +3,9 @@
  * partial to every copy instead of summing the partials: bitwise right wherever the replica's partial is
  * zero (every clip regime but `finalize`).
  */
-import { defineSubject } from "../../../harness/clip/api.ts";
-import { exactPowerSum, finishClip } from "../../../harness/clip/common.ts";
-import { syncTied } from "../../../harness/clip/optimizer.ts";
+import { defineSubject } from "../../../harness/subject/api.ts";
+import { exactPowerSum, finishClip } from "../../../harness/subject/common.ts";
+import { syncTied } from "../../../harness/subject/optimizer.ts";
 
 export default defineSubject({
   name: "broadcast-tied",

@@ -6,8 +6,8 @@
  * on the debug models that happens for the inf-norm alone (every bucket's max is near 2^e); for finite p
  * the regression cells (matrix/regressions.json) hold such cases. Caught by `liveness`.
  */
-import { defineSubject } from "../../../harness/clip/api.ts";
-import { finishClip } from "../../../harness/clip/common.ts";
+import { defineSubject } from "../../../harness/subject/api.ts";
+import { finishClip } from "../../../harness/subject/common.ts";
 import { bucketedTotal } from "./bucketed-total.ts";
 
 export default defineSubject({

@@ -1,11 +1,11 @@
 /**
  * The power sum (or max) that `bucketed` reduces, for the test-local known-bad subjects that differ
  * from it only after the reduction (or in which shards open a bucket): one all_reduce per reduction
- * group, then one over pp, exactly as harness/clip/subjects/bucketed.ts does.
+ * group, then one over pp, exactly as harness/subject/builtin/bucketed.ts does.
  */
-import type { ClipArgs, ParamView, RankContext } from "../../../harness/clip/api.ts";
+import type { ClipArgs, ParamView, RankContext } from "../../../harness/subject/api.ts";
 import type { Group } from "../../../harness/layout/mesh.ts";
-import { combine, counts, localPartial, reduceOp, reductionGroupOf } from "../../../harness/clip/common.ts";
+import { combine, counts, localPartial, reduceOp, reductionGroupOf } from "../../../harness/subject/common.ts";
 
 export interface Bucket {
   group: Group;

@@ -3,9 +3,9 @@
  * gradients before finalizing them: the canonical copy's own partial, not the logical gradient. Where the
  * harness hands the canonical copy the whole gradient (every clip regime but `finalize`) it is right.
  */
-import { defineSubject } from "../../../harness/clip/api.ts";
-import { exactPowerSum, finishClip } from "../../../harness/clip/common.ts";
-import { finalizeTied, syncTied } from "../../../harness/clip/optimizer.ts";
+import { defineSubject } from "../../../harness/subject/api.ts";
+import { exactPowerSum, finishClip } from "../../../harness/subject/common.ts";
+import { finalizeTied, syncTied } from "../../../harness/subject/optimizer.ts";
 
 export default defineSubject({
   name: "coef-before-finalize",

@@ -1,16 +1,16 @@
 /**
  * Test-local subject: `bucketed`'s norm, but the clip coefficient computed in the gradients' own dtype, as
  * PyTorch's clip_grads_with_norm_ does on the bfloat16 or float16 norm get_total_norm returns for such
- * gradients (harness/clip/low-precision.ts). `skew` multiplies that coefficient (a wrong one, beyond
+ * gradients (harness/checks/low-precision.ts). `skew` multiplies that coefficient (a wrong one, beyond
  * rounding); `mixed` scales the rank's first gradient by the float32 coefficient and the rest by this one;
  * `rounded` is FSDP1's way instead: the float32 coefficient of the float32 norm rounded to the dtype, the norm
  * returned rounded to it too.
  * The bf16 class accepts the coefficient, the others do not (suites/strength/checks.test.ts).
  */
-import { defineSubject, normFromPowerSum, clipCoefficient, type Subject } from "../../../harness/clip/api.ts";
-import { checkFinite } from "../../../harness/clip/common.ts";
-import { toBf16 } from "../../../harness/clip/common.ts";
-import { clipCoefficientIn, toF16 } from "../../../harness/clip/low-precision.ts";
+import { defineSubject, normFromPowerSum, clipCoefficient, type Subject } from "../../../harness/subject/api.ts";
+import { checkFinite } from "../../../harness/subject/common.ts";
+import { toBf16 } from "../../../harness/subject/common.ts";
+import { clipCoefficientIn, toF16 } from "../../../harness/checks/low-precision.ts";
 import { bucketedTotal } from "./bucketed-total.ts";
 
 export function coefInGradDtype(opts: { skew?: number; mixed?: boolean; rounded?: boolean } = {}): Subject {

@@ -5,8 +5,8 @@
  * its largest shard plus the slack: on every model cell, and on the fuzzer's cases once its budget is
  * sized to the case (FUZZ_SCRATCH_SLACK_BYTES; the 1 MiB of a model cell hid it there).
  */
-import { defineSubject } from "../../../harness/clip/api.ts";
-import { finishClip } from "../../../harness/clip/common.ts";
+import { defineSubject } from "../../../harness/subject/api.ts";
+import { finishClip } from "../../../harness/subject/common.ts";
 import { bucketedTotal } from "./bucketed-total.ts";
 
 export default defineSubject({

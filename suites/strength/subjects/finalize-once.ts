@@ -2,9 +2,9 @@
  * An optimizer-owned clipper whose "already finalized" flag is set by the first clip and never reset, so
  * from the second step (or the second cell of a worker) on the tied gradients are clipped unfinalized.
  */
-import { defineSubject } from "../../../harness/clip/api.ts";
-import { exactPowerSum, finishClip } from "../../../harness/clip/common.ts";
-import { finalizeTied, syncTied } from "../../../harness/clip/optimizer.ts";
+import { defineSubject } from "../../../harness/subject/api.ts";
+import { exactPowerSum, finishClip } from "../../../harness/subject/common.ts";
+import { finalizeTied, syncTied } from "../../../harness/subject/optimizer.ts";
 
 let finalized = false;
 

@@ -3,8 +3,8 @@
  * to float32 (a one-line mistake: the `Math.fround` is missing). Within the fp32 tolerance of the
  * reference, so only parity.norm's float32 contract catches it (suites/strength/checks.test.ts).
  */
-import { clipCoefficient, defineSubject } from "../../../harness/clip/api.ts";
-import { checkFinite, scaleAll } from "../../../harness/clip/common.ts";
+import { clipCoefficient, defineSubject } from "../../../harness/subject/api.ts";
+import { checkFinite, scaleAll } from "../../../harness/subject/common.ts";
 import { bucketedTotal } from "./bucketed-total.ts";
 
 export default defineSubject({

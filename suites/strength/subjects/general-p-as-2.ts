@@ -3,8 +3,8 @@
  * root for every other p (a general-p branch written as `Math.sqrt`). Caught by `parity.norm` only on a
  * cell whose norm type is not 1, 2 or inf: the cpu matrix has p = 1.5 and 3 by design.
  */
-import { clipCoefficient, defineSubject } from "../../../harness/clip/api.ts";
-import { checkFinite, scaleAll } from "../../../harness/clip/common.ts";
+import { clipCoefficient, defineSubject } from "../../../harness/subject/api.ts";
+import { checkFinite, scaleAll } from "../../../harness/subject/common.ts";
 import { bucketedTotal } from "./bucketed-total.ts";
 
 export default defineSubject({

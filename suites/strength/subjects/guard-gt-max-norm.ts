@@ -5,8 +5,8 @@
  * and this subject does not. Caught by `parity.tensors` on the cpu matrix's boundary corners (max_norm
  * equal to the small norm and one float32 ulp above it, for every finite p) and the inf-norm `ones` cells.
  */
-import { clipCoefficient, defineSubject, normFromPowerSum } from "../../../harness/clip/api.ts";
-import { checkFinite, scaleAll } from "../../../harness/clip/common.ts";
+import { clipCoefficient, defineSubject, normFromPowerSum } from "../../../harness/subject/api.ts";
+import { checkFinite, scaleAll } from "../../../harness/subject/common.ts";
 import { bucketedTotal } from "./bucketed-total.ts";
 
 export default defineSubject({

@@ -4,9 +4,9 @@
  * chunks, which keep their own stage's initial values. Copies then differ wherever the tied parameter is
  * sharded, and the parameters drift from any layout that holds it whole. Only training shows it.
  */
-import { defineSubject } from "../../../harness/clip/api.ts";
-import { exactPowerSum, finishClip } from "../../../harness/clip/common.ts";
-import { finalizeTied } from "../../../harness/clip/optimizer.ts";
+import { defineSubject } from "../../../harness/subject/api.ts";
+import { exactPowerSum, finishClip } from "../../../harness/subject/common.ts";
+import { finalizeTied } from "../../../harness/subject/optimizer.ts";
 
 export default defineSubject({
   name: "init-first-chunk",

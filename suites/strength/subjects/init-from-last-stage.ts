@@ -3,9 +3,9 @@
  * replica) instead of the canonical one: the copies agree with each other, but not with any layout that
  * places them on other stages. Only training shows it: a clip never calls afterInit.
  */
-import { defineSubject } from "../../../harness/clip/api.ts";
-import { exactPowerSum, finishClip } from "../../../harness/clip/common.ts";
-import { finalizeTied } from "../../../harness/clip/optimizer.ts";
+import { defineSubject } from "../../../harness/subject/api.ts";
+import { exactPowerSum, finishClip } from "../../../harness/subject/common.ts";
+import { finalizeTied } from "../../../harness/subject/optimizer.ts";
 
 export default defineSubject({
   name: "init-from-last-stage",

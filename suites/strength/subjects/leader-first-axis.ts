@@ -5,8 +5,8 @@
  * The debug models never shard a first mesh axis (dp_replicate comes first and is Replicate); a
  * sub-mesh parameter does. Caught by parity.norm on a regression cell (matrix/regressions.json).
  */
-import { defineSubject, type ParamView, type RankContext } from "../../../harness/clip/api.ts";
-import { combine, counts, finishClip, localPartial, reduceOp, SPARSE_STAGE_AXES, STAGE_AXES, stageGroup } from "../../../harness/clip/common.ts";
+import { defineSubject, type ParamView, type RankContext } from "../../../harness/subject/api.ts";
+import { combine, counts, finishClip, localPartial, reduceOp, SPARSE_STAGE_AXES, STAGE_AXES, stageGroup } from "../../../harness/subject/common.ts";
 
 function isLeader(rank: RankContext, p: ParamView): boolean {
   const axes = p.mesh === "sparse" ? SPARSE_STAGE_AXES : STAGE_AXES;

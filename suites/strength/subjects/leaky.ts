@@ -3,8 +3,8 @@
  * and never frees it (a forgotten `ops.free`). The norm and the scaling are right; only `memory.leak`
  * fails (suites/strength/checks.test.ts).
  */
-import { defineSubject } from "../../../harness/clip/api.ts";
-import reference from "../../../harness/clip/subjects/reference.ts";
+import { defineSubject } from "../../../harness/subject/api.ts";
+import reference from "../../../harness/subject/builtin/reference.ts";
 
 export default defineSubject({
   name: "leaky",

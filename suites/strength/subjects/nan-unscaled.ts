@@ -4,8 +4,8 @@
  * values where torch multiplies every one by NaN. Caught by `parity.tensors` on the cpu matrix's NaN
  * cells with error_if_nonfinite=False, which it has for every norm type.
  */
-import { clipCoefficient, defineSubject, normFromPowerSum } from "../../../harness/clip/api.ts";
-import { checkFinite, scaleAll } from "../../../harness/clip/common.ts";
+import { clipCoefficient, defineSubject, normFromPowerSum } from "../../../harness/subject/api.ts";
+import { checkFinite, scaleAll } from "../../../harness/subject/common.ts";
 import { bucketedTotal } from "./bucketed-total.ts";
 
 export default defineSubject({

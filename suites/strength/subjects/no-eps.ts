@@ -4,8 +4,8 @@
  * and nothing shows; only a cell with a small norm and clip_coef < 1 catches it (parity.tensors): one of
  * the corners the cpu matrix covers by design (matrix/index.ts, clip corners).
  */
-import { defineSubject, normFromPowerSum } from "../../../harness/clip/api.ts";
-import { checkFinite, scaleAll } from "../../../harness/clip/common.ts";
+import { defineSubject, normFromPowerSum } from "../../../harness/subject/api.ts";
+import { checkFinite, scaleAll } from "../../../harness/subject/common.ts";
 import { bucketedTotal } from "./bucketed-total.ts";
 
 export default defineSubject({

@@ -3,8 +3,8 @@
  * the flag off), so a non-finite norm is returned instead of raised. Only `errors.nonfinite` fails
  * (suites/strength/checks.test.ts).
  */
-import { defineSubject } from "../../../harness/clip/api.ts";
-import reference from "../../../harness/clip/subjects/reference.ts";
+import { defineSubject } from "../../../harness/subject/api.ts";
+import reference from "../../../harness/subject/builtin/reference.ts";
 
 export default defineSubject({
   name: "nonfinite-ignored",

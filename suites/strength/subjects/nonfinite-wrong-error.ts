@@ -3,8 +3,8 @@
  * unrelated error instead (as a crash in the error path would). `errors.nonfinite` fails: the error
  * raised is not the one that was asked for (suites/strength/checks.test.ts).
  */
-import { defineSubject } from "../../../harness/clip/api.ts";
-import reference from "../../../harness/clip/subjects/reference.ts";
+import { defineSubject } from "../../../harness/subject/api.ts";
+import reference from "../../../harness/subject/builtin/reference.ts";
 
 export default defineSubject({
   name: "nonfinite-wrong-error",

@@ -4,8 +4,8 @@
  * `parity.norm` on cells whose p is not an integer; the cpu matrix has p = 1.5 on several layouts, models
  * and dtypes.
  */
-import { defineSubject } from "../../../harness/clip/api.ts";
-import { finishClip } from "../../../harness/clip/common.ts";
+import { defineSubject } from "../../../harness/subject/api.ts";
+import { finishClip } from "../../../harness/subject/common.ts";
 import { bucketedTotal } from "./bucketed-total.ts";
 
 export default defineSubject({

@@ -5,8 +5,8 @@
  * (|sum of partials|^p). Every other placement is handled right. Caught by parity.norm on the cpu
  * matrix's Partial cells (llama3-debug-sp with tp > 1) and by the fuzzer.
  */
-import { defineSubject, type ParamView } from "../../../harness/clip/api.ts";
-import { finishClip } from "../../../harness/clip/common.ts";
+import { defineSubject, type ParamView } from "../../../harness/subject/api.ts";
+import { finishClip } from "../../../harness/subject/common.ts";
 import { bucketedTotal } from "./bucketed-total.ts";
 
 /** BUG: Partial reduced like Shard (the flags of every axis that is not Replicate). */

@@ -5,8 +5,8 @@
  * the other members wait in it: the hang a real NCCL job hits. Caught by `liveness` only on a cell with
  * such a group (suites/strength/regressions.test.ts, matrix/regressions.json).
  */
-import { defineSubject } from "../../../harness/clip/api.ts";
-import { finishClip } from "../../../harness/clip/common.ts";
+import { defineSubject } from "../../../harness/subject/api.ts";
+import { finishClip } from "../../../harness/subject/common.ts";
 import { bucketedTotal } from "./bucketed-total.ts";
 
 export default defineSubject({

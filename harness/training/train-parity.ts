@@ -14,14 +14,14 @@
  * The first difference is reported as step, layout, tensor, element and both values.
  */
 import { commandLine } from "../util/shell.ts";
-import type { Subject, ToleranceClass } from "../clip/api.ts";
+import type { Subject, ToleranceClass } from "../subject/api.ts";
 import { Backend } from "../backend/backend.ts";
 import { fail, globalIndex, normTolerance, pass, sameNorm, type CheckResult } from "../checks/types.ts";
 import { formatLayout, validateLayout, worldSize, type Layout } from "../layout/layout.ts";
 import { getModel } from "../model/models.ts";
 import { countParams, refusePartialGradients, type ModelManifest } from "../model/manifest.ts";
 import type { LocalParam } from "../model/plan.ts";
-import { regimeSpec } from "../clip/regimes.ts";
+import { regimeSpec } from "../gradients/regimes.ts";
 import { InputError } from "../errors.ts";
 import { formatNorm } from "../spec/cell.ts";
 import { ROLES, roleTensor } from "./checkpoint.ts";

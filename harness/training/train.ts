@@ -7,17 +7,17 @@
  * A TrainState is one layout's worth of physical copies (tied replicas included) with their
  * parameter, exp_avg and exp_avg_sq shards and optimizer step counts.
  */
-import type { DType, ParamView, Subject, Tensor } from "../clip/api.ts";
+import type { DType, ParamView, Subject, Tensor } from "../subject/api.ts";
 import type { Backend, GenSpec } from "../backend/backend.ts";
 import { validateLayout, worldSize, type Layout, type ValidLayout } from "../layout/layout.ts";
 import type { ModelManifest } from "../model/manifest.ts";
 import { planWorld, type LocalParam } from "../model/plan.ts";
-import { maxNormOf, regimeSpec, type Regime } from "../clip/regimes.ts";
-import { computeReference } from "../clip/reference.ts";
+import { maxNormOf, regimeSpec, type Regime } from "../gradients/regimes.ts";
+import { computeReference } from "../gradients/reference.ts";
 import { World } from "../world/world.ts";
 import { clipArgs, meshesOf, rankContext } from "../world/context.ts";
 import { ADAMW, PARAM_INIT, STATE_DTYPE, stageInitSeed } from "./adamw.ts";
-import { gradSpecs } from "../clip/finalize.ts";
+import { gradSpecs } from "../gradients/specs.ts";
 
 /**
  * How parameters are initialised: "same" (every physical copy from the generator under its logical

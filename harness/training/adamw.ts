@@ -4,7 +4,7 @@
  * (native/core/src/optim.rs) with a fixed float32 operation order, so every run is bitwise
  * reproducible. The hyper-parameters are torchtitan's defaults for its debug models.
  */
-import type { DType } from "../clip/api.ts";
+import type { DType } from "../subject/api.ts";
 
 export interface AdamWHyper {
   lr: number;

@@ -25,7 +25,7 @@
  *   a copy whose Partial axes have one rank in all holds the logical gradient;
  * - with modes `ones` and `zeros` index 0 holds the logical gradient and every other index -0.
  */
-import type { DType, SubjectShape } from "./api.ts";
+import type { DType, SubjectShape } from "../subject/api.ts";
 import type { GenSpec } from "../backend/backend.ts";
 import type { ModelManifest } from "../model/manifest.ts";
 import type { PartialSlot } from "../model/plan.ts";

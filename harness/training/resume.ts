@@ -13,12 +13,12 @@ import { commandLine } from "../util/shell.ts";
 import { mkdtempSync, rmSync, statfsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import type { Subject } from "../clip/api.ts";
+import type { Subject } from "../subject/api.ts";
 import { Backend } from "../backend/backend.ts";
 import { formatLayout, sameLayout, validateLayout, worldSize, type Layout } from "../layout/layout.ts";
 import { getModel } from "../model/models.ts";
 import { refusePartialGradients } from "../model/manifest.ts";
-import { ALL_REGIMES } from "../clip/regimes.ts";
+import { ALL_REGIMES } from "../gradients/regimes.ts";
 import { InputError } from "../errors.ts";
 import { fail, pass, skip, type CheckResult } from "../checks/types.ts";
 import { DTYPES, formatNorm } from "../spec/cell.ts";
@@ -38,7 +38,7 @@ export interface ResumeCell extends TrainingCase {
   resumeLayout?: Layout;
   /** k: the checkpoint is written after step k (0 <= k <= T). */
   saveAt: number;
-  /** A loader by name (harness/resume/loaders.ts): a known-bad one for the suite's negative cells (default "correct"). */
+  /** A loader by name (harness/training/loaders.ts): a known-bad one for the suite's negative cells (default "correct"). */
   loader?: string;
   /**
    * Initial values of the uninterrupted run (default "same"): "per-stage" seeds each PP stage's tied

@@ -3,7 +3,7 @@
  * `--json` results of a run:
  *
  *   node bin/clip-parity.js run --matrix gpu4 --backend cpu --subject torch:torch.nn.utils:clip_grad_norm_ --json out/torch.json
- *   npx tsx harness/external/torch-table.ts out/torch.json > table.md
+ *   npx tsx scripts/docs/torch-table.ts out/torch.json > table.md
  *
  * Each failing cell gets a short diagnosis read from its checks (no PP reduction, two meshes, a
  * coefficient in bfloat16, float32 reduction error, ...); the full messages stay in the JSON.
@@ -127,7 +127,7 @@ export function torchTable(cells: readonly JsonCell[]): string {
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const path = process.argv[2];
   if (!path) {
-    process.stderr.write("usage: npx tsx harness/external/torch-table.ts RESULTS.json\n");
+    process.stderr.write("usage: npx tsx scripts/docs/torch-table.ts RESULTS.json\n");
     process.exit(2);
   }
   const json = JSON.parse(readFileSync(path, "utf8")) as { cells: JsonCell[] };

@@ -9,12 +9,20 @@ import type { AxisName, Group, MeshName } from "../layout/mesh.ts";
 import type { ValidLayout } from "../layout/layout.ts";
 import type { Block, Placement } from "../model/plan.ts";
 import type { ParamKind } from "../model/manifest.ts";
-import type { Backend } from "../backend/backend.ts";
-import type { CommRecord } from "../world/world.ts";
 
 export type DType = "f32" | "bf16" | "f16";
 export type ToleranceClass = "exact" | "fp32" | "fp32-accum" | "bf16";
 export type ReduceOp = "sum" | "max";
+export type CollectiveKind = "all_reduce" | "all_gather" | "broadcast" | "barrier";
+
+/** Per rank: calls and bytes of each collective kind, and calls per group. */
+export interface CommRecord {
+  calls: number;
+  bytes: number;
+  byKind: Record<CollectiveKind, { calls: number; bytes: number }>;
+  /** Calls and bytes per process group (keyed by its ranks). */
+  byGroup: Record<string, { calls: number; bytes: number }>;
+}
 /**
  * "clip" (default): torch.nn.utils.clip_grad_norm_ over every copy; the harness finalizes tied
  * gradients first (every copy holds the logical gradient). "optimizer": an optimizer-owned clipper
@@ -181,6 +189,19 @@ export interface Subject {
   external?(cell: ExternalCell): Promise<ExternalRun>;
 }
 
+/**
+ * What an external subject may do with the cell's tensors (the backend, seen through the calls a
+ * subject in another process needs): write them to a file, read its results back, free those.
+ */
+export interface TensorFiles {
+  /** The meta backend holds shapes only, no values to hand over. */
+  readonly isMeta: boolean;
+  saveSafetensors(path: string, entries: { name: string; tensor: Tensor }[], metadata: Record<string, string>): void;
+  loadSafetensors(path: string, rank: number): { name: string; tensor: Tensor }[];
+  opsFor(rank: number): Ops;
+  free(t: Tensor): void;
+}
+
 /** Everything an external subject gets: one cell, all ranks at once. */
 export interface ExternalCell {
   readonly cell: {
@@ -198,8 +219,8 @@ export interface ExternalCell {
   readonly maxNorm: number;
   readonly normType: number;
   readonly errorIfNonfinite: boolean;
-  /** The cell's backend: save/load the gradients through it; free whatever it allocates. */
-  readonly backend: Backend;
+  /** The cell's tensors: save/load the gradients through them; free whatever it loads. */
+  readonly backend: TensorFiles;
   readonly timeoutMs?: number;
 }
 

@@ -9,7 +9,7 @@
 import type { Backend } from "../backend/backend.ts";
 import { globalIndex } from "../checks/types.ts";
 import { sameLayout } from "../layout/layout.ts";
-import type { Tensor } from "../clip/api.ts";
+import type { Tensor } from "../subject/api.ts";
 import { ROLES, roleTensor } from "./checkpoint.ts";
 import type { CopyState, TrainState } from "./train.ts";
 

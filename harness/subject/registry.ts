@@ -11,10 +11,10 @@ import { pathToFileURL } from "node:url";
 import { InputError } from "../errors.ts";
 import type { Subject, ToleranceClass } from "./api.ts";
 
-import reference from "./subjects/reference.ts";
-import bucketed from "./subjects/bucketed.ts";
-import titan from "./subjects/titan.ts";
-import exact from "./subjects/exact.ts";
+import reference from "./builtin/reference.ts";
+import bucketed from "./builtin/bucketed.ts";
+import titan from "./builtin/titan.ts";
+import exact from "./builtin/exact.ts";
 
 import hfReplicate from "./known-bad/hf-replicate.ts";
 import noPpReduce from "./known-bad/no-pp-reduce.ts";
@@ -26,7 +26,7 @@ import unbucketed from "./known-bad/unbucketed.ts";
 import epSkipEmpty from "./known-bad/ep-skip-empty.ts";
 import paddingCounted from "./known-bad/padding-counted.ts";
 import bf16Norm from "./known-bad/bf16-norm.ts";
-import titanMtp from "./subjects/titan-mtp.ts";
+import titanMtp from "./builtin/titan-mtp.ts";
 import finalizeForgotten from "./known-bad/finalize-forgotten.ts";
 import replicaOwnCoef from "./known-bad/replica-own-coef.ts";
 import initUnsynced from "./known-bad/init-unsynced.ts";

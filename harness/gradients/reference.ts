@@ -6,15 +6,15 @@
  * seed, step) and cached; the clipped tensors are never materialised: each rank's shard is checked
  * against round(float32(g) * coef) by regenerating g (native verifyScaled).
  */
-import type { DType } from "./api.ts";
-import { normFromPowerSum } from "./api.ts";
+import type { DType } from "../subject/api.ts";
+import { normFromPowerSum } from "../subject/api.ts";
 import { exactToNumber } from "../backend/exact.ts";
 import { native } from "../backend/native.ts";
 import type { ModelManifest } from "../model/manifest.ts";
 import { numel } from "../model/manifest.ts";
 import { regimeSpec } from "./regimes.ts";
 import type { GenSpec } from "../backend/backend.ts";
-import { gradSpecs } from "./finalize.ts";
+import { gradSpecs } from "./specs.ts";
 
 export interface Reference {
   /** S: the exact sum of |g|^p (or max |g| for inf), rounded once to float64. */

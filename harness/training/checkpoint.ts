@@ -22,7 +22,7 @@ import { createHash } from "node:crypto";
 import { closeSync, existsSync, openSync, readdirSync, readFileSync, readSync, rmSync, statSync, mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { z } from "zod";
-import type { DType, Tensor } from "../clip/api.ts";
+import type { DType, Tensor } from "../subject/api.ts";
 import type { Backend } from "../backend/backend.ts";
 import { layoutFields } from "../layout/schema.ts";
 import { formatLayout, sameLayout, validateLayout, worldSize, type Layout } from "../layout/layout.ts";
@@ -478,7 +478,7 @@ export function readCheckpoint(backend: Backend, dir: string, expect: Expectatio
 
 /**
  * A checkpoint loader: how a trainer restores its state. The correct one is below; known-bad ones
- * (harness/resume/known-bad/) model a bug each, for the suite's own negative resume cells.
+ * (harness/training/known-bad/) model a bug each, for the suite's own negative resume cells.
  */
 export interface CheckpointLoader {
   name: string;

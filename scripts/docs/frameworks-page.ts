@@ -1,0 +1,240 @@
+/**
+ * docs/frameworks.md, rendered from docs/frameworks.json and nothing else (the run that makes the data is
+ * harness/external/frameworks-run.ts): so a test can check that the committed page is exactly the rendering
+ * of the committed data. Per framework: failures in configurations it supports, by cause, then outside its
+ * configurations, then what cannot run here; then the time per cell.
+ */
+import { median } from "../../harness/util/stats.ts";
+import { CHECK_IDS } from "../../harness/checks/index.ts";
+import { loadFrameworks } from "../../harness/external/torch/frameworks.ts";
+import { ADAPTER_PHASES, causeText, type FrameworkCellRecord, type FrameworksData } from "../../harness/external/frameworks-run.ts";
+
+/** Every framework file's `explain`, by framework name. */
+export function explanations(): Record<string, Record<string, string>> {
+  return Object.fromEntries([...loadFrameworks().values()].map((f) => [f.name, f.explain]));
+}
+
+const esc = (s: string) => s.replace(/\|/g, "\\|").replace(/\n/g, " ");
+
+function count<T>(xs: readonly T[], key: (x: T) => string[]): [string, number][] {
+  const m = new Map<string, number>();
+  for (const x of xs) for (const k of key(x)) m.set(k, (m.get(k) ?? 0) + 1);
+  return [...m.entries()];
+}
+
+/** Check ids in report order (harness/checks/index.ts), for stable tables. */
+const byCheck = (a: [string, number], b: [string, number]) => CHECK_IDS.indexOf(a[0]) - CHECK_IDS.indexOf(b[0]);
+
+/** A framework's cells split as the page reports them: in its configurations, outside them, n/a, not run here. */
+function tally(cells: readonly FrameworkCellRecord[]) {
+  const ran = cells.filter((c) => c.status === "pass" || c.status === "fail");
+  const inside = ran.filter((c) => !c.outside);
+  const outside = ran.filter((c) => c.outside);
+  return {
+    ran: ran.length,
+    inside: inside.length,
+    passed: inside.filter((c) => c.status === "pass" && !c.vacuous).length,
+    vacuous: inside.filter((c) => c.status === "pass" && c.vacuous).length,
+    failed: inside.filter((c) => c.status === "fail").length,
+    outside: outside.length,
+    outsideFailed: outside.filter((c) => c.status === "fail").length,
+    na: cells.filter((c) => c.status === "n/a").length,
+    notRun: cells.filter((c) => c.status === "not run").length,
+    checks: count(inside, (c) => c.failed).sort(byCheck),
+    /** Failures whose exported script was run standalone, and those of them that printed REPRODUCED. */
+    reproChecked: inside.filter((c) => c.status === "fail" && c.repro).length,
+    reproduced: inside.filter((c) => c.status === "fail" && c.repro?.reproduced).length,
+  };
+}
+
+/** "k of n" for the failures whose scripts ran; "-" without failures; "not checked" when none of them ran. */
+function reproCell(t: ReturnType<typeof tally>): string {
+  if (!t.failed) return "-";
+  return t.reproChecked ? `${t.reproduced} of ${t.failed}` : "not checked";
+}
+
+/** Where a cell's time goes, per framework, over the gpu4 cells (the first `cases.gpu4` of every list). */
+function timeSection(d: FrameworksData): string[] {
+  if (!d.native) return [];
+  const gpu4 = new Set(Object.keys(d.native.seconds).slice(0, d.cases.gpu4));
+  const s3 = (x: number) => (Number.isNaN(x) ? "-" : x.toFixed(3));
+  const o = [
+    "",
+    "## Time per cell",
+    "",
+    `Median seconds over the gpu4 cells each framework ran: the cell's wall time (a session start excluded), the target's own call ` +
+      `(the slowest rank, under the adapter's collective and memory monitor) and the adapter's share (the cell's time in the adapter ` +
+      `and its files, minus the call: writing and loading the shards, building the DTensors, settling, saving and reading the ` +
+      `clipped shards back). The built-in \`${d.native.subject}\` subject, which mirrors torchtitan's clip in process, runs the ` +
+      `same ${gpu4.size} cases in a median ${s3(median([...gpu4].map((k) => d.native!.seconds[k]!)))} s per cell.`,
+    "",
+    "| framework | cells timed | cell | target | adapter | cells whose adapter share is over 0.1 s |",
+    "|---|---|---|---|---|---|",
+  ];
+  for (const f of d.frameworks) {
+    const timed = f.cells.filter((c) => c.seconds && gpu4.has(c.case)).map((c) => c.seconds!);
+    if (!timed.length) continue;
+    const m = (k: "cell" | "target" | "adapter") => s3(median(timed.map((t) => t[k])));
+    o.push(`| ${f.name} | ${timed.length} | ${m("cell")} | ${m("target")} | ${m("adapter")} | ${timed.filter((t) => t.adapter > 0.1).length} |`);
+  }
+  o.push(
+    "",
+    "The adapter's share by phase (median milliseconds over the same cells; each of a rank's phases the slowest rank's, so they " +
+      "overlap): `inputs` the harness writing the shards, `load` a rank mapping them, `meshes` built for a new layout, `params` " +
+      "the DTensors and the framework's objects built from them, `settle` waiting for freed tensors before the leak count, " +
+      "`writeBack` FSDP1's flat gradient copied back, `save` the clipped shards, `results` reading them back.",
+    "",
+    `| framework | ${ADAPTER_PHASES.join(" | ")} |`,
+    `|---|${ADAPTER_PHASES.map(() => "---").join("|")}|`,
+  );
+  for (const f of d.frameworks) {
+    const timed = f.cells.filter((c) => c.seconds?.phases && gpu4.has(c.case)).map((c) => c.seconds!.phases!);
+    if (!timed.length) continue;
+    o.push(`| ${f.name} | ${ADAPTER_PHASES.map((k) => (median(timed.map((p) => p[k] ?? 0)) * 1000).toFixed(0)).join(" | ")} |`);
+  }
+  return o;
+}
+
+/**
+ * The page: summary, then per framework its causes, failed checks with one message each, and every cell.
+ * `explain`: per framework, its file's explanations of causes (loadFrameworks by default).
+ */
+export function renderFrameworks(d: FrameworksData, explain: Record<string, Record<string, string>> = explanations()): string {
+  const o: string[] = [];
+  o.push("# Real frameworks under clip-parity");
+  o.push("");
+  o.push("<!-- Generated by `npm run frameworks` (harness/external/frameworks-run.ts) from docs/frameworks.json. Do not edit:");
+  o.push("     suites/torch/frameworks.test.ts checks that this page is the rendering of that data, and that a fresh run of a subset agrees. -->");
+  o.push("");
+  o.push(
+    `Each framework's clip, called the way its trainer calls it (adapters/torch/frameworks/*.json; \`clip-parity list subjects\`), ` +
+      `on ${d.cases.gpu4} gpu4 cells and ${d.cases.distinctShapes} cells of the cpu matrix's distinct shapes (each cpu layout that gpu4 lacks, ` +
+      `both debug models, float32, norm 2, active), on the cpu backend: torch ${d.torch}, ${d.backend}, OMP_NUM_THREADS=${d.threads}, ` +
+      `a cell that takes more than ${d.cellTimeoutS} s is a hang. Versions are pinned in adapters/torch/requirements*.txt.`,
+  );
+  o.push("");
+  o.push(
+    "A cell is *n/a* for a framework when it asks for what the framework's clip cannot be asked: a norm type other than 2 where no " +
+      "function on the path takes `norm_type`, or an error on a non-finite norm where none takes `error_if_nonfinite`.",
+  );
+  o.push("");
+  o.push(
+    "A cell is *outside its configurations* when the framework's trainer never builds or asks for it (its file's `configurations`, " +
+      "read from its sources: no pipeline stages, no MTP with PP, only some mesh axes or dtypes, the norm type and error flag the " +
+      "trainer passes). Those cells still run, and are reported apart: a failure there is not one the framework's maintainers would " +
+      "accept. A framework whose clip needs CUDA is *not run* on these CPU ranks. The failures counted below are those in the " +
+      "configurations each framework supports.",
+  );
+  o.push("");
+  o.push(
+    "A pass is *vacuous* when a clip that does not do the work passes the cell too (harness/external/vacuity.ts: one that returns 0 " +
+      "and scales nothing, or one that issues no collective); it is not counted as a pass.",
+  );
+  o.push("");
+  o.push(
+    "A failure is *reproduced* when the script `clip-parity export --cell torch:<framework>/<cell> --no-run` writes for it runs " +
+      "standalone under `torchrun --standalone` (torch and the framework alone, nothing of clip-parity on the path, CPU ranks) and " +
+      "prints REPRODUCED with the same failed checks (those a script implements): `npm run frameworks` runs every such script after " +
+      "the cells (harness/external/torch/repro-run.ts).",
+  );
+  o.push("");
+  o.push("| framework | version | in its configurations | passed | vacuous | failed | reproduced | outside them (failed) | n/a | not run here | failed by check |");
+  o.push("|---|---|---|---|---|---|---|---|---|---|---|");
+  for (const f of d.frameworks) {
+    if (f.version === null) {
+      o.push(`| ${f.name} | does not import | 0 | - | - | - | - | - | - | - | ${esc(f.error ?? "")} |`);
+      continue;
+    }
+    const t = tally(f.cells);
+    o.push(
+      `| ${f.name} | ${f.package} ${f.version} | ${t.inside} | ${t.passed} | ${t.vacuous} | ${t.failed} | ${reproCell(t)} | ${t.outside} (${t.outsideFailed}) | ${t.na} | ${t.notRun} | ` +
+        `${t.checks.map(([k, n]) => `${k} ${n}`).join(", ") || "-"} |`,
+    );
+  }
+  o.push(...timeSection(d));
+  for (const f of d.frameworks) {
+    o.push("");
+    o.push(`## ${f.name}${f.version ? ` (${f.package} ${f.version})` : ""}`);
+    o.push("");
+    o.push(`${f.description}.`);
+    o.push("");
+    o.push(`Called as: ${f.trainer}.`);
+    if (f.version === null) {
+      o.push("");
+      o.push(`Not run: it does not import here: ${f.error}`);
+      continue;
+    }
+    const t = tally(f.cells);
+    const ranCells = f.cells.filter((c) => c.status === "pass" || c.status === "fail");
+    const paths = count(ranCells, (c) => (c.paths.length ? [c.paths.join(" + ")] : []));
+    if (paths.length > 1) {
+      o.push("");
+      o.push("Paths taken (per cell, the distinct paths of its ranks):");
+      o.push("");
+      o.push("| path | cells | passed | failed |");
+      o.push("|---|---|---|---|");
+      for (const [p, n] of paths) {
+        const cs = ranCells.filter((c) => c.paths.join(" + ") === p);
+        o.push(`| ${p} | ${n} | ${cs.filter((c) => c.status === "pass").length} | ${cs.filter((c) => c.status === "fail").length} |`);
+      }
+    }
+    o.push("");
+    o.push(
+      `In its configurations, ${t.inside} cells: ${t.passed} passed, ${t.failed} failed${t.vacuous ? `, ${t.vacuous} passed vacuously` : ""}.` +
+        (t.outside ? ` Outside them, ${t.outside} cells (${t.outsideFailed} failed).` : "") +
+        (t.na ? ` ${t.na} not applicable.` : "") +
+        (t.notRun ? ` ${t.notRun} not run here.` : ""),
+    );
+    const inside = f.cells.filter((c) => (c.status === "pass" || c.status === "fail") && !c.outside);
+    const causeTable = (cells: readonly FrameworkCellRecord[], title: string) => {
+      const causes = count(cells, (c) => c.causes).sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
+      if (!causes.length) return;
+      o.push("", title, "", "| cells | cause | first cell |", "|---|---|---|");
+      for (const [k, n] of causes) o.push(`| ${n} | ${esc(causeText(k, explain[f.name]))} | \`${cells.find((c) => c.causes.includes(k))!.case}\` |`);
+    };
+    causeTable(inside, "Why cells fail in its configurations (a cell may show several):");
+    if (t.checks.length) {
+      o.push("");
+      o.push("| failed check | cells | one message (first failing cell) |");
+      o.push("|---|---|---|");
+      for (const [k, n] of t.checks) {
+        const first = inside.find((c) => c.failed.includes(k))!;
+        o.push(`| ${k} | ${n} | \`${first.case}\`: ${esc(first.messages[k] ?? "")} |`);
+      }
+    }
+    const failures = inside.filter((c) => c.status === "fail");
+    if (failures.length) {
+      const checked = failures.filter((c) => c.repro);
+      const longest = Math.max(0, ...checked.map((c) => c.repro!.lines));
+      o.push(
+        "",
+        checked.length
+          ? `Reproduced standalone: ${t.reproduced} of ${failures.length} failures (scripts of ${longest} lines at most).`
+          : `Reproduced standalone: not checked (this data has no run of the exported scripts).`,
+      );
+      const not = checked.filter((c) => !c.repro!.reproduced);
+      if (not.length) o.push("", `Not reproduced by their scripts (${not.length}): ${not.map((c) => `\`${c.case}\``).join(", ")}.`);
+    }
+    const outside = f.cells.filter((c) => (c.status === "pass" || c.status === "fail") && c.outside);
+    for (const [why, n] of count(outside, (c) => [c.outside!])) {
+      const cs = outside.filter((c) => c.outside === why);
+      o.push("", `Outside its configurations (${n} cells: ${cs.filter((c) => c.status === "pass").length} passed, ${cs.filter((c) => c.status === "fail").length} failed): ${why}.`);
+    }
+    causeTable(outside.filter((c) => c.status === "fail"), "What those cells show (not counted as failures):");
+    const na = count(f.cells.filter((c) => c.status === "n/a"), (c) => [c.notApplicable ?? ""]);
+    for (const [why, n] of na) o.push("", `Not applicable (${n} cells): ${why}.`);
+    for (const [why, n] of count(inside.filter((c) => c.vacuous), (c) => [c.vacuous!])) o.push("", `Vacuous passes (${n} cells): ${why}.`);
+    const notRun = count(f.cells.filter((c) => c.status === "not run"), (c) => [c.cannotRun ?? ""]);
+    for (const [why, n] of notRun) o.push("", `Not run here (${n} cells): ${why}.`);
+    o.push("");
+    o.push("<details><summary>every cell</summary>");
+    o.push("");
+    o.push("| cell | result | failed checks | causes |");
+    o.push("|---|---|---|---|");
+    for (const c of f.cells) o.push(`| ${c.case} | ${c.status}${c.vacuous ? " (vacuous)" : ""}${c.outside ? " (outside)" : ""} | ${c.failed.join(", ") || "-"} | ${esc(c.causes.join(", ")) || "-"} |`);
+    o.push("");
+    o.push("</details>");
+  }
+  return o.join("\n") + "\n";
+}
+
