@@ -2,8 +2,7 @@
 import { InputError } from "../harness/errors.ts";
 import { BUILTIN_SUBJECTS, CORRECT_SUBJECTS, KNOWN_BAD_SUBJECTS, OPTIMIZER_KNOWN_BAD_SUBJECTS, OPTIMIZER_SUBJECTS } from "../harness/subject/registry.ts";
 import { ALL_REGIMES } from "../harness/gradients/regimes.ts";
-import { CHECKS } from "../harness/checks/index.ts";
-import { RUNNER_CHECKS } from "../harness/run/runner.ts";
+import { CHECKS, RUN_CHECKS } from "../harness/checks/index.ts";
 import { getModel, MODEL_NAMES } from "../harness/model/models.ts";
 import { builtinMatrices } from "../matrix/index.ts";
 import { listFrameworkSubjects } from "../harness/external/torch/frameworks.ts";
@@ -40,7 +39,7 @@ function section(what: (typeof LIST_SECTIONS)[number], out: NodeJS.WritableStrea
       for (const name of MODEL_NAMES) out.write(`${name.padEnd(18)} ${getModel(name).totalParams.toLocaleString("en-US").padStart(16)}\n`);
       return;
     case "checks":
-      for (const c of [...CHECKS, ...RUNNER_CHECKS]) out.write(`${c.id.padEnd(18)} ${c.description}\n`);
+      for (const c of [...CHECKS, ...RUN_CHECKS]) out.write(`${c.id.padEnd(18)} ${c.description}\n`);
       // Judged across a training run rather than one clip: `clip-parity resume`, not `run`.
       out.write(`${"resume.equal".padEnd(18)} a resumed run ends bitwise equal to the uninterrupted one (clip-parity resume)\n`);
       return;

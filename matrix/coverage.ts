@@ -9,7 +9,7 @@
  * A case is judged from what the checks would see: the reference norm and clip coefficient (computed
  * as the cell computes them), the regime and the default plan of the model on the layout.
  */
-import { CHECK_IDS } from "../harness/checks/index.ts";
+import { CHECK_IDS, CHECK_INFO, type CanFailFacts } from "../harness/checks/index.ts";
 import { clipCoefficient } from "../harness/subject/api.ts";
 import { computeReference } from "../harness/gradients/reference.ts";
 import { f32UlpsBetween, maxNormOf, regimeSpec } from "../harness/gradients/regimes.ts";
@@ -23,19 +23,12 @@ import { CORNER_NORMS } from "./index.ts";
 import { loadRegressions, regressionSections, type Regression } from "./regressions.ts";
 import { fuzzPlan } from "../harness/fuzz/case.ts";
 
-/** What the checks can see of one case. */
-export interface CaseFacts {
-  world: number;
+/** What the checks can see of one case: what their `canFail` reads, and what the corner requirements read. */
+export interface CaseFacts extends CanFailFacts {
   dtype: string;
   normType: number;
   /** The regime's gradient exponent: 0 = large norms, < 0 = small ones. */
   exp: number;
-  paramsWithGrad: number;
-  referenceFinite: boolean;
-  clipCoef: number;
-  errorIfNonfinite: boolean;
-  /** Some tied parameter has a replica on another stage, with a gradient. */
-  tiedReplica: boolean;
   /** A reduction group where some rank holds only empty shards (of params with a gradient), per mesh. */
   emptyGroup: { dense: boolean; sparse: boolean };
   /** Two ranks share two reduction groups whose partials may be ordered differently on each (groupFactsOfPlan). */
@@ -160,30 +153,11 @@ export function caseFacts(c: Case): CaseFacts {
   };
 }
 
-/** Whether a check can fail on a case (what it judges is there to be judged). */
+/** Whether a check can fail on a case (what it judges is there to be judged): the check's own `canFail`. */
 export function checkCanFail(check: string, f: CaseFacts): boolean {
-  const scaled = f.paramsWithGrad > 0 && f.referenceFinite && f.clipCoef < 1;
-  switch (check) {
-    case "parity.norm":
-      return f.referenceFinite && f.paramsWithGrad > 0;
-    case "parity.tensors":
-    case "scaling.nonempty":
-      return scaled;
-    case "scaling.replicas":
-      return scaled && f.tiedReplica;
-    case "parity.ranks":
-    case "liveness":
-    case "comm.budget":
-      return f.world > 1;
-    case "errors.nonfinite":
-      return f.errorIfNonfinite && !f.referenceFinite;
-    case "memory.peak":
-    case "memory.leak":
-      return f.paramsWithGrad > 0;
-    default:
-      // a check added without its rule here would read as one no case can fail, and its coverage as unmet for no reason
-      throw new Error(`internal: matrix/coverage.ts checkCanFail has no rule for check "${check}": say when a case lets it fail`);
-  }
+  const info = CHECK_INFO.get(check);
+  if (!info) throw new Error(`internal: matrix/coverage.ts checkCanFail: no check "${check}" (harness/checks/index.ts lists them)`);
+  return info.canFail(f);
 }
 
 export interface Requirement {

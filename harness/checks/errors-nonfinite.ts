@@ -10,6 +10,7 @@ const NONFINITE_MESSAGE = /non-?finite/i;
 export default defineCheck({
   id: "errors.nonfinite",
   description: "with error_if_nonfinite, a non-finite norm raises on every rank and never hangs",
+  canFail: (f) => f.errorIfNonfinite && !f.referenceFinite,
   judge(ctx) {
     if (ctx.backend.isMeta) return skip(this.id, "the meta backend holds no values");
     if (!ctx.errorIfNonfinite || Number.isFinite(ctx.reference.totalNorm)) {

@@ -1,5 +1,8 @@
-/** Every check, in report order. One module per check id. */
-import type { Check } from "./types.ts";
+/**
+ * Every check, in report order: one module per check id. Adding a check is its module and one line in
+ * CHECKS (judged from a cell) or RUN_CHECKS (judged by the runner around the cells).
+ */
+import type { Check, CheckInfo } from "./types.ts";
 import parityNorm from "./parity-norm.ts";
 import parityTensors from "./parity-tensors.ts";
 import parityRanks from "./parity-ranks.ts";
@@ -10,8 +13,10 @@ import errorsNonfinite from "./errors-nonfinite.ts";
 import memoryPeak from "./memory-peak.ts";
 import memoryLeak from "./memory-leak.ts";
 import commBudget from "./comm-budget.ts";
+import { isolation } from "./isolation.ts";
+import { golden } from "./golden.ts";
 
-export type { Check, CheckResult, CheckStatus } from "./types.ts";
+export type { CanFailFacts, Check, CheckInfo, CheckResult, CheckStatus } from "./types.ts";
 
 export const CHECKS: readonly Check[] = [
   parityNorm,
@@ -27,3 +32,9 @@ export const CHECKS: readonly Check[] = [
 ];
 
 export const CHECK_IDS: readonly string[] = CHECKS.map((c) => c.id);
+
+/** Checks the runner judges around the cells (how the subject's code ended, the golden file), after CHECKS in a result. */
+export const RUN_CHECKS: readonly CheckInfo[] = [isolation, golden];
+
+/** Every check a result can hold, by id. */
+export const CHECK_INFO: ReadonlyMap<string, CheckInfo> = new Map([...CHECKS, ...RUN_CHECKS].map((c) => [c.id, c]));

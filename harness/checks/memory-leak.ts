@@ -4,6 +4,7 @@ import { defineCheck, fail, pass, skip } from "./types.ts";
 export default defineCheck({
   id: "memory.leak",
   description: "the subject leaves no tensor allocated after the clip",
+  canFail: (f) => f.paramsWithGrad > 0,
   judge(ctx) {
     if (ctx.liveness) return skip(this.id, "liveness failed: aborted ranks could not free their tensors");
     for (const m of ctx.memory) {

@@ -13,6 +13,7 @@ function budgetText(b: Budgets): string {
 export default defineCheck({
   id: "memory.peak",
   description: "scratch bytes during the clip stay within the rank's budget",
+  canFail: (f) => f.paramsWithGrad > 0,
   judge(ctx) {
     for (const m of ctx.memory) {
       if (m.scratchPeakBytes > m.budgetBytes) {

@@ -4,6 +4,7 @@ import { defineCheck, fail, normTolerance, pass, sameNorm, skip } from "./types.
 export default defineCheck({
   id: "parity.norm",
   description: "every rank's total norm is a float32 value equal to the reference within the subject's tolerance class",
+  canFail: (f) => f.referenceFinite && f.paramsWithGrad > 0,
   judge(ctx) {
     if (ctx.backend.isMeta) return skip(this.id, "the meta backend holds no values");
     if (ctx.liveness) return skip(this.id, "liveness failed");

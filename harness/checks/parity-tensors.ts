@@ -1,7 +1,7 @@
 import { clipCoefficient } from "../subject/api.ts";
 import type { VerifyItem } from "../backend/backend.ts";
 import type { LocalParam } from "../model/plan.ts";
-import { defineCheck, fail, globalIndex, lowPrecisionCoefs, lowPrecisionDtype, notComparable, pass, skip } from "./types.ts";
+import { defineCheck, fail, globalIndex, lowPrecisionCoefs, lowPrecisionDtype, notComparable, pass, skip, scaled } from "./types.ts";
 
 /** A value as a message shows it: -0 with its sign (a bitwise mismatch of +0 and -0 would read "got 0, expected 0"). */
 const signed = (x: number): string => (Object.is(x, -0) ? "-0" : String(x));
@@ -16,6 +16,7 @@ const signed = (x: number): string => (Object.is(x, -0) ? "-0" : String(x));
 export default defineCheck({
   id: "parity.tensors",
   description: "every clipped gradient element equals round(float32(g) * clip_coef)",
+  canFail: scaled,
   judge(ctx) {
     const why = notComparable(ctx);
     if (why) return skip(this.id, why);

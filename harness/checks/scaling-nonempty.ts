@@ -1,5 +1,5 @@
 import { clipCoefficient } from "../subject/api.ts";
-import { defineCheck, fail, notComparable, pass, skip } from "./types.ts";
+import { defineCheck, fail, notComparable, pass, skip, scaled } from "./types.ts";
 
 /**
  * When clip_coef < 1 every present gradient was really scaled: catches grads passed where
@@ -9,6 +9,7 @@ import { defineCheck, fail, notComparable, pass, skip } from "./types.ts";
 export default defineCheck({
   id: "scaling.nonempty",
   description: "when clip_coef < 1, every present gradient was scaled",
+  canFail: scaled,
   judge(ctx) {
     const why = notComparable(ctx);
     if (why) return skip(this.id, why);

@@ -1,10 +1,11 @@
 import { clipCoefficient, type Tensor } from "../subject/api.ts";
-import { defineCheck, fail, globalIndex, notComparable, pass, skip } from "./types.ts";
+import { defineCheck, fail, globalIndex, notComparable, pass, skip, scaled } from "./types.ts";
 
 /** Every physical copy of a tied parameter is scaled by one coefficient and stays bitwise equal. */
 export default defineCheck({
   id: "scaling.replicas",
   description: "all physical copies of a tied parameter are scaled alike and stay bitwise equal",
+  canFail: (f) => scaled(f) && f.tiedReplica,
   judge(ctx) {
     const why = notComparable(ctx);
     if (why) return skip(this.id, why);

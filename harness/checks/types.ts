@@ -47,16 +47,44 @@ export interface CheckContext {
   budgets: Budgets;
 }
 
-export interface Check {
+/**
+ * What a case shows before it runs (its reference, regime and default plan), as the coverage planner
+ * computes it (matrix/coverage.ts caseFacts): what a check's `canFail` reads.
+ */
+export interface CanFailFacts {
+  world: number;
+  /** Logical parameters with a gradient. */
+  paramsWithGrad: number;
+  referenceFinite: boolean;
+  clipCoef: number;
+  errorIfNonfinite: boolean;
+  /** Some tied parameter has a replica on another stage, with a gradient. */
+  tiedReplica: boolean;
+}
+
+/** What every check says of itself: its id, what it catches, and on which cases it can fail at all. */
+export interface CheckInfo {
   id: string;
   /** One line: what it catches. */
   description: string;
+  /**
+   * Whether some subject can fail it on a case with these facts (what it judges is there to be judged):
+   * the coverage planner requires every check to be able to fail on some case of a matrix.
+   */
+  canFail(facts: CanFailFacts): boolean;
+}
+
+/** A check judged from one cell's tensors, norms, memory and collectives. */
+export interface Check extends CheckInfo {
   judge(ctx: CheckContext): CheckResult;
 }
 
 export function defineCheck(check: Check): Check {
   return check;
 }
+
+/** Gradients that a correct clip must scale (clip_coef < 1 on a finite norm): where a scaling check can fail. */
+export const scaled = (f: CanFailFacts): boolean => f.paramsWithGrad > 0 && f.referenceFinite && f.clipCoef < 1;
 
 export const pass = (id: string, message = ""): CheckResult => ({ id, status: "pass", message });
 export const fail = (id: string, message: string): CheckResult => ({ id, status: "fail", message });

@@ -21,6 +21,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join, relative, resolve } from "node:path";
 import { z } from "zod";
 import { InputError } from "../errors.ts";
+import { goldenCheck } from "../checks/golden.ts";
 import type { BackendKind } from "../backend/backend.ts";
 import { jsonNumber } from "../results/json.ts";
 import { summarize } from "../results/summary.ts";
@@ -239,10 +240,7 @@ export function goldenSession(o: GoldenSessionOptions): GoldenSession | null {
         const drift = new Map(cmp.drifted.map((d) => [d.id, d.what]));
         const producer = `${g.header.backend}, ${g.header.platform}/${g.header.arch}, node ${g.header.node}, clip-parity ${g.header.clipParity}`;
         for (const r of results) {
-          const what = drift.get(r.id);
-          if (what) r.checks.push({ id: "golden", status: "fail", message: `drift from ${where} (${producer}): ${what}` });
-          else if (g.cells[r.id]) r.checks.push({ id: "golden", status: "pass", message: "" });
-          else r.checks.push({ id: "golden", status: "skip", message: `no entry in ${where}` });
+          r.checks.push(goldenCheck(drift.get(r.id) ?? null, Boolean(g.cells[r.id]), where, producer));
         }
         if (g.header.backend !== o.backend) notes.push(`golden: ${where} was produced on backend ${g.header.backend}, this run is on ${o.backend}`);
         if (cmp.drifted.length) {

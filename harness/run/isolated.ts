@@ -10,7 +10,8 @@ import type { TrainCell, TrainResult } from "../training/train-parity.ts";
 import type { FuzzCase } from "../fuzz/case.ts";
 import type { FuzzOutcome } from "../fuzz/run.ts";
 import { BUILTIN_SUBJECTS, isSubjectPath, loadSubject } from "../subject/registry.ts";
-import { DEFAULT_TIMEOUT_MS, isolationCheck, probeSubjects, runJobs, type Job, type JobOutcome, type SubjectInfo } from "./pool.ts";
+import { isolationCheck } from "../checks/isolation.ts";
+import { DEFAULT_TIMEOUT_MS, probeSubjects, runJobs, type Job, type JobOutcome, type SubjectInfo } from "./pool.ts";
 
 /**
  * A correct case must pass its check and a known-bad one must fail it: a skipped check meets neither,

@@ -20,11 +20,12 @@
 import { availableParallelism, totalmem } from "node:os";
 import { MessageChannel, Worker, type MessagePort } from "node:worker_threads";
 import { CHECK_IDS } from "../checks/index.ts";
+import { isolationCheck } from "../checks/isolation.ts";
 import { ClipParityError, InputError } from "../errors.ts";
 import { DTYPE_BYTES, type BackendKind } from "../backend/backend.ts";
 import { getModel } from "../model/models.ts";
 import { cellId, reproCommand, type Budgets, type Cell } from "../spec/cell.ts";
-import type { CellResult, CheckResult } from "../results/types.ts";
+import type { CellResult } from "../results/types.ts";
 
 /** What a worker can be asked to run; worker.ts maps each kind to the harness function that runs it. */
 export type JobKind = "cell" | "train" | "resume" | "fuzz" | "replay" | "regression" | "plan" | "probe";
@@ -105,12 +106,6 @@ export function estimateCellBytes(cell: Cell): number {
 /** The key of a cell's reference: cells with the same key share one computation. */
 export function referenceKey(c: Cell): string {
   return [c.model, c.dtype, c.normType, c.regime, c.seed, c.step ?? 0].join("|");
-}
-
-/** The `isolation` check: made here only, from how the subject's code ended (null: cleanly). */
-export function isolationCheck(fault: string | null, repro?: string): CheckResult {
-  if (fault === null) return { id: "isolation", status: "pass", message: "" };
-  return { id: "isolation", status: "fail", message: repro ? `${fault}\n  reproduce: ${repro}` : fault };
 }
 
 /** A failing result for a cell whose worker did not hand one back. */

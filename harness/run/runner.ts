@@ -14,9 +14,10 @@ import type { CellResult, RunSummary } from "../results/types.ts";
 import { summarize } from "../results/summary.ts";
 import { runCell } from "./cell.ts";
 import { goldenSession, type GoldenSession } from "./golden.ts";
-import { CELL_DEADLINE_PHASES, cellOutcome, DEFAULT_TIMEOUT_MS, estimateCellBytes, isolationCheck, probeSubjects, referenceKey, runJobs, type CellJobInput, type Job } from "./pool.ts";
+import { CELL_DEADLINE_PHASES, cellOutcome, DEFAULT_TIMEOUT_MS, estimateCellBytes, probeSubjects, referenceKey, runJobs, type CellJobInput, type Job } from "./pool.ts";
 import { resolveBackend, selectCells, type RunLimits } from "./policy.ts";
 import type { Shard } from "./shard.ts";
+import { isolationCheck } from "../checks/isolation.ts";
 
 export interface RunStartInfo {
   matrix: string;
@@ -227,9 +228,3 @@ export function combineHooks(...list: (RunHooks | undefined | null)[]): RunHooks
     },
   };
 }
-
-/** Checks the runner itself judges (not from a cell's tensors), listed beside harness/checks. */
-export const RUNNER_CHECKS: readonly { id: string; description: string }[] = [
-  { id: "isolation", description: "the subject ran to the end of its cell without blocking, exiting, crashing or exhausting its worker" },
-  { id: "golden", description: "norms and tensor hashes equal the committed golden/<matrix>.json (--golden check)" },
-];

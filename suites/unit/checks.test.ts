@@ -2,7 +2,10 @@
  * parity.tensors and parity.ranks are not in any known-bad subject's catchBy, so they get their own
  * subjects with the bug: each check must fail on them.
  */
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { CHECK_INFO, CHECKS, RUN_CHECKS } from "../../harness/checks/index.ts";
 import { BUILTIN_SUBJECTS } from "../../harness/subject/registry.ts";
 import { defineSubject } from "../../harness/subject/api.ts";
 import { runCell } from "../../harness/run/cell.ts";
@@ -43,5 +46,15 @@ describe("checks fail on the bug they target", () => {
     const r = await status(skewed, "parity.ranks");
     expect(r.status).toBe("fail");
     expect(r.message).toMatch(/rank 1 returned .* but rank 0 returned/);
+  });
+});
+
+describe("adding a check is its module and one line in harness/checks/index.ts", () => {
+  it("every module of harness/checks/ that defines a check is listed, once, in CHECKS or RUN_CHECKS", () => {
+    const dir = join(import.meta.dirname, "../../harness/checks");
+    const defining = readdirSync(dir).filter((f) => f.endsWith(".ts") && /defineCheck\(\{|: CheckInfo = \{/.test(readFileSync(join(dir, f), "utf8")));
+    const ids = [...defining].map((f) => /id: "([^"]+)"/.exec(readFileSync(join(dir, f), "utf8"))?.[1]);
+    expect(ids.sort()).toEqual([...CHECKS, ...RUN_CHECKS].map((c) => c.id).sort());
+    expect(CHECK_INFO.size).toBe(CHECKS.length + RUN_CHECKS.length);
   });
 });
