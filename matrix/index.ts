@@ -2,7 +2,7 @@
  * Matrices: what to run. A matrix is a named list of cases (a cell without its subject) and the
  * subjects to run on every case; user matrices are JSON files validated here with clear errors.
  */
-import { readFileSync, statSync } from "node:fs";
+import { existsSync, statSync } from "node:fs";
 import { z } from "zod";
 import type { DType } from "../harness/subject/api.ts";
 import { ALL_REGIMES, boundaryOffset, REGIMES, type Regime } from "../harness/gradients/regimes.ts";
@@ -13,6 +13,7 @@ import { cellId, DTYPES, formatNorm, type Case, type Matrix } from "../harness/s
 import { DEFAULT_LIMITS } from "../harness/run/policy.ts";
 import { CORRECT_SUBJECTS, OPTIMIZER_SUBJECTS } from "../harness/subject/registry.ts";
 import { finalizeMatrix } from "./finalize.ts";
+import { readJsonFile } from "../harness/util/json-file.ts";
 
 export type { Case, Matrix } from "../harness/spec/cell.ts";
 
@@ -322,31 +323,16 @@ export const matrixFileSchema = z
   })
   .refine((m) => m.cases || m.sweep, { message: "a matrix needs `cases`, `sweep` or both" });
 
-function issuePath(path: readonly PropertyKey[]): string {
-  return path.map((p) => (typeof p === "number" ? `[${p}]` : `.${String(p)}`)).join("").replace(/^\./, "") || "(top level)";
-}
-
 /**
  * A matrix file, validated (errors name the file, the field path and the value). A sweep is counted
  * before it is expanded: one that would make more than `maxCases` cases is refused, not built.
  */
 export function loadMatrixFile(path: string, maxCases = DEFAULT_LIMITS.maxCells): Matrix {
-  let raw: unknown;
-  try {
-    const bytes = statSync(path).size;
-    if (bytes > MAX_MATRIX_FILE_BYTES) {
-      throw new Error(`${bytes.toLocaleString("en-US")} bytes is over the limit of ${MAX_MATRIX_FILE_BYTES.toLocaleString("en-US")} for a matrix file (use a sweep)`);
-    }
-    raw = JSON.parse(readFileSync(path, "utf8"));
-  } catch (err) {
-    throw new InputError(`matrix file ${path}: ${(err as Error).message}`);
+  const bytes = existsSync(path) ? statSync(path).size : 0;
+  if (bytes > MAX_MATRIX_FILE_BYTES) {
+    throw new InputError(`matrix file ${path}: ${bytes.toLocaleString("en-US")} bytes is over the limit of ${MAX_MATRIX_FILE_BYTES.toLocaleString("en-US")} for a matrix file (use a sweep)`);
   }
-  const parsed = matrixFileSchema.safeParse(raw);
-  if (!parsed.success) {
-    const lines = parsed.error.issues.slice(0, 5).map((i) => `  ${issuePath(i.path)}: ${i.message}`);
-    throw new InputError(`matrix file ${path} is not valid:\n${lines.join("\n")}`);
-  }
-  const m = parsed.data;
+  const m = readJsonFile(matrixFileSchema, path, `matrix file ${path}`);
   const cases: Case[] = (m.cases ?? []).map((c) => ({
     layout: c.layout,
     model: c.model,

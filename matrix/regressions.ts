@@ -10,6 +10,7 @@ import { fileURLToPath } from "node:url";
 import { z } from "zod";
 import { InputError } from "../harness/errors.ts";
 import { caseFromFile, CASE_FILE_FORMAT, type FuzzCase } from "../harness/fuzz/case.ts";
+import { parseJsonText } from "../harness/util/json-file.ts";
 
 export const REGRESSIONS_FORMAT = "clip-parity regressions v1";
 export const REGRESSIONS_PATH = fileURLToPath(new URL("./regressions.json", import.meta.url));
@@ -35,18 +36,7 @@ const fileSchema = z.strictObject({
 });
 
 export function parseRegressions(text: string, where: string): Regression[] {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(text);
-  } catch (err) {
-    throw new InputError(`${where}: ${(err as Error).message}`);
-  }
-  const parsed = fileSchema.safeParse(raw);
-  if (!parsed.success) {
-    const lines = parsed.error.issues.slice(0, 5).map((i) => `  ${i.path.join(".") || "(top level)"}: ${i.message}`);
-    throw new InputError(`${where} is not a valid regressions file:\n${lines.join("\n")}`);
-  }
-  return parsed.data.cells.map((e, i) => {
+  return parseJsonText(fileSchema, text, where, "a valid regressions file").cells.map((e, i) => {
     // each case is a fuzz case file without its format and subject: validated by the same schema
     const { subject: _subject, ...c } = caseFromFile(
       JSON.stringify({ format: CASE_FILE_FORMAT, subject: e.catches.subject, ...e.case }),

@@ -41,6 +41,7 @@ import { numel, type LogicalParam, type ModelManifest, type ParamKind } from "..
 import { localBlock, Partial, partialSlot, Replicate, Shard, type LocalParam, type Placement } from "../model/plan.ts";
 import type { Cell } from "../spec/cell.ts";
 import type { TrainResult } from "../training/train-parity.ts";
+import { parseJsonText } from "../util/json-file.ts";
 
 /** The regimes a fuzz case may name: the sweep's, and `finalize` (tied copies' own partial gradients). */
 export const FUZZ_REGIMES = [...REGIMES, "finalize"] as const satisfies readonly Regime[];
@@ -404,18 +405,7 @@ export function caseToFile(c: FuzzCase, note?: string): string {
 
 /** Parses and validates a replay file's text; `where` names it in errors. */
 export function caseFromFile(text: string, where: string): FuzzCase {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(text);
-  } catch (err) {
-    throw new InputError(`${where}: ${(err as Error).message}`);
-  }
-  const parsed = caseFileSchema.safeParse(raw);
-  if (!parsed.success) {
-    const lines = parsed.error.issues.slice(0, 5).map((i) => `  ${i.path.join(".") || "(top level)"}: ${i.message}`);
-    throw new InputError(`${where} is not a valid fuzz case file:\n${lines.join("\n")}`);
-  }
-  const f = parsed.data;
+  const f = parseJsonText(caseFileSchema, text, where, "a valid fuzz case file");
   return validateCase({
     subject: f.subject,
     layout: f.layout,

@@ -3,13 +3,13 @@
  * work from files written by other runs, shards or older versions. Objects are loose: fields a later
  * version adds pass through untouched (and are written back by `merge`).
  */
-import { readFileSync } from "node:fs";
 import { z } from "zod";
 import { InputError } from "../errors.ts";
 import { escapeControls } from "./controls.ts";
 import { layoutFields } from "../layout/schema.ts";
 import { cellFailed, summarize } from "./summary.ts";
 import type { RunSummary } from "./types.ts";
+import { invalidMessage, readJsonFile } from "../util/json-file.ts";
 
 /** A norm as the JSON shape writes it: a number, or "nan" / "inf" / "-inf", or null (no value). */
 const jsonNorm = z.union([z.number(), z.enum(["nan", "inf", "-inf"]), z.null()]);
@@ -129,46 +129,32 @@ export function formatResultFile(file: { cells: readonly unknown[]; summary: unk
   return `{"cells": [\n${cells}\n],\n"summary": ${JSON.stringify(file.summary)}${catchBy}}\n`;
 }
 
-function issuePath(path: readonly PropertyKey[]): string {
-  return path.map((p) => (typeof p === "number" ? `[${p}]` : `.${String(p)}`)).join("").replace(/^\./, "") || "(top level)";
-}
+const RESULT_FILE_KIND = "a clip-parity result file (the --json shape)";
 
 /** Validates a parsed result file; `where` names it in the error (exit 2). */
 export function parseResultFile(raw: unknown, where: string): ResultFile {
   const parsed = resultFileSchema.safeParse(raw);
   if (!parsed.success) {
-    const issues = parsed.error.issues;
-    const lines = issues.slice(0, 5).map((i) => `  ${issuePath(i.path)}: ${i.message}`);
-    if (issues.length > 5) lines.push(`  ... and ${issues.length - 5} more`);
     // field names come from the file: escaped, as they end up on a terminal
-    throw new InputError(`${escapeControls(where)} is not a clip-parity result file (the --json shape):\n${lines.map((l) => escapeControls(l)).join("\n")}`);
+    throw new InputError(invalidMessage(where, RESULT_FILE_KIND, parsed.error));
   }
-  // A matrix may list one cell twice; the same cell run twice must agree (timing aside).
+  return withAgreeingCells(parsed.data, where);
+}
+
+/** A matrix may list one cell twice; the same cell run twice must agree (timing aside). */
+function withAgreeingCells(file: ResultFile, where: string): ResultFile {
   const seen = new Map<string, CellJson>();
-  for (const c of parsed.data.cells) {
+  for (const c of file.cells) {
     const first = seen.get(c.id);
     const diff = first && cellDifference(first, c);
     // the id and the values come from the file: escaped, as they end up on a terminal
     if (diff) throw new InputError(escapeControls(`${where}: cell ${c.id} appears twice with different content (${diff})`));
     if (!first) seen.set(c.id, c);
   }
-  return parsed.data;
+  return file;
 }
 
 /** Reads and validates a result file, naming the file and the problem on any error (exit 2). */
 export function readResultFile(path: string): ResultFile {
-  let text: string;
-  try {
-    text = readFileSync(path, "utf8");
-  } catch (err) {
-    const e = err as NodeJS.ErrnoException;
-    throw new InputError(`${path}: cannot read it (${e.code === "ENOENT" ? "no such file" : e.message})`);
-  }
-  let raw: unknown;
-  try {
-    raw = JSON.parse(text);
-  } catch (err) {
-    throw new InputError(`${path}: not valid JSON (${(err as Error).message})`);
-  }
-  return parseResultFile(raw, path);
+  return withAgreeingCells(readJsonFile(resultFileSchema, path, path, RESULT_FILE_KIND), path);
 }

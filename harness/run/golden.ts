@@ -28,6 +28,7 @@ import { summarize } from "../results/summary.ts";
 import type { CellResult, RunSummary } from "../results/types.ts";
 import { writeFileAtomic } from "../util/fs.ts";
 import { isCI } from "../util/env.ts";
+import { readJsonFile } from "../util/json-file.ts";
 
 export const GOLDEN_GENERATOR = "SPEC §5 splitmix64";
 export const GOLDEN_HASH = "sha256[:16] of 'rank\\tindex\\tfqn\\tbackend.hash(grad)|-' lines after the clip";
@@ -114,18 +115,7 @@ export function goldenHeader(matrix: string, backend: string, cells: number): Go
 }
 
 export function readGolden(path: string): GoldenFile {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(readFileSync(path, "utf8"));
-  } catch (err) {
-    throw new InputError(`golden ${shown(path)}: ${(err as Error).message}`);
-  }
-  const parsed = goldenFileSchema.safeParse(raw);
-  if (!parsed.success) {
-    const lines = parsed.error.issues.slice(0, 5).map((i) => `  ${i.path.join(".") || "(top level)"}: ${i.message}`);
-    throw new InputError(`golden ${shown(path)} is not a valid golden file:\n${lines.join("\n")}`);
-  }
-  return parsed.data;
+  return readJsonFile(goldenFileSchema, path, `golden ${shown(path)}`, "a valid golden file");
 }
 
 export function writeGolden(path: string, file: GoldenFile): void {

@@ -41,7 +41,7 @@ describe("matrix/regressions.json", () => {
     const path = join(dir, "r.json");
     writeFileSync(path, JSON.stringify({ format: REGRESSIONS_FORMAT, cells: [{ note: "x", catches: { subject: "bucketed", checks: [] }, case: {} }] }));
     expect(() => loadRegressions(path)).toThrow(InputError);
-    expect(() => loadRegressions(path)).toThrow(/regressions file .*r\.json is not a valid regressions file:\n {2}cells\.0\.catches\.checks: /);
+    expect(() => loadRegressions(path)).toThrow(/regressions file .*r\.json is not a valid regressions file:\n {2}cells\[0\]\.catches\.checks: /);
     const c = { layout: { pp: 1, dp_replicate: 1, dp_shard: 1, cp: 1, tp: 1, ep: 1 }, dtype: "f32", norm: 2, regime: "activ", seed: 0, params: [] };
     expect(() => parseRegressions(JSON.stringify({ format: REGRESSIONS_FORMAT, cells: [{ note: "x", catches: { subject: "bucketed", checks: ["liveness"] }, case: c }] }), "f.json")).toThrow(
       /f\.json cells\[0\]\.case is not a valid fuzz case file:\n {2}regime: .*"activ"|f\.json cells\[0\]\.case is not a valid fuzz case file:\n {2}regime: /,

@@ -86,7 +86,7 @@ describe("framework files", () => {
       mut(x);
       return () => parseFrameworkFile(`/x/${name}`, JSON.stringify(x));
     };
-    expect(bad((x) => (x.convention.paths[0].steps[0].args[0] = "parameters"))).toThrow(/framework file \/x\/torch\.json is not valid: convention\.paths\.0\.steps\.0\.args\.0/);
+    expect(bad((x) => (x.convention.paths[0].steps[0].args[0] = "parameters"))).toThrow(/framework file \/x\/torch\.json is not valid:\n {2}convention\.paths\[0\]\.steps\[0\]\.args\[0\]/);
     expect(bad((x) => (x.convention.paths[0].steps[0].target = "clip_grad_norm_"))).toThrow(/target: expected module:qualname/);
     expect(bad((x) => (x.convention.paths[0].steps[0].args = [{ result: "total" }]))).toThrow(/\{"result": "total"\} is not saved by an earlier step/);
     expect(bad(() => undefined, "other.json")).toThrow(/its name is "torch", so the file must be torch\.json/);

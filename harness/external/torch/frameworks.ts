@@ -23,7 +23,8 @@ import { stageOfParam } from "../../model/plan.ts";
 import { regimeSpec } from "../../gradients/regimes.ts";
 import type { Case } from "../../spec/cell.ts";
 import { ADAPTER_DIR } from "./options.ts";
-import { conventionSchema, formatIssues, type Arg, type Convention } from "./protocol.ts";
+import { conventionSchema, type Arg, type Convention } from "./protocol.ts";
+import { parseJsonText } from "../../util/json-file.ts";
 
 export const FRAMEWORKS_DIR = join(ADAPTER_DIR, "frameworks");
 export const FRAMEWORK_NAME_RE = /^[a-z][a-z0-9-]*$/;
@@ -120,15 +121,7 @@ let cache: Map<string, Framework> | undefined;
 
 /** Parses one framework file; InputError naming the file and the field otherwise. */
 export function parseFrameworkFile(path: string, text: string): Framework {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(text);
-  } catch (err) {
-    throw new InputError(`framework file ${path}: ${(err as Error).message}`);
-  }
-  const parsed = frameworkSchema.safeParse(raw);
-  if (!parsed.success) throw new InputError(`framework file ${path} is not valid: ${formatIssues(parsed.error)}`);
-  const fw = parsed.data;
+  const fw = parseJsonText(frameworkSchema, text, `framework file ${path}`);
   const file = path.split("/").pop()!;
   if (file !== `${fw.name}.json`) throw new InputError(`framework file ${path}: its name is "${fw.name}", so the file must be ${fw.name}.json`);
   checkResults(path, fw.convention);

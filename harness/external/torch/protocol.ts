@@ -296,7 +296,3 @@ export function checkJob(job: Job): Job {
   if (!parsed.success) throw new Error(`internal: a torch job does not follow protocol ${PROTOCOL_VERSION}: ${issues(parsed.error)}`);
   return parsed.data;
 }
-
-export function formatIssues(e: z.ZodError): string {
-  return issues(e);
-}
