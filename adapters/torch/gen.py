@@ -1,4 +1,5 @@
-"""SPEC section 5's gradient generator in Python (numpy), to show that an outside tool sees the harness's values.
+"""SPEC section 5's gradient generator for the adapter's side (agree.py regenerates every gradient with it), to show
+that an outside tool sees the harness's values.
 
 Every element is a pure function of (seed, step, canonical name, row-major flat index i); all arithmetic is
 mod 2^64:
@@ -7,37 +8,23 @@ mod 2^64:
     bits  = splitmix64(key + i)
     q     = (bits >> (64 - m)) - 2^(m-1)          m = 24 (float32), 8 (bfloat16), 11 (float16)
     value = q * 2^(e - m + 1)
+
+The values themselves come from gen_core.generate, the very function `clip-parity export` copies into its standalone
+scripts: one text of the generator. This module adds the regime's modes and special value, and generates a large
+tensor in chunks of flat indices (each element depends on its index alone, so chunks change no bit).
 """
 from __future__ import annotations
 
-import numpy as np
+import os
+import sys
+
 import torch
 
-MASK = (1 << 64) - 1
-MANTISSA = {"f32": 24, "bf16": 8, "f16": 11}
+if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gen_core import generate as generate_values  # noqa: E402
+
 TORCH_DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
-
-
-def splitmix64_int(x: int) -> int:
-    x = (x + 0x9E3779B97F4A7C15) & MASK
-    z = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
-    return z ^ (z >> 31)
-
-
-def fnv1a64(name: str) -> int:
-    h = 0xCBF29CE484222325
-    for b in name.encode("utf-8"):
-        h = ((h ^ b) * 0x100000001B3) & MASK
-    return h
-
-
-def splitmix64(x: np.ndarray) -> np.ndarray:
-    with np.errstate(over="ignore"):
-        x = x + np.uint64(0x9E3779B97F4A7C15)
-        z = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return z ^ (z >> np.uint64(31))
 
 
 def generate(spec: dict, numel: int, chunk: int = 1 << 22) -> torch.Tensor:
@@ -51,17 +38,8 @@ def generate(spec: dict, numel: int, chunk: int = 1 << 22) -> torch.Tensor:
     elif spec["mode"] == "neg-zeros":
         out = torch.full((numel,), -0.0, dtype=dtype)
     else:
-        m = MANTISSA[spec["dtype"]]
-        key = splitmix64_int((int(spec["seed"]) ^ splitmix64_int(int(spec["step"]) ^ fnv1a64(spec["name"]))) & MASK)
-        scale = 2.0 ** (int(spec["exp"]) - m + 1)
-        parts = []
-        for start in range(0, numel, chunk):
-            n = min(chunk, numel - start)
-            with np.errstate(over="ignore"):
-                i = np.arange(start, start + n, dtype=np.uint64) + np.uint64(key)
-            bits = splitmix64(i)
-            q = (bits >> np.uint64(64 - m)).astype(np.int64) - (1 << (m - 1))
-            parts.append(torch.from_numpy(q.astype(np.float64) * scale).to(dtype))
+        args = (spec["name"], int(spec["seed"]), int(spec["step"]), spec["dtype"], int(spec["exp"]))
+        parts = [generate_values(args[0], min(chunk, numel - start), *args[1:], start=start) for start in range(0, numel, chunk)]
         out = torch.cat(parts) if parts else torch.empty(0, dtype=dtype)
     if spec.get("specialIndex") is not None and numel > 0:
         v = spec["specialValue"]

@@ -23,22 +23,7 @@ for where, prefix, rows in MODEL:
         for name, shape, style in zip(words[0::3], words[1::3], words[2::3]):
             LOGICAL.append((len(LOGICAL), prefix.format(i=i) + name, [int(d) for d in shape.split(",")], style, stage))
 
-def generate(name, numel, seed, step, dtype, exp):
-    """clip-parity's gradient generator: element i is a pure function of (seed, step, name, i), arithmetic mod 2^64:
-    the top m bits of splitmix64(key + i), centred, times 2^(exp - m + 1): exact in the dtype, |value| < 2^exp."""
-    mask = (1 << 64) - 1
-    def splitmix64(x):  # a Python int, or a uint64 array (which wraps mod 2^64 by itself)
-        x = (x + 0x9E3779B97F4A7C15) & mask
-        x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & mask
-        x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & mask
-        return x ^ (x >> 31)
-    fnv1a64 = 0xCBF29CE484222325
-    for b in name.encode("utf-8"):
-        fnv1a64 = ((fnv1a64 ^ b) * 0x100000001B3) & mask
-    key, m = splitmix64(seed ^ splitmix64(step ^ fnv1a64)), {"f32": 24, "bf16": 8, "f16": 11}[dtype]
-    bits = splitmix64(np.arange(numel, dtype=np.uint64) + np.uint64(key))
-    q = (bits >> np.uint64(64 - m)).astype(np.int64) - (1 << (m - 1))
-    return torch.from_numpy(q * 2.0 ** (exp - m + 1)).to(TORCH_DTYPE[dtype])
+@@GENERATE@@
 
 def build(device):  # this rank's parameter copies, gradients set: DTensors on its stage's sub-mesh (the axes of size > 1)
     sizes = dict(LAYOUT, efsdp=LAYOUT["dp_shard"] * LAYOUT["cp"] * LAYOUT["tp"] // LAYOUT["ep"])

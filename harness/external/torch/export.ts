@@ -7,8 +7,9 @@
  * trainer makes it, and only the checks that clip-parity saw fail (all of them when none did).
  *
  * The script is adapters/torch/repro_template.py with the docstring (@@DOC@@), the cell (@@CELL@@) and the call
- * (@@CALL@@) filled in, and the pattern of a collective's timeout (@@TIMEOUT_RE@@); template lines tagged
- * `#? check ...` are kept only when the script makes one of those checks.
+ * (@@CALL@@) filled in, the pattern of a collective's timeout (@@TIMEOUT_RE@@) and the generator (@@GENERATE@@: the
+ * function adapters/torch/gen_core.py marks, copied verbatim, the one text of it that gen.py calls too); template
+ * lines tagged `#? check ...` are kept only when the script makes one of those checks.
  */
 import { escapeControls } from "../../results/controls.ts";
 import { existsSync, readFileSync } from "node:fs";
@@ -35,6 +36,16 @@ import type { Arg, ArgSource, Call, Convention } from "./protocol.ts";
 import { closeTorchSessions, COLLECTIVE_TIMEOUT_RE, loadTorchSubject, refusePartial, torchTolerance, type TorchSubject } from "./subject.ts";
 
 export const TEMPLATE = join(ADAPTER_DIR, "repro_template.py");
+/** SPEC §5's generator in Python, one text: gen.py calls it, every exported script carries its marked lines verbatim. */
+export const GENERATOR = join(ADAPTER_DIR, "gen_core.py");
+
+/** The lines of GENERATOR between its marker comments: the function `generate` the script calls, standalone. */
+export function generatorText(source = readFileSync(GENERATOR, "utf8")): string {
+  const m = /^# clip-parity export: generate from here\n([^]*?)^# clip-parity export: generate to here$/m.exec(source);
+  if (!m || !m[1]!.startsWith("def generate(")) throw new Error(`internal: ${GENERATOR} has no marked generate() between its two export markers`);
+  return m[1]!.replace(/\n$/, "");
+}
+
 const DTYPES: readonly DType[] = ["f32", "bf16", "f16"];
 
 /**
@@ -606,6 +617,7 @@ export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult |
     .replace("@@DOC@@", () => doc)
     .replace("@@CELL@@", () => cellCode)
     .replace("@@CALL@@", () => call)
+    .replace("@@GENERATE@@", () => generatorText())
     // the hang as clip-parity tells it from a raise (subject.ts), the same pattern (a Python raw string)
     .replace("@@TIMEOUT_RE@@", () => `r"${COLLECTIVE_TIMEOUT_RE.source}"`);
   return { cell, script, fileName };
