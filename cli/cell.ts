@@ -4,7 +4,8 @@ import { ALL_REGIMES, type Regime } from "../harness/gradients/regimes.ts";
 import { getModel } from "../harness/model/models.ts";
 import { parseLayout } from "../harness/layout/layout.ts";
 import { runMatrix } from "../harness/run/runner.ts";
-import { parseBackend } from "../harness/run/policy.ts";
+import { DEFAULT_LIMITS, parseBackend } from "../harness/run/policy.ts";
+import { DEFAULT_TIMEOUT_MS } from "../harness/run/pool.ts";
 import { DTYPES, type Case } from "../harness/spec/cell.ts";
 import { summaryLine } from "../harness/results/summary.ts";
 import { jsonReport } from "../harness/results/json.ts";
@@ -29,8 +30,8 @@ export const spec: CommandSpec = {
     json: { type: "string", value: "FILE", description: "write the result as JSON" },
     dump: { type: "string", value: "DIR", description: "write the cell's tensors as safetensors (gradients, reference, subject)" },
     file: { type: "string", value: "FUZZ_CASE.json", description: "replay a counterexample written by npm run fuzz (only --subject may be given with it)" },
-    "timeout-s": { type: "string", value: "S", description: "wall-clock limit in seconds", default: "60" },
-    "max-world": { type: "string", value: "N", description: "refuse a layout of more ranks", default: "4096" },
+    "timeout-s": { type: "string", value: "S", description: "wall-clock limit in seconds", default: String(DEFAULT_TIMEOUT_MS / 1000) },
+    "max-world": { type: "string", value: "N", description: "refuse a layout of more ranks", default: String(DEFAULT_LIMITS.maxWorld) },
   },
   notes: EXIT_STATUS,
 };

@@ -3,7 +3,7 @@
  * `clip-parity fuzz --replay FILE [--subject NAME|PATH]`   (`npm run fuzz -- ...` is the same)
  *
  * Without --subject it fuzzes every correct built-in subject, the optimizer-owned titan-mtp included:
- * N generated cases each (default 200), every property of harness/fuzz/run.ts. --self-test instead
+ * N generated cases each (default DEFAULT_RUNS), every property of harness/fuzz/run.ts. --self-test instead
  * checks that the fuzzer catches every known-bad subject (the optimizer-owned ones included) by one
  * of its own checks within SELF_TEST_RUNS cases, and shows the shrunk counterexamples. The seed defaults to the CI seed (CLIP_PARITY_FUZZ_SEED or DEFAULT_SEED), so a
  * run is reproducible; `--seed random` draws one and prints it.
@@ -13,7 +13,7 @@
 import { InputError } from "../harness/errors.ts";
 import { BUILTIN_SUBJECTS, CORRECT_SUBJECTS, KNOWN_BAD_SUBJECTS, OPTIMIZER_KNOWN_BAD_SUBJECTS, OPTIMIZER_SUBJECTS } from "../harness/subject/registry.ts";
 import { caseSize } from "../harness/fuzz/case.ts";
-import { DEFAULT_OUT_DIR, envSeed, fuzzIsolated, SELF_TEST_RUNS } from "../harness/fuzz/fuzz.ts";
+import { DEFAULT_OUT_DIR, DEFAULT_RUNS, envSeed, fuzzIsolated, SELF_TEST_RUNS } from "../harness/fuzz/fuzz.ts";
 import { DEFAULT_TIMEOUT_MS, probeSubjects } from "../harness/run/pool.ts";
 import { printReplay } from "../harness/fuzz/replay.ts";
 import { parseCommand, parseInteger, str, type CommandSpec } from "./args.ts";
@@ -25,7 +25,7 @@ export const spec: CommandSpec = {
     "also tie groups in the finalize regime and 2-3 step training runs), each case judged by every check; a failure is shrunk and " +
     "written as a replayable case file. --self-test checks that every known-bad subject is caught.",
   flags: {
-    runs: { type: "string", value: "N", description: "cases per subject", default: `200; ${SELF_TEST_RUNS} with --self-test` },
+    runs: { type: "string", value: "N", description: "cases per subject", default: `${DEFAULT_RUNS}; ${SELF_TEST_RUNS} with --self-test` },
     seed: { type: "string", value: "S|random", description: "fast-check seed, an integer in (-2^31, 2^31)", default: "CLIP_PARITY_FUZZ_SEED or the CI seed" },
     subject: { type: "string", multiple: true, value: "NAME|PATH", description: "subjects to fuzz (default: the correct built-in ones; with --self-test the known-bad ones)" },
     replay: { type: "string", value: "FILE", description: "replay a counterexample file" },
@@ -95,7 +95,7 @@ export async function run(argv: string[]): Promise<number> {
     return missed ? 1 : 0;
   }
 
-  const runs = v.runs === undefined ? 200 : parseInteger(str(v, "runs")!, "--runs", { min: 1 });
+  const runs = v.runs === undefined ? DEFAULT_RUNS : parseInteger(str(v, "runs")!, "--runs", { min: 1 });
   const names = subjects ?? [...CORRECT_SUBJECTS, ...OPTIMIZER_SUBJECTS];
   out.write(`fuzz: ${names.join(", ")}: ${runs} cases each, seed ${seed}\n`);
   const started = performance.now();

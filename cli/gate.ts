@@ -17,7 +17,7 @@
  */
 import { InputError } from "../harness/errors.ts";
 import { readResultFile } from "../harness/results/schema.ts";
-import { compareResults, gateFailed, pct, type GateOptions, type GateResult, type RegressionKind } from "../harness/results/compare.ts";
+import { compareResults, DEFAULT_SLACK, gateFailed, pct, type GateOptions, type GateResult, type RegressionKind } from "../harness/results/compare.ts";
 import { assertWritableFile, writeFileAtomic } from "../harness/util/fs.ts";
 import { mdCell, mdCode, mdText } from "../reports/escape.ts";
 import { parseCommand, str, type CommandSpec } from "./args.ts";
@@ -84,8 +84,8 @@ export const spec: CommandSpec = {
   flags: {
     baseline: { type: "string", value: "FILE", description: "the baseline result file", required: true },
     results: { type: "string", value: "FILE", description: "this run's result file", required: true },
-    "memory-slack": { type: "string", value: "PCT", description: "allowed scratch growth, e.g. 5% or 0.05", default: "5%" },
-    "comm-slack": { type: "string", value: "PCT", description: "allowed growth of collective counts", default: "0%" },
+    "memory-slack": { type: "string", value: "PCT", description: "allowed scratch growth, e.g. 5% or 0.05", default: DEFAULT_SLACK.memory },
+    "comm-slack": { type: "string", value: "PCT", description: "allowed growth of collective counts", default: DEFAULT_SLACK.comm },
     md: { type: "string", value: "FILE", description: "also write the Markdown verdict here ($GITHUB_STEP_SUMMARY)" },
   },
   notes: "exit status: 0 no regression, 1 a regression or nothing judged (no check ran), 2 bad input",
@@ -96,8 +96,8 @@ export async function run(argv: string[]): Promise<number> {
   const baselinePath = str(v, "baseline")!;
   const resultsPath = str(v, "results")!;
   const options: GateOptions = {
-    memorySlack: parseSlack(str(v, "memory-slack") ?? "5%", "--memory-slack"),
-    commSlack: parseSlack(str(v, "comm-slack") ?? "0%", "--comm-slack"),
+    memorySlack: parseSlack(str(v, "memory-slack") ?? DEFAULT_SLACK.memory, "--memory-slack"),
+    commSlack: parseSlack(str(v, "comm-slack") ?? DEFAULT_SLACK.comm, "--comm-slack"),
   };
   const md = str(v, "md");
   if (md !== undefined) assertWritableFile(md, "--md");

@@ -6,7 +6,7 @@ import { verdictOf, summaryLine } from "../harness/results/summary.ts";
 import { jsonReport } from "../harness/results/json.ts";
 import { assertWritableDir, assertWritableFile, writeFileAtomic } from "../harness/util/fs.ts";
 import { resolveMatrix } from "../matrix/index.ts";
-import { REPORTER_NAMES, reportSession } from "../reports/index.ts";
+import { DEFAULT_OUT_DIR, REPORTER_NAMES, reportSession } from "../reports/index.ts";
 import { EXIT_STATUS, list, parseCommand, parseInteger, str, type CommandSpec } from "./args.ts";
 import { progressHooks } from "./progress.ts";
 import { printFailures } from "./print.ts";
@@ -28,7 +28,7 @@ export const spec: CommandSpec = {
     shard: { type: "string", value: "I/N", description: "only shard I of N (by a hash of the cell id)" },
     json: { type: "string", value: "FILE", description: "write every result as JSON (the --json shape)" },
     report: { type: "string", value: REPORTER_NAMES.join(","), description: "reporters to write (with --out)" },
-    out: { type: "string", value: "DIR", description: "folder for the reports (default reports-out)" },
+    out: { type: "string", value: "DIR", description: "folder for the reports", default: DEFAULT_OUT_DIR },
     golden: { type: "string", value: "check|update|off", description: "compare with (or rewrite) golden/<matrix>.json; default: check under CI when it exists" },
     "timeout-s": { type: "string", value: "S", description: "wall-clock limit of one cell in seconds", default: "60" },
     "max-cells": { type: "string", value: "N", description: "refuse a run of more cells", default: "100000" },

@@ -14,6 +14,7 @@ import { parseBackend, resolveBackend, selectCells } from "../harness/run/policy
 import { assertWritableDir } from "../harness/util/fs.ts";
 import { resolveMatrix } from "../matrix/index.ts";
 import { parseReporters } from "../reports/index.ts";
+import { envValue } from "../harness/util/env.ts";
 
 export const TEST_FLAGS = { matrix: "CLIP_PARITY_MATRIX", backend: "CLIP_PARITY_BACKEND", report: "CLIP_PARITY_REPORT", out: "CLIP_PARITY_OUT" } as const;
 
@@ -40,8 +41,8 @@ export function testMain(argv: readonly string[]): number {
   let rest: string[];
   try {
     const { ours, vitest } = splitTestArgs(argv);
-    const matrix = resolveMatrix(ours.matrix ?? process.env.CLIP_PARITY_MATRIX ?? "cpu");
-    const requested = ours.backend ?? process.env.CLIP_PARITY_BACKEND;
+    const matrix = resolveMatrix(ours.matrix ?? envValue("CLIP_PARITY_MATRIX") ?? "cpu");
+    const requested = ours.backend ?? envValue("CLIP_PARITY_BACKEND");
     const backend = resolveBackend(matrix, requested === undefined ? undefined : parseBackend(requested), `npm test -- --matrix ${ours.matrix ?? matrix.name}`);
     selectCells(matrix); // a matrix that selects nothing is refused here too
     if (ours.report !== undefined) parseReporters(ours.report);

@@ -19,6 +19,7 @@ import { renderMarkdown } from "./markdown.ts";
 import { renderHtml } from "./html.ts";
 import type { CellJson } from "../harness/results/schema.ts";
 import { runVerdict, type ReportMeta } from "./common.ts";
+import { envValue } from "../harness/util/env.ts";
 
 export type { ReportMeta } from "./common.ts";
 export type { CellJson, ResultFile } from "../harness/results/schema.ts";
@@ -162,5 +163,5 @@ export function reportSession(report: string | undefined, out: string | undefine
  * give a session whose `finish(results, summary)` writes the reports after the suite; null otherwise.
  */
 export function reportSessionFromEnv(meta: ReportMeta = {}, env: NodeJS.ProcessEnv = process.env): ReportSession | null {
-  return reportSession(env.CLIP_PARITY_REPORT || undefined, env.CLIP_PARITY_OUT || undefined, meta);
+  return reportSession(envValue("CLIP_PARITY_REPORT", env), envValue("CLIP_PARITY_OUT", env), meta);
 }

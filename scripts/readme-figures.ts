@@ -15,6 +15,8 @@ import { CORRECT_SUBJECTS, KNOWN_BAD_SUBJECTS, OPTIMIZER_KNOWN_BAD_SUBJECTS, OPT
 import { countParams } from "../harness/model/manifest.ts";
 import { getModel, MODEL_NAMES } from "../harness/model/models.ts";
 import { writeFileAtomic } from "../harness/util/fs.ts";
+import { ENV_VARS, OTHER_ENV_VARS, TORCH_ENV_PREFIX } from "../harness/util/env.ts";
+import { TORCH_OPTION_NAMES } from "../harness/external/torch/options.ts";
 import { matrixCoverage } from "../matrix/coverage.ts";
 import { finalizeMatrix } from "../matrix/finalize.ts";
 import { builtinMatrices, CPU_LAYOUTS } from "../matrix/index.ts";
@@ -29,6 +31,20 @@ const FP32_ACCUM_DATA = fileURLToPath(new URL("../docs/fp32-accum.json", import.
 const MARKER = /<!--fig:([a-z0-9.-]+)-->([\s\S]*?)<!--\/fig-->/g;
 
 const grouped = (n: number) => n.toLocaleString("en-US");
+
+/** The README's table of environment variables: harness/util/env.ts's, so the two cannot differ. */
+function envTable(): string {
+  const row = (name: string, what: string) => `| \`${name}\` | ${what.replace(/\|/g, "\\|")} |`;
+  return [
+    "",
+    "| variable | what it does |",
+    "|---|---|",
+    ...Object.entries(ENV_VARS).map(([k, v]) => row(k, v)),
+    row(`${TORCH_ENV_PREFIX}*`, `the torch subjects' options: ${TORCH_OPTION_NAMES.map((n) => `\`${n}\``).join(", ")} (harness/external/torch/options.ts; any other name is refused)`),
+    ...Object.entries(OTHER_ENV_VARS).map(([k, v]) => row(k, v)),
+    "",
+  ].join("\n");
+}
 
 /** Every figure by name, as the README prints it. */
 export function computeFigures(): Record<string, string> {
@@ -55,6 +71,7 @@ export function computeFigures(): Record<string, string> {
     "subjects.correct": String(CORRECT_SUBJECTS.length + OPTIMIZER_SUBJECTS.length),
     "subjects.known-bad": String(KNOWN_BAD_SUBJECTS.length + OPTIMIZER_KNOWN_BAD_SUBJECTS.length),
     checks: String(CHECK_IDS.length),
+    "env.table": envTable(),
     "mutation.after": `${mutation.after.score}%`,
     "fp32-accum.max-ratio": accum.maxRatio.toFixed(3),
     "fp32-accum.cells": grouped(accum.cellsKept),

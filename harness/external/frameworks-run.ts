@@ -18,6 +18,7 @@ import { cannotRunOn, loadFrameworks, outsideConfigurations, type Framework } fr
 import { vacuity } from "./vacuity.ts";
 import type { TorchOptions } from "./torch/options.ts";
 import { closeTorchSessions, isCollectiveTimeout, isTorchSubject, loadTorchSubject, type TorchSubject } from "./torch/subject.ts";
+import { ompThreads } from "../util/env.ts";
 
 /**
  * What a fresh run in CI compares with the committed data: six frameworks (torch, torch-total-norm,
@@ -369,7 +370,7 @@ export async function runFrameworks(
     if (per) rec.cells = cases.map((c) => per.get(caseKey(c))!).filter(Boolean);
   }
   return {
-    data: { native, torch, backend: "cpu (gloo)", cellTimeoutS: options.cellTimeoutS ?? 180, threads: process.env.OMP_NUM_THREADS ?? "1", frameworks: [...records.values()] },
+    data: { native, torch, backend: "cpu (gloo)", cellTimeoutS: options.cellTimeoutS ?? 180, threads: ompThreads("1"), frameworks: [...records.values()] },
     timing,
   };
 }

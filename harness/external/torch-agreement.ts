@@ -24,6 +24,7 @@ import { SINGLE } from "../layout/layout.ts";
 import { getModel } from "../model/models.ts";
 import { planWorld } from "../model/plan.ts";
 import { normTolerance } from "../checks/types.ts";
+import { ompThreads } from "../util/env.ts";
 
 export interface AgreementCell {
   model: string;
@@ -161,7 +162,7 @@ export function runAgreement(cells: readonly AgreementCell[] = AGREEMENT_CELLS):
     writeFileSync(jobPath, JSON.stringify({ cells: prepared.map((p) => p.job), result: resultPath }));
     const r = spawnSync(python, [join(PROJECT_ROOT, "adapters", "torch", "agree.py"), jobPath], {
       encoding: "utf8",
-      env: { ...process.env, OMP_NUM_THREADS: process.env.OMP_NUM_THREADS ?? "2", PYTHONDONTWRITEBYTECODE: "1" },
+      env: { ...process.env, OMP_NUM_THREADS: ompThreads("2"), PYTHONDONTWRITEBYTECODE: "1" },
       timeout: 30 * 60_000,
     });
     if (r.status !== 0 || !existsSync(resultPath)) {

@@ -23,17 +23,21 @@ import { caseToFile, checkOptimizerCase, describeCase, type FuzzCase, type Viola
 import { minimize } from "./minimize.ts";
 import { runAnyCase } from "./run.ts";
 import { runOneJob } from "../run/pool.ts";
+import { envValue } from "../util/env.ts";
 
 /** The seed CI uses (stable test names and reproducible runs); CLIP_PARITY_FUZZ_SEED overrides it. */
 export const DEFAULT_SEED = 5_050_505;
 /** Where counterexamples are written (git-ignored). */
 export const DEFAULT_OUT_DIR = ".clip-parity/fuzz";
+
+/** Generated cases per subject of a fuzz run (`--runs`). */
+export const DEFAULT_RUNS = 200;
 /** Built-in models tried when translating a counterexample into a plain `clip-parity cell` line. */
 const BUILTIN_MODELS = ["llama3-debug", "deepseek-v3-debug"];
 
 export function envSeed(): number {
-  const text = process.env.CLIP_PARITY_FUZZ_SEED;
-  if (text === undefined || text === "") return DEFAULT_SEED;
+  const text = envValue("CLIP_PARITY_FUZZ_SEED");
+  if (text === undefined) return DEFAULT_SEED;
   const n = Number(text);
   if (!Number.isSafeInteger(n)) throw new Error(`CLIP_PARITY_FUZZ_SEED: "${text}" is not an integer`);
   return n;

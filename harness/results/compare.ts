@@ -16,6 +16,9 @@ export interface Regression {
   message: string;
 }
 
+/** The slacks a gate allows unless told otherwise: 5% more scratch, no extra collective (counts are exact). */
+export const DEFAULT_SLACK = { memory: "5%", comm: "0%" } as const;
+
 export interface GateOptions {
   /** Fraction, e.g. 0.05. */
   memorySlack: number;

@@ -27,7 +27,7 @@ import { jsonNumber } from "../results/json.ts";
 import { summarize } from "../results/summary.ts";
 import type { CellResult, RunSummary } from "../results/types.ts";
 import { writeFileAtomic } from "../util/fs.ts";
-import { isCI } from "../util/env.ts";
+import { envValue, isCI } from "../util/env.ts";
 import { readJsonFile } from "../util/json-file.ts";
 
 export const GOLDEN_GENERATOR = "SPEC §5 splitmix64";
@@ -36,7 +36,7 @@ export const GOLDEN_MODES = ["check", "update", "off"] as const;
 export type GoldenMode = (typeof GOLDEN_MODES)[number];
 
 export function goldenDir(env: NodeJS.ProcessEnv = process.env): string {
-  return resolve(env.CLIP_PARITY_GOLDEN_DIR || "golden");
+  return resolve(envValue("CLIP_PARITY_GOLDEN_DIR", env) ?? "golden");
 }
 
 /** A path as a person reads it: relative to the working directory when inside it. */

@@ -27,6 +27,7 @@ import { readCheckpoint, saveCheckpoint, type CheckpointIndex } from "./checkpoi
 import { loaderNamed } from "./loaders.ts";
 import { compareStates } from "./compare.ts";
 import { afterInit, freeGrads, freeState, initState, INIT_MODES, trainSteps, TrainingError, type InitMode, type TrainConfig, type TrainingCase, type TrainState } from "./train.ts";
+import { envValue } from "../util/env.ts";
 
 export const RESUME_CHECK = "resume.equal";
 export const DEFAULT_STEPS = 6;
@@ -126,7 +127,7 @@ export function validateResumeCell(c: ResumeCell): void {
  * temporary directory.
  */
 export function scratchRoot(): string {
-  const env = process.env.CLIP_PARITY_SCRATCH;
+  const env = envValue("CLIP_PARITY_SCRATCH");
   if (env) return env;
   try {
     const s = statfsSync("/dev/shm");

@@ -8,6 +8,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { InputError } from "../../errors.ts";
 import type { ToleranceClass } from "../../subject/api.ts";
+import { TORCH_ENV_PREFIX, torchEnvEntries } from "../../util/env.ts";
 
 export const PROJECT_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
 export const ADAPTER_DIR = join(PROJECT_ROOT, "adapters", "torch");
@@ -64,8 +65,10 @@ const KNOWN = {
   VERBOSE: "verbose",
   KEEP: "keep",
 } as const;
+/** The CLIP_PARITY_TORCH_* names this file reads, without the prefix. */
+export const TORCH_OPTION_NAMES: readonly string[] = Object.keys(KNOWN);
 const NOT_OURS = new Set(["SPEC", "PG_TIMEOUT_S"]);
-const PREFIX = "CLIP_PARITY_TORCH_";
+const PREFIX = TORCH_ENV_PREFIX;
 
 function seconds(name: string, v: string): number {
   const n = Number(v);
@@ -86,8 +89,7 @@ function flag(name: string, v: string): boolean {
  */
 export function torchOptionsFromEnv(env: NodeJS.ProcessEnv = process.env, base: Readonly<TorchOptions> = DEFAULT_TORCH_OPTIONS): TorchOptions {
   const o: TorchOptions = { ...base };
-  for (const [name, raw] of Object.entries(env)) {
-    if (!name.startsWith(PREFIX) || raw === undefined || raw === "") continue;
+  for (const [name, raw] of torchEnvEntries(env)) {
     const key = name.slice(PREFIX.length);
     if (NOT_OURS.has(key)) continue;
     if (!Object.hasOwn(KNOWN, key)) {

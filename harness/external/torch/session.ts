@@ -12,6 +12,7 @@ import { join } from "node:path";
 import { writeFileAtomic } from "../../util/fs.ts";
 import { ADAPTER, ADAPTER_DIR, PROJECT_ROOT, type TorchOptions } from "./options.ts";
 import { checkJob, PROTOCOL_VERSION, readProtocolFile, readySchema, resultSchema, type Job, type Ready, type Result } from "./protocol.ts";
+import { envValue, ompThreads } from "../../util/env.ts";
 
 const LAUNCHER = join(ADAPTER_DIR, "launch.py");
 
@@ -19,7 +20,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Python finds a user's target module from the working directory first (like a module-path subject). */
 export function pythonPath(env: NodeJS.ProcessEnv = process.env): string {
-  return [process.cwd(), env.PYTHONPATH].filter(Boolean).join(":");
+  return [process.cwd(), envValue("PYTHONPATH", env)].filter(Boolean).join(":");
 }
 
 /** The last `n` lines of a session's output (torchrun and every rank, interleaved), the cause first. */
@@ -101,7 +102,7 @@ export class TorchSession {
     const s = new TorchSession(key, options);
     const fd = openSync(s.log, "a");
     const env: Record<string, string> = {
-      OMP_NUM_THREADS: process.env.OMP_NUM_THREADS ?? "1",
+      OMP_NUM_THREADS: ompThreads("1"),
       PYTHONUNBUFFERED: "1",
       PYTHONWARNINGS: "ignore",
       PYTHONDONTWRITEBYTECODE: "1", // no __pycache__ in adapters/ or in the user's tree
