@@ -5,7 +5,7 @@
  *     --model deepseek-v3-debug --dtype f32 --norm 2 --regime active
  *   npx clip-parity run --matrix gpu4 --backend cpu --subject ./examples/my-clip.ts
  */
-import { clipCoefficient, defineSubject, NonFiniteNormError, normFromPowerSum } from "clip-parity/harness/subject/api.ts";
+import { clipCoefficient, defineSubject, NonFiniteNormError, normFromPowerSum } from "clip-parity";
 
 export default defineSubject({
   name: "my-clip",

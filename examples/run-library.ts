@@ -3,9 +3,7 @@
  * (here two cases written inline; builtinMatrices().cpu is the cpu matrix), the options the command
  * line's flags map to, and hooks for your own reporting. Run: npx tsx examples/run-library.ts
  */
-import { parseLayout } from "clip-parity/harness/layout/layout.ts";
-import { runMatrix } from "clip-parity/harness/run/runner.ts";
-import type { Matrix } from "clip-parity/harness/spec/cell.ts";
+import { parseLayout, runMatrix, type Matrix } from "clip-parity";
 
 const matrix: Matrix = {
   name: "mine",

@@ -1,15 +1,14 @@
 /**
  * Every harness module a worker may run, imported before the realm is sealed (seal.ts), so that each is
  * loaded, and its exports frozen, before any subject code can import and change it. The PyTorch adapter
- * (external/: its subjects run in torchrun, driven from the main thread) and the mutation report are not
- * worker code.
+ * (external/: its subjects run in torchrun, driven from the main thread) is not worker code.
  */
 import { readdirSync } from "node:fs";
 import { join, relative } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
 const HARNESS = fileURLToPath(new URL("..", import.meta.url));
-const NOT_WORKER_CODE = ["external", "mutation", join("run", "worker.ts")];
+const NOT_WORKER_CODE = ["external", join("run", "worker.ts")];
 
 function modulePaths(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {

@@ -36,7 +36,7 @@ export async function resolve(specifier, context, next) {
 
 async function resolveOwn(specifier, context, next) {
   if (specifier === "clip-parity" || specifier.startsWith(PREFIX)) {
-    const rest = specifier === "clip-parity" ? "harness/subject/api.ts" : specifier.slice(PREFIX.length);
+    const rest = specifier === "clip-parity" ? "harness/index.ts" : specifier.slice(PREFIX.length);
     const path = join(ROOT, rest);
     if (!path.startsWith(ROOT + sep)) throw new Error(`${specifier}: not a path inside clip-parity`);
     return next(pathToFileURL(path).href, context);
