@@ -2,10 +2,9 @@
  * `clip-parity plan`: scratch memory and collectives per rank of each subject for a real model at a
  * real scale, on the meta backend (harness/run/plan.ts).
  */
-import { CORRECT_SUBJECTS } from "../harness/subject/registry.ts";
+import { assertWorld, subjectsOf } from "../harness/run/policy.ts";
 import { parseLayout } from "../harness/layout/layout.ts";
 import { planCells, type PlanRank } from "../harness/run/plan.ts";
-import { assertWorld } from "../harness/run/policy.ts";
 import { DTYPES } from "../harness/spec/cell.ts";
 import { assertWritableFile, writeFileAtomic } from "../harness/util/fs.ts";
 import { list, parseChoice, parseCommand, parseInteger, str, type CommandSpec } from "./args.ts";
@@ -38,7 +37,7 @@ export async function run(argv: string[]): Promise<number> {
   const jsonPath = str(v, "json");
   if (jsonPath !== undefined) assertWritableFile(jsonPath, "--json");
   const started = performance.now();
-  const plan = await planCells(str(v, "model")!, layout, dtype, list(v, "subject") ?? CORRECT_SUBJECTS, (subject, i, total, world) => {
+  const plan = await planCells(str(v, "model")!, layout, dtype, subjectsOf({}, list(v, "subject")), (subject, i, total, world) => {
     // a plan of thousands of ranks takes a while: say what it is doing
     if (world >= 256) process.stderr.write(`plan: ${subject} (${i + 1}/${total}) on ${world.toLocaleString("en-US")} ranks...\n`);
   });

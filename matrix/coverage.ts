@@ -13,7 +13,7 @@ import { CHECK_IDS, CHECK_INFO, type CanFailFacts } from "../harness/checks/inde
 import { clipCoefficient } from "../harness/subject/api.ts";
 import { computeReference } from "../harness/gradients/reference.ts";
 import { f32UlpsBetween, maxNormOf, regimeSpec } from "../harness/gradients/regimes.ts";
-import { BUILTIN_SUBJECTS, CORRECT_SUBJECTS } from "../harness/subject/registry.ts";
+import { BUILTIN_SUBJECTS } from "../harness/subject/registry.ts";
 import { validateLayout, worldSize, type ValidLayout } from "../harness/layout/layout.ts";
 import { getModel } from "../harness/model/models.ts";
 import { planWorld, type LocalParam } from "../harness/model/plan.ts";
@@ -22,6 +22,7 @@ import { meshesOf, reductionGroup } from "../harness/world/context.ts";
 import { CORNER_NORMS } from "./index.ts";
 import { loadRegressions, regressionSections, type Regression } from "./regressions.ts";
 import { fuzzPlan } from "../harness/fuzz/case.ts";
+import { subjectsOf } from "../harness/run/policy.ts";
 
 /** What the checks can see of one case: what their `canFail` reads, and what the corner requirements read. */
 export interface CaseFacts extends CanFailFacts {
@@ -229,7 +230,7 @@ function wants(subjects: readonly string[]): Want[] {
  * (cpu: its whole run also runs matrix/regressions.json) counts those cells for the group requirements.
  */
 export function matrixCoverage(matrix: Pick<Matrix, "name" | "cases" | "subjects">, regressions: readonly Regression[] = Object.hasOwn(regressionSections(), matrix.name) ? regressionSections()[matrix.name]! : []): Coverage {
-  const reqs = wants(matrix.subjects ?? CORRECT_SUBJECTS);
+  const reqs = wants(subjectsOf(matrix, undefined));
   const counts = reqs.map(() => 0);
   for (const c of matrix.cases) {
     const f = caseFacts(c);

@@ -23,6 +23,7 @@ import { builtinMatrices, CPU_LAYOUTS } from "../matrix/index.ts";
 import { loadRegressions } from "../matrix/regressions.ts";
 import { resumeCases } from "../matrix/resume.ts";
 import { trainCases } from "../matrix/train.ts";
+import { subjectsOf } from "../harness/run/policy.ts";
 
 export const README = fileURLToPath(new URL("../README.md", import.meta.url));
 const MUTATION_DATA = fileURLToPath(new URL("../docs/mutation.json", import.meta.url));
@@ -49,7 +50,7 @@ function envTable(): string {
 /** Every figure by name, as the README prints it. */
 export function computeFigures(): Record<string, string> {
   const m = builtinMatrices();
-  const cellsOf = (name: string) => m[name]!.cases.length * (m[name]!.subjects ?? CORRECT_SUBJECTS).length;
+  const cellsOf = (name: string) => m[name]!.cases.length * subjectsOf(m[name]!, undefined).length;
   const fin = finalizeMatrix();
   const coverage = matrixCoverage(m.cpu!);
   const mutation = JSON.parse(readFileSync(MUTATION_DATA, "utf8")) as { after: { score: number }; before: { score: number } | null };
@@ -57,7 +58,7 @@ export function computeFigures(): Record<string, string> {
   const figures: Record<string, string> = {
     "cpu.layouts": String(CPU_LAYOUTS.length),
     "cpu.cases": grouped(m.cpu!.cases.length),
-    "cpu.subjects": String((m.cpu!.subjects ?? CORRECT_SUBJECTS).length),
+    "cpu.subjects": String(subjectsOf(m.cpu!, undefined).length),
     "cpu.cells": grouped(cellsOf("cpu")),
     "cpu.coverage": `${coverage.met} of ${coverage.requirements.length}`,
     "nightly.cases": grouped(m.nightly!.cases.length),
@@ -65,7 +66,7 @@ export function computeFigures(): Record<string, string> {
     "gpu4.cases": grouped(m.gpu4!.cases.length),
     "regressions.cases": grouped(loadRegressions().length),
     "finalize.cases": grouped(fin.cases.length),
-    "finalize.cells": grouped(fin.cases.length * (fin.subjects ?? CORRECT_SUBJECTS).length),
+    "finalize.cells": grouped(fin.cases.length * subjectsOf(fin, undefined).length),
     "train.cpu": String(trainCases("cpu").length),
     "resume.cpu": String(resumeCases("cpu").length),
     "subjects.correct": String(CORRECT_SUBJECTS.length + OPTIMIZER_SUBJECTS.length),
