@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { execaNode } from "execa";
 import { describe, expect, it } from "vitest";
 import { applyFigures, computeFigures, figuresIn, README } from "../scripts/readme-figures.ts";
+import { BUILTIN_SUBJECTS } from "../harness/subject/registry.ts";
 
 const ROOT = join(import.meta.dirname, "..");
 const text = readFileSync(README, "utf8");
@@ -53,5 +54,18 @@ describe("README.md links and examples", () => {
     const r = await execaNode(join(ROOT, "examples/run-library.ts"), [], { cwd: ROOT, nodeOptions: ["--import", "tsx"], reject: false });
     expect(r.exitCode, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/^4 passed, 0 failed$/m);
+  });
+});
+
+describe("README.md subjects table", () => {
+  it("lists every built-in subject once, with the checks its catchBy names (adding a subject means its row)", () => {
+    const start = text.indexOf("| subject | models | expected | caught by |");
+    expect(start).toBeGreaterThan(0);
+    const lines = text.slice(start).split("\n");
+    const rows = lines.slice(2, lines.findIndex((l) => !l.startsWith("|"))).map((l) => l.split("|").map((c) => c.trim()));
+    const table = new Map(rows.map((r) => [r[1]!.replace(/`/g, ""), [...r[4]!.matchAll(/`([^`]+)`/g)].map((m) => m[1]!).sort()]));
+    expect(rows.length).toBe(table.size);
+    expect([...table.keys()].sort()).toEqual(Object.keys(BUILTIN_SUBJECTS).sort());
+    for (const [name, s] of Object.entries(BUILTIN_SUBJECTS)) expect(table.get(name), name).toEqual([...(s.catchBy ?? [])].sort());
   });
 });
