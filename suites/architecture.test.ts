@@ -81,3 +81,109 @@ describe("architecture: the top-level folders import each other without a circle
     expect(edges.get("matrix")?.has("harness")).toBe(true);
   });
 });
+
+/** Every file-level import circle among `files` (each once, from its least file), with the arrows that close it. */
+function circles(graph: Map<string, string[]>): string[] {
+  const found = new Set<string>();
+  const onPath: string[] = [];
+  const done = new Set<string>();
+  const visit = (node: string) => {
+    onPath.push(node);
+    for (const next of graph.get(node) ?? []) {
+      const at = onPath.indexOf(next);
+      if (at >= 0) {
+        const ring = onPath.slice(at);
+        const start = ring.indexOf([...ring].sort()[0]!);
+        found.add([...ring.slice(start), ...ring.slice(0, start), ring[start]].join(" -> "));
+      } else if (!done.has(next)) visit(next);
+    }
+    onPath.pop();
+    done.add(node);
+  };
+  for (const node of [...graph.keys()].sort()) if (!done.has(node)) visit(node);
+  return [...found].sort();
+}
+
+/** Rust: `crate::a::b`, `use crate::{a, b::c}` and (inside a folder) `super::x` name modules of native/core/src, by file. */
+function rustGraph(): Map<string, string[]> {
+  const src = join(ROOT, "native", "core", "src");
+  const files = (dir: string): string[] =>
+    readdirSync(dir).flatMap((n) => (statSync(join(dir, n)).isDirectory() ? files(join(dir, n)) : n.endsWith(".rs") ? [join(dir, n)] : []));
+  const moduleOf = (file: string) => relative(src, file).replace(/\.rs$/, "").replace(/\/mod$/, "").replace(/^lib$/, "crate");
+  const all = files(src);
+  const modules = new Set(all.map(moduleOf));
+  const graph = new Map<string, string[]>();
+  for (const file of all) {
+    const from = moduleOf(file);
+    // test modules and comments may name anything: only the code a build compiles counts
+    const text = readFileSync(file, "utf8").replace(/#\[cfg\(test\)\][\s\S]*$/, "").replace(/\/\/.*$/gm, "");
+    const named = new Set<string>();
+    for (const m of text.matchAll(/crate::(?:\{([^}]*)\}|([a-z_][a-z0-9_]*(?:::[a-z_][a-z0-9_]*)?))/g)) {
+      const parts = m[1] !== undefined ? m[1].split(",").map((s) => s.trim().split("::").slice(0, 2).join("/")) : [m[2]!.replace("::", "/")];
+      for (const p of parts) {
+        const mod = modules.has(p) ? p : p.split("/")[0]!;
+        if (modules.has(mod) && mod !== from) named.add(mod);
+      }
+    }
+    // inside cuda/: `super::device` is the sibling module cuda/device
+    const parent = from.includes("/") ? from.slice(0, from.lastIndexOf("/")) : null;
+    for (const m of text.matchAll(/super::([a-z_][a-z0-9_]*)/g)) if (parent && modules.has(`${parent}/${m[1]}`) && `${parent}/${m[1]}` !== from) named.add(`${parent}/${m[1]}`);
+    graph.set(from, [...named]);
+  }
+  return graph;
+}
+
+describe("architecture: no file-level import circle", () => {
+  it("TypeScript: no file imports, through any chain, a file that imports it", () => {
+    const graph = new Map<string, string[]>();
+    for (const folder of FOLDERS) {
+      for (const file of sources(join(ROOT, folder))) graph.set(relative(ROOT, file), importsOf(file).filter((to) => FOLDERS.includes(top(to))));
+    }
+    expect(graph.size).toBeGreaterThan(100);
+    expect(circles(graph)).toEqual([]);
+  });
+
+  it("Rust (native/core/src): no module uses, through any chain, a module that uses it", () => {
+    const graph = rustGraph();
+    expect(graph.get("store")?.length).toBeGreaterThan(0); // the test sees `crate::` paths at all
+    expect(circles(graph)).toEqual([]);
+  });
+
+  it("finds a circle where there is one", () => {
+    const graph = new Map([["a.ts", ["b.ts"]], ["b.ts", ["c.ts"]], ["c.ts", ["a.ts"]], ["d.ts", ["a.ts"]]]);
+    expect(circles(graph)).toEqual(["a.ts -> b.ts -> c.ts -> a.ts"]);
+  });
+});
+
+describe("architecture: the environment is read in one place", () => {
+  it("harness/, matrix/, reports/ and cli/ read variables only through harness/util/env.ts", () => {
+    const reads: string[] = [];
+    for (const folder of ["harness", "matrix", "reports", "cli"]) {
+      for (const file of sources(join(ROOT, folder))) {
+        const path = relative(ROOT, file);
+        if (path === "harness/util/env.ts") continue;
+        readFileSync(file, "utf8")
+          .split("\n")
+          .forEach((line, i) => {
+            if (/process\.env\.[A-Za-z_]|\benv\.[A-Z][A-Z0-9_]*\b|\benv\[["'`]/.test(line)) reads.push(`${path}:${i + 1}: ${line.trim()}`);
+          });
+      }
+    }
+    expect(reads).toEqual([]);
+  });
+});
+
+describe("architecture: one public entry", () => {
+  it("package.json exports harness/index.ts (the subject API and the library road) and no path behind it", async () => {
+    const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { exports: Record<string, string> };
+    expect(pkg.exports).toEqual({ ".": "./harness/index.ts", "./package.json": "./package.json" });
+    const entry = await import("../harness/index.ts");
+    for (const name of ["defineSubject", "clipCoefficient", "normFromPowerSum", "NonFiniteNormError", "runMatrix", "parseLayout", "InputError"]) {
+      expect(typeof (entry as Record<string, unknown>)[name], name).toBe("function");
+    }
+  });
+
+  it("the entry exposes no backend internals: the subject API imports no backend or world module", () => {
+    expect(importsOf(join(ROOT, "harness/subject/api.ts")).filter((to) => /^harness\/(backend|world|run)\//.test(to))).toEqual([]);
+  });
+});

@@ -2,27 +2,12 @@
 
 use std::mem::MaybeUninit;
 
+use crate::bail;
 use crate::dtype::{pow2, DType, Elem};
-use crate::kernels::{self, KernelPath};
-use crate::{bail, Result};
-
-/// splitmix64 finalizer as written in SPEC section 5 (all arithmetic mod 2^64).
-#[inline(always)]
-pub fn splitmix64(x: u64) -> u64 {
-    let x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let z = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    let z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-/// FNV-1a 64 over the UTF-8 bytes of `name`.
-pub fn fnv1a64(name: &str) -> u64 {
-    let mut h: u64 = 0xCBF2_9CE4_8422_2325;
-    for &b in name.as_bytes() {
-        h = (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01B3);
-    }
-    h
-}
+use crate::error::{Error, Result};
+pub use crate::genq::{fnv1a64, splitmix64};
+use crate::kernels;
+use crate::path::KernelPath;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum GenMode {
@@ -91,7 +76,7 @@ impl GenSpec {
     }
     /// key = splitmix64(seed ^ splitmix64(step ^ fnv1a64(name)))
     pub fn key(&self) -> u64 {
-        splitmix64(self.seed ^ splitmix64(self.step as u64 ^ fnv1a64(&self.name)))
+        crate::genq::key(self.seed, self.step, &self.name)
     }
     pub fn m(&self) -> u32 {
         self.dtype.gen_m()
@@ -103,8 +88,7 @@ impl GenSpec {
     /// q for flat index i (an integer in [-2^(m-1), 2^(m-1))).
     #[inline(always)]
     pub fn q(key: u64, m: u32, i: u64) -> i64 {
-        let bits = splitmix64(key.wrapping_add(i));
-        (bits >> (64 - m)) as i64 - (1i64 << (m - 1))
+        crate::genq::q(key, m, i)
     }
     /// The exact real value of index i before rounding to any dtype (special index ignored).
     pub fn raw_value(&self, key: u64, i: u64) -> f64 {
@@ -349,7 +333,7 @@ impl Block {
             }
         }
         checked_numel(&self.global_shape).ok_or_else(|| {
-            crate::Error(format!("block: globalShape {:?} has more than 2^64 elements", self.global_shape))
+            Error(format!("block: globalShape {:?} has more than 2^64 elements", self.global_shape))
         })?;
         Ok(())
     }

@@ -1,4 +1,6 @@
-//! XXH64 (streaming), used for tensor content hashes.
+//! XXH64 (streaming), and the tensor content hash of every store built on it.
+
+use crate::dtype::DType;
 
 const P1: u64 = 0x9E37_79B1_85EB_CA87;
 const P2: u64 = 0xC2B2_AE3D_27D4_EB4F;
@@ -112,6 +114,22 @@ pub fn xxh64(data: &[u8], seed: u64) -> u64 {
     let mut s = Xxh64::new(seed);
     s.update(data);
     s.digest()
+}
+
+/// A tensor's hash: XXH64 (seed 0) of "clip-parity-tensor\0", the dtype name, NUL, ndim and dims
+/// (u64 LE) and the raw little-endian data; 16 lowercase hex digits. Every store's `hash` (the cuda
+/// store's over a host copy of its bytes).
+pub fn content_hash(dtype: DType, shape: &[u64], data: &[u8]) -> String {
+    let mut h = Xxh64::new(0);
+    h.update(b"clip-parity-tensor\0");
+    h.update(dtype.name().as_bytes());
+    h.update(&[0]);
+    h.update(&(shape.len() as u64).to_le_bytes());
+    for d in shape {
+        h.update(&d.to_le_bytes());
+    }
+    h.update(data);
+    format!("{:016x}", h.digest())
 }
 
 #[cfg(test)]

@@ -4,30 +4,8 @@
 //! for AVX2, and picked at run time.
 
 use crate::dtype::Elem;
-
-/// Defines `pub fn $name` that runs `$body` compiled with AVX2 when the CPU has it.
-macro_rules! multiversion {
-    ($(#[$m:meta])* $vis:vis fn $name:ident<$T:ident: Elem>($($arg:ident: $ty:ty),*) -> $ret:ty $body:block) => {
-        $(#[$m])*
-        $vis fn $name<$T: Elem>($($arg: $ty),*) -> $ret {
-            #[inline(always)]
-            fn inner<$T: Elem>($($arg: $ty),*) -> $ret $body
-            #[cfg(target_arch = "x86_64")]
-            {
-                #[target_feature(enable = "avx2")]
-                unsafe fn avx2<$T: Elem>($($arg: $ty),*) -> $ret {
-                    inner::<$T>($($arg),*)
-                }
-                if std::is_x86_feature_detected!("avx2") {
-                    // SAFETY: the CPU supports AVX2 (checked above).
-                    return unsafe { avx2::<$T>($($arg),*) };
-                }
-            }
-            inner::<$T>($($arg),*)
-        }
-    };
-}
-pub(crate) use multiversion;
+pub use crate::path::KernelPath;
+use crate::path::multiversion;
 
 /// Lanes of the f64 sums: element i is added to lane i % L; lanes are combined by a fixed tree.
 const L: usize = 32;
@@ -62,63 +40,6 @@ fn lanes_generic<T: Elem, const ABS: bool>(xs: &[T]) -> [f64; L] {
     acc
 }
 
-/// Which code the hand-written kernels run: the portable Rust code, or the AVX2 (+F16C) kernels
-/// of simd.rs, whose generator runs on AVX-512 (64-bit lane multiplies) where the CPU has it. Every
-/// path gives the same results (tests compare them); the choice is an argument, never a global, so
-/// tests can run the paths side by side. Only `detect` can choose a SIMD path, so a `KernelPath`
-/// that says SIMD is proof that this CPU runs it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct KernelPath {
-    simd: bool,
-    /// the generator on AVX-512 (implies simd)
-    wide: bool,
-}
-
-impl KernelPath {
-    /// The portable code (every CPU).
-    pub const PORTABLE: KernelPath = KernelPath { simd: false, wide: false };
-
-    /// The fastest path this CPU supports (AVX2 + F16C on x86_64, its generator on AVX-512 F + DQ
-    /// when present, else portable).
-    #[inline]
-    pub fn detect() -> KernelPath {
-        #[cfg(target_arch = "x86_64")]
-        {
-            KernelPath { simd: crate::simd::available(), wide: crate::simd::wide_available() }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            KernelPath::PORTABLE
-        }
-    }
-
-    /// This path with the generator on AVX2 (a CPU without AVX-512, or a test of that code here).
-    pub fn without_wide(self) -> KernelPath {
-        KernelPath { wide: false, ..self }
-    }
-
-    /// Whether this path runs the SIMD kernels.
-    pub fn is_simd(self) -> bool {
-        self.simd
-    }
-
-    /// Whether the SIMD generator runs on AVX-512.
-    pub fn is_wide(self) -> bool {
-        self.wide
-    }
-
-    /// The distinct paths this CPU can run, the portable one first: what tests compare.
-    pub fn all_here() -> Vec<KernelPath> {
-        let mut paths = vec![KernelPath::PORTABLE];
-        for p in [KernelPath::detect().without_wide(), KernelPath::detect()] {
-            if !paths.contains(&p) {
-                paths.push(p);
-            }
-        }
-        paths
-    }
-}
-
 /// sum of x^2 in f64 (x widened exactly); deterministic lane layout on every instruction set.
 pub fn sum_sq<T: Elem>(xs: &[T]) -> f64 {
     sum_sq_with(KernelPath::detect(), xs)
@@ -127,8 +48,8 @@ pub fn sum_sq<T: Elem>(xs: &[T]) -> f64 {
 /// `sum_sq` on the given kernel path (same result on every path).
 pub fn sum_sq_with<T: Elem>(path: KernelPath, xs: &[T]) -> f64 {
     #[cfg(target_arch = "x86_64")]
-    if path.simd {
-        // SAFETY: path.simd is only set by KernelPath::detect on a CPU with AVX2 and F16C.
+    if path.is_simd() {
+        // SAFETY: path.is_simd() is only true from KernelPath::detect on a CPU with AVX2 and F16C.
         return tree_sum(unsafe { crate::simd::sum_sq_lanes(xs) });
     }
     let _ = path;
@@ -143,8 +64,8 @@ pub fn sum_abs<T: Elem>(xs: &[T]) -> f64 {
 /// `sum_abs` on the given kernel path (same result on every path).
 pub fn sum_abs_with<T: Elem>(path: KernelPath, xs: &[T]) -> f64 {
     #[cfg(target_arch = "x86_64")]
-    if path.simd {
-        // SAFETY: path.simd is only set by KernelPath::detect on a CPU with AVX2 and F16C.
+    if path.is_simd() {
+        // SAFETY: path.is_simd() is only true from KernelPath::detect on a CPU with AVX2 and F16C.
         return tree_sum(unsafe { crate::simd::sum_abs_lanes(xs) });
     }
     let _ = path;
@@ -243,8 +164,8 @@ pub fn read_pass_with<T: Elem>(path: KernelPath, xs: &[T]) -> u32 {
     // SAFETY: Elem is sealed: f32/bf16/f16 are plain old data without padding.
     let bytes = unsafe { std::slice::from_raw_parts(xs.as_ptr() as *const u8, std::mem::size_of_val(xs)) };
     #[cfg(target_arch = "x86_64")]
-    if path.simd {
-        // SAFETY: path.simd is only set by KernelPath::detect on a CPU with AVX2.
+    if path.is_simd() {
+        // SAFETY: path.is_simd() is only true from KernelPath::detect on a CPU with AVX2.
         return unsafe { crate::simd::read_words(bytes) };
     }
     let _ = path;
@@ -329,7 +250,7 @@ mod tests {
             let mut s = 0x9e3779b97f4a7c15u64;
             let xs: Vec<T> = (0..100_003)
                 .map(|_| {
-                    s = crate::gen::splitmix64(s);
+                    s = crate::genq::splitmix64(s);
                     T::from_bits((s & 0xffff) as u32) // every class: subnormal, huge, inf, NaN
                 })
                 .collect();
@@ -459,7 +380,7 @@ mod simd_parity {
         let mut s = seed;
         (0..n)
             .map(|i| {
-                s = crate::gen::splitmix64(s);
+                s = crate::genq::splitmix64(s);
                 match i % 7 {
                     0 => f32::from_bits(s as u32),                // anything, incl. NaN/Inf/subnormal
                     1 => 0.0,
@@ -503,8 +424,10 @@ mod simd_parity {
             check(&h);
         }
         // data the SIMD fold path accepts (finite, limited range per block) and its edges
-        let spec = crate::gen::GenSpec::new(3, 1, "w", crate::DType::F32, 0, crate::gen::GenMode::Gen);
-        let g = spec.values(0, 300_000).into_iter().map(|x| x as f32).collect::<Vec<f32>>();
+        // the generator's f32 values of (seed 3, step 1, "w", exp 0): q * 2^-23, exact in f32
+        let key = crate::genq::key(3, 1, "w");
+        let unit = crate::dtype::pow2(-23) as f32;
+        let g = (0..300_000u64).map(|i| crate::genq::q(key, 24, i) as f32 * unit).collect::<Vec<f32>>();
         check(&g);
         check(&g.iter().map(|&x| bf16::from_f32(x)).collect::<Vec<_>>());
         check(&g.iter().map(|&x| f16::from_f32(x)).collect::<Vec<_>>());
@@ -516,7 +439,7 @@ mod simd_parity {
         for span in [10, 18, 20, 22, 30, 60] {
             let v: Vec<f32> = (0..20_000)
                 .map(|_| {
-                    st = crate::gen::splitmix64(st);
+                    st = crate::genq::splitmix64(st);
                     let e = (st % span) as i32;
                     let m = 1.0 + ((st >> 40) as f32) * 2f32.powi(-24);
                     if st & 1 == 1 { -m * 2f32.powi(-e) } else { m * 2f32.powi(-e) }

@@ -21,10 +21,11 @@
 //! `copy_block`: copies the intersection of two blocks of the same global tensor from one local
 //! shard into another (the primitive of resharding).
 
+use crate::bail;
 use crate::dtype::Elem;
+use crate::error::Result;
 use crate::gen::Block;
-use crate::kernels::multiversion;
-use crate::{bail, Result};
+use crate::path::multiversion;
 
 /// AdamW hyper-parameters (torch names; betas = (beta1, beta2)).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -176,9 +177,6 @@ pub fn copy_block<T: Copy>(dst: &mut [T], dst_block: &Block, src: &[T], src_bloc
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gen::{GenMode, GenSpec};
-    use crate::store::Store;
-    use crate::{Backend, DType, TensorStore};
 
     const HP: AdamW = AdamW { lr: 8e-4, beta1: 0.9, beta2: 0.95, eps: 1e-8, weight_decay: 0.1 };
 
@@ -202,109 +200,5 @@ mod tests {
         let big = AdamW { beta1: 0.25, ..HP }.scalars(3);
         let (_, m2, _) = adamw_elem(&big, 1.0, 2.0, 1.0, 0.0);
         assert_eq!(m2, 2.0 - (2.0 - 1.0) * (1.0 - 0.75f32));
-    }
-
-    #[test]
-    fn adamw_step_on_the_store_is_deterministic_and_checks_its_arguments() {
-        let mut s = Store::new(Backend::Cpu, 1).unwrap();
-        let n = 1000u64;
-        let blk = Block::full(&[n]);
-        let mk = |s: &mut Store, dt: DType, name: &str| {
-            let id = s.alloc(0, dt, &[n]).unwrap();
-            s.fill_grad(id, &GenSpec::new(5, 0, name, dt, 0, GenMode::Gen), &blk).unwrap();
-            id
-        };
-        let mut hashes = Vec::new();
-        for _ in 0..2 {
-            let p = mk(&mut s, DType::F32, "param:w");
-            let g = mk(&mut s, DType::BF16, "w");
-            let m = s.alloc(0, DType::F32, &[n]).unwrap();
-            let v = s.alloc(0, DType::F32, &[n]).unwrap();
-            for step in 1..=4 {
-                s.adamw_step(p, g, m, v, step, &HP).unwrap();
-            }
-            // element 17 by hand
-            let k: Vec<AdamWScalars> = (1..=4).map(|t| HP.scalars(t)).collect();
-            let (pe, ge) = (s.get_element(p, 17).unwrap() as f32, s.get_element(g, 17).unwrap() as f32);
-            let p0 = {
-                let id = mk(&mut s, DType::F32, "param:w");
-                let x = s.get_element(id, 17).unwrap() as f32;
-                s.free(id).unwrap();
-                x
-            };
-            let (mut pp, mut mm, mut vv) = (p0, 0f32, 0f32);
-            for kk in &k {
-                (pp, mm, vv) = adamw_elem(kk, pp, ge, mm, vv);
-            }
-            assert_eq!(pp.to_bits(), pe.to_bits());
-            assert_eq!(mm.to_bits(), (s.get_element(m, 17).unwrap() as f32).to_bits());
-            assert_eq!(vv.to_bits(), (s.get_element(v, 17).unwrap() as f32).to_bits());
-            hashes.push((s.hash(p).unwrap(), s.hash(m).unwrap(), s.hash(v).unwrap()));
-            assert!(s.adamw_step(p, g, m, m, 5, &HP).unwrap_err().0.contains("four different tensors"));
-            assert!(s.adamw_step(g, p, m, v, 5, &HP).unwrap_err().0.contains("param (tensor"));
-            assert!(s.adamw_step(p, g, m, v, 0, &HP).unwrap_err().0.contains("step must be >= 1"));
-            let short = s.alloc(0, DType::F32, &[3]).unwrap();
-            assert!(s.adamw_step(p, g, m, short, 1, &HP).unwrap_err().0.contains("has 3 elements"));
-            for id in [p, g, m, v, short] {
-                s.free(id).unwrap();
-            }
-        }
-        assert_eq!(hashes[0], hashes[1]);
-        assert_eq!(s.live_bytes(0).unwrap(), 0);
-    }
-
-    #[test]
-    fn copy_block_reassembles_any_sharding() {
-        let mut s = Store::new(Backend::Cpu, 1).unwrap();
-        let shape = [5u64, 7, 3];
-        let spec = GenSpec::new(1, 1, "t", DType::F32, 0, GenMode::Gen);
-        let full = Block::full(&shape);
-        let whole = s.alloc(0, DType::F32, &shape).unwrap();
-        s.fill_grad(whole, &spec, &full).unwrap();
-        // source: dim 0 in chunks of 2, dim 1 in chunks of 4; destination: dim 1 in chunks of 3
-        let mut srcs = Vec::new();
-        for (a0, l0) in [(0, 2), (2, 2), (4, 1)] {
-            for (a1, l1) in [(0, 4), (4, 3)] {
-                let b = Block { global_shape: shape.to_vec(), start: vec![a0, a1, 0], len: vec![l0, l1, 3] };
-                let id = s.alloc(0, DType::F32, &b.len).unwrap();
-                s.fill_grad(id, &spec, &b).unwrap();
-                srcs.push((id, b));
-            }
-        }
-        for (a1, l1) in [(0, 3), (3, 3), (6, 1), (7, 0)] {
-            let b = Block { global_shape: shape.to_vec(), start: vec![0, a1, 0], len: vec![5, l1, 3] };
-            let dst = s.alloc(0, DType::F32, &b.len).unwrap();
-            let mut copied = 0;
-            for (id, sb) in &srcs {
-                copied += s.copy_block(dst, &b, *id, sb).unwrap();
-            }
-            assert_eq!(copied, b.numel());
-            let want = s.alloc(0, DType::F32, &b.len).unwrap();
-            s.fill_grad(want, &spec, &b).unwrap();
-            assert_eq!(s.compare(want, dst).unwrap(), None);
-            // and back into the whole tensor
-            let back = s.alloc(0, DType::F32, &shape).unwrap();
-            s.copy_block(back, &full, dst, &b).unwrap();
-            s.free(want).unwrap();
-            s.free(back).unwrap();
-            s.free(dst).unwrap();
-        }
-        let other = s.alloc(0, DType::BF16, &[5, 7, 3]).unwrap();
-        assert!(s.copy_block(other, &full, whole, &full).unwrap_err().0.contains("is bf16 but src"));
-        let bad = Block { global_shape: vec![5, 7, 4], start: vec![0, 0, 0], len: vec![5, 7, 3] };
-        assert!(s.copy_block(other, &full, whole, &bad).unwrap_err().0.contains("globalShape"));
-        // scalars
-        let a = s.alloc(0, DType::F16, &[]).unwrap();
-        let b = s.alloc(0, DType::F16, &[]).unwrap();
-        s.fill_value(b, 3.0).unwrap();
-        assert_eq!(s.copy_block(a, &Block::full(&[]), b, &Block::full(&[])).unwrap(), 1);
-        assert_eq!(s.get_element(a, 0).unwrap(), 3.0);
-        for (id, _) in srcs {
-            s.free(id).unwrap();
-        }
-        for id in [whole, other, a, b] {
-            s.free(id).unwrap();
-        }
-        assert_eq!(s.live_bytes(0).unwrap(), 0);
     }
 }

@@ -16,7 +16,7 @@ use std::sync::Mutex;
 use half::{bf16, f16};
 
 use crate::dtype::Elem;
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// Smaller buffers come from and go back to the allocator (its own free lists reuse them cheaply;
 /// from 64 KiB on, glibc's malloc maps or trims them, and the next cell faults them in again).

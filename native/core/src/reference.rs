@@ -3,11 +3,12 @@
 
 use half::{bf16, f16};
 
+use crate::bail;
 use crate::dtype::{pow2, DType, Elem};
+use crate::error::Result;
 use crate::exact::{add_general, add_general_table, AbsPowTable16, BigUint, ExactF32, ExactF64, TABLE_MIN_LEN};
 use crate::gen::{GenMode, GenSpec};
-use crate::kernels::KernelPath;
-use crate::{bail, Result};
+use crate::path::KernelPath;
 
 /// value v rounded to dt (as fillGrad would store it), as f64.
 pub fn round_in(dt: DType, v: f64) -> f64 {
@@ -308,7 +309,7 @@ mod tests {
     fn q_sums_simd_equal_portable() {
         let mut st = 5u64;
         for _ in 0..300 {
-            st = crate::gen::splitmix64(st);
+            st = crate::genq::splitmix64(st);
             let key = st;
             let m = [8, 11, 24][(st % 3) as usize];
             let lo = if st.is_multiple_of(5) { u64::MAX - 1000 } else { st % 1000 };

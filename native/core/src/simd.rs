@@ -98,7 +98,7 @@ unsafe fn sum_lanes<T: Elem, const ABS: bool>(xs: &[T]) -> [f64; LANES] {
 /// trailing bytes (fewer than 4) are added as a zero-padded word.
 ///
 /// # Safety
-/// The CPU must support AVX2 ([`available`] checks it with F16C; `kernels::KernelPath::detect` too).
+/// The CPU must support AVX2 ([`available`] checks it with F16C; `path::KernelPath::detect` too).
 #[target_feature(enable = "avx2")]
 pub unsafe fn read_words(bytes: &[u8]) -> u32 {
     let n = bytes.len() / 128 * 128;
@@ -130,7 +130,7 @@ pub unsafe fn read_words(bytes: &[u8]) -> u32 {
 /// Lane sums of x^2 (lane = index mod LANES).
 ///
 /// # Safety
-/// The CPU must support AVX2 and F16C ([`available`]; `kernels::KernelPath::detect` checks it).
+/// The CPU must support AVX2 and F16C ([`available`]; `path::KernelPath::detect` checks it).
 #[target_feature(enable = "avx2,f16c")]
 pub unsafe fn sum_sq_lanes<T: Elem>(xs: &[T]) -> [f64; LANES] {
     sum_lanes::<T, false>(xs)
@@ -139,7 +139,7 @@ pub unsafe fn sum_sq_lanes<T: Elem>(xs: &[T]) -> [f64; LANES] {
 /// Lane sums of |x|.
 ///
 /// # Safety
-/// The CPU must support AVX2 and F16C ([`available`]; `kernels::KernelPath::detect` checks it).
+/// The CPU must support AVX2 and F16C ([`available`]; `path::KernelPath::detect` checks it).
 #[target_feature(enable = "avx2,f16c")]
 pub unsafe fn sum_abs_lanes<T: Elem>(xs: &[T]) -> [f64; LANES] {
     sum_lanes::<T, true>(xs)
@@ -156,7 +156,7 @@ pub struct FoldBins {
     bins: Vec<(usize, u128)>,
     last: usize,
     /// Spill for a bin that would overflow (never in practice).
-    spill: crate::exact::BigUint,
+    spill: crate::biguint::BigUint,
 }
 
 impl FoldBins {
@@ -176,7 +176,7 @@ impl FoldBins {
             None => self.spill.add_shifted(total, k as u32),
         }
     }
-    pub fn finish_into(&self, n: &mut crate::exact::BigUint) {
+    pub fn finish_into(&self, n: &mut crate::biguint::BigUint) {
         for &(k, v) in &self.bins {
             n.add_shifted(v, k as u32);
         }
@@ -304,7 +304,7 @@ unsafe fn fold_main<T: Elem, const P2: bool, const CHECK: bool>(xs: &[T], kmax: 
 /// `fold_block` into `out`; blocks it refuses, and the tail, go to `slow`.
 ///
 /// # Safety
-/// The CPU must support AVX2 and F16C ([`available`]; `kernels::KernelPath::detect` checks it).
+/// The CPU must support AVX2 and F16C ([`available`]; `path::KernelPath::detect` checks it).
 #[target_feature(enable = "avx2,f16c")]
 pub unsafe fn exact_into<T: Elem, const P2: bool>(xs: &[T], out: &mut FoldBins, slow: &mut dyn FnMut(&[T])) {
     let n16 = xs.len() / 16 * 16;
@@ -535,7 +535,7 @@ unsafe fn store8_exact<T: Elem>(p: *mut T, v: __m256) {
 /// caller's. dst may be uninitialized memory: it is only written.
 ///
 /// # Safety
-/// The CPU must support AVX2 and F16C ([`available`]; `kernels::KernelPath::detect` checks it);
+/// The CPU must support AVX2 and F16C ([`available`]; `path::KernelPath::detect` checks it);
 /// dst must be valid for writes of n elements; 2 <= m <= 24.
 #[target_feature(enable = "avx2,f16c")]
 pub unsafe fn gen_fill<T: Elem>(key: u64, m: u32, unit: f32, start: u64, dst: *mut T, n: usize, round: bool) {
@@ -637,7 +637,7 @@ unsafe fn differ8<T: Elem, const NAN: bool>(e: __m256, have: *const T) -> u32 {
 /// caller's): the regenerate, scale and compare loop of verifyScaled in one pass.
 ///
 /// # Safety
-/// The CPU must support AVX2 and F16C ([`available`]; `kernels::KernelPath::detect` checks it);
+/// The CPU must support AVX2 and F16C ([`available`]; `path::KernelPath::detect` checks it);
 /// 2 <= m <= 24.
 #[target_feature(enable = "avx2,f16c")]
 pub unsafe fn gen_scaled_first_difference<T: Elem>(key: u64, m: u32, unit: f32, start: u64, c: f32, have: &[T]) -> Option<usize> {
@@ -699,7 +699,7 @@ unsafe fn first_difference_from<T: Elem, G: QStream, const NAN: bool>(mut g: G, 
 /// Sum over i in [lo, hi) of |q(i)| (P2 = false) or q(i)^2 (P2 = true), exact (q as in [`GenQ8`]).
 ///
 /// # Safety
-/// The CPU must support AVX2 ([`available`]; `kernels::KernelPath::detect` checks it); 2 <= m <= 24.
+/// The CPU must support AVX2 ([`available`]; `path::KernelPath::detect` checks it); 2 <= m <= 24.
 #[target_feature(enable = "avx2,f16c")]
 pub unsafe fn gen_q_pow_sum<const P2: bool>(key: u64, m: u32, lo: u64, hi: u64) -> u128 {
     q_pow_sum_from::<GenQ8, P2>(GenQ8::new(key, m, lo), key, m, lo, hi)
@@ -746,7 +746,7 @@ unsafe fn q_pow_sum_from<G: QStream, const P2: bool>(mut g: G, key: u64, m: u32,
         done += steps * 16;
     }
     for i in lo + done..hi {
-        let q = crate::gen::GenSpec::q(key, m, i).unsigned_abs() as u128;
+        let q = crate::genq::q(key, m, i).unsigned_abs() as u128;
         total += if P2 { q * q } else { q };
     }
     total
@@ -755,7 +755,7 @@ unsafe fn q_pow_sum_from<G: QStream, const P2: bool>(mut g: G, key: u64, m: u32,
 /// max over i in [lo, hi) of |q(i)| (0 for an empty range).
 ///
 /// # Safety
-/// The CPU must support AVX2 ([`available`]; `kernels::KernelPath::detect` checks it); 2 <= m <= 24.
+/// The CPU must support AVX2 ([`available`]; `path::KernelPath::detect` checks it); 2 <= m <= 24.
 #[target_feature(enable = "avx2,f16c")]
 pub unsafe fn gen_q_abs_max(key: u64, m: u32, lo: u64, hi: u64) -> u64 {
     q_abs_max_from(GenQ8::new(key, m, lo), key, m, lo, hi)
@@ -784,7 +784,7 @@ unsafe fn q_abs_max_from<G: QStream>(mut g: G, key: u64, m: u32, lo: u64, hi: u6
     _mm256_storeu_si256(l.as_mut_ptr() as *mut __m256i, acc);
     let mut mx = l.iter().copied().max().unwrap_or(0) as u64;
     for i in lo + done..hi {
-        mx = mx.max(crate::gen::GenSpec::q(key, m, i).unsigned_abs());
+        mx = mx.max(crate::genq::q(key, m, i).unsigned_abs());
     }
     mx
 }

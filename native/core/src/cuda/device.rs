@@ -15,7 +15,7 @@ use cudarc::driver::{result as cu, sys};
 
 use super::kernels::{self, KERNELS};
 use super::{emu, nvrtc};
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// A device address (a host address on the emulation).
 pub type DevPtr = u64;

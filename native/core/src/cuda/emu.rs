@@ -10,7 +10,7 @@
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::path::{Path, PathBuf};
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 pub const EMU_HPP: &str = include_str!("emu.hpp");
 pub const EMU_MAIN: &str = include_str!("emu_main.cpp");

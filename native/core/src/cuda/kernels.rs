@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use super::nvrtc::{self, Output};
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// The CUDA C++ source of every kernel.
 pub const SOURCE: &str = include_str!("kernels.cu");
@@ -37,7 +37,7 @@ pub fn index(name: &str) -> Option<usize> {
 
 /// fnv1a64 of the source, as written in the first line of a PTX made from it.
 pub fn source_id() -> String {
-    format!("{:016x}", crate::gen::fnv1a64(SOURCE))
+    format!("{:016x}", crate::genq::fnv1a64(SOURCE))
 }
 
 /// The first line of a PTX file made from this source.
@@ -72,7 +72,7 @@ pub fn compile_cached(arch: &str, out: Output) -> Result<(Vec<u8>, String)> {
         nv.version.0,
         nv.version.1
     );
-    let file = format!("kernels-{arch}-{:016x}.{}", crate::gen::fnv1a64(&key), if out == Output::Ptx { "ptx" } else { "cubin" });
+    let file = format!("kernels-{arch}-{:016x}.{}", crate::genq::fnv1a64(&key), if out == Output::Ptx { "ptx" } else { "cubin" });
     let dir = cache_dir();
     if let Some(d) = &dir {
         if let Ok(b) = std::fs::read(d.join(&file)) {

@@ -5,7 +5,7 @@
 //! - device.rs: devices (GPUs through cudarc; the CPU emulation for tests), opened once per process.
 //! - kernels.cu / kernels.rs: the kernels and how a device gets its module; nvrtc.rs loads NVRTC.
 //! - store.rs: CudaStore, the cpu store's API (crate::TensorStore) on device memory (same
-//!   results; see there).
+//!   results; see there), on the bookkeeping every store shares (crate::ledger).
 //! - emu.rs, emu.hpp, emu_main.cpp: the CPU emulation of the kernels (tests; docs/cuda.md).
 
 pub mod device;

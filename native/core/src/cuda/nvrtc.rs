@@ -14,7 +14,7 @@ use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 type Prog = *mut c_void;
 type FnCreate = unsafe extern "C" fn(*mut Prog, *const c_char, *const c_char, c_int, *const *const c_char, *const *const c_char) -> c_int;

@@ -2,9 +2,9 @@
 //! compiler keeps their APIs equal) on device memory, with the same results: bitwise for everything but the float64 sums of `sum_abs_pow` (deterministic, but
 //! summed in another order: within the fp32 tolerance of the cpu's; see kernels.cu).
 //!
-//! A `meta` Store holds every tensor's id, shape, dtype, owner and the per-rank ledger, and
-//! validates every argument with the cpu store's own code and messages; this store adds the device
-//! buffers. Ranks map to devices as rank % device count: several ranks may share a device, each
+//! The bookkeeping is the cpu store's own (crate::ledger: ids, shapes, dtypes, owners, the per-rank
+//! ledger and every argument check with its message); the storage of a tensor is a device buffer
+//! (`Buf`). Ranks map to devices as rank % device count: several ranks may share a device, each
 //! with its own ledger. The ledger charges exactly numel * dtype size per tensor; what the device
 //! itself reports (free / total, which includes the driver's and the allocator's own use) is read
 //! by `device_memory` and recorded beside the ledger by the harness.
@@ -14,7 +14,6 @@
 //! the GPU's pow does not reproduce bitwise), the AdamW step, and shards with more than 8
 //! dimensions after merging. Hashes are computed on the host after a device-to-host copy.
 
-use std::collections::HashMap;
 use std::ffi::c_void;
 use std::num::NonZeroU64;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -22,13 +21,20 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use half::{bf16, f16};
 
 use super::device::{DevPtr, Device, Devices};
+use crate::bail;
+use crate::biguint::BigUint;
 use crate::dtype::{pow2, DType, Elem};
-use crate::exact::BigUint;
+use crate::error::{Error, Result};
 use crate::gen::{Block, GenMode, GenSpec};
+use crate::hash::content_hash;
+use crate::kernels;
+use crate::ledger::{check_p, Ledger};
 use crate::optim::{self, AdamW};
-use crate::store::{Backend, Mismatch, Store, Tensor};
-use crate::tensor_store::{DeviceMemory, StoreKind, TensorStore};
-use crate::{bail, safetensors, Error, Result};
+use crate::store::{Backend, Store};
+use crate::store_api::{load_safetensors_with, save_safetensors_with, DeviceMemory, Mismatch, StoreKind, TensorStore};
+
+/// A tensor of the cuda store: its metadata and its device buffer.
+type Tensor = crate::ledger::Tensor<Buf>;
 
 /// Must match CP_SUM_ITEMS, CP_EXACT_CHUNK and CP_MAXD in kernels.cu.
 const SUM_ITEMS: u64 = 32;
@@ -251,20 +257,6 @@ fn box_copy_host(dst: &mut [u8], src: &[u8], es: usize, len: &[u64], ss: &[u64],
     }
 }
 
-/// The content hash of the cpu store (Store::hash), over host bytes.
-pub fn content_hash(dtype: DType, shape: &[u64], data: &[u8]) -> String {
-    let mut h = crate::hash::Xxh64::new(0);
-    h.update(b"clip-parity-tensor\0");
-    h.update(dtype.name().as_bytes());
-    h.update(&[0]);
-    h.update(&(shape.len() as u64).to_le_bytes());
-    for d in shape {
-        h.update(&d.to_le_bytes());
-    }
-    h.update(data);
-    format!("{:016x}", h.digest())
-}
-
 /// Turns the exact kernels' 255 bins (128-bit: lo, hi words) into N (value N * 2^-1074) the way
 /// exact.rs does for its own bins.
 pub fn bins_to_biguint(words: &[u64], p2: bool) -> BigUint {
@@ -278,6 +270,8 @@ pub fn bins_to_biguint(words: &[u64], p2: bool) -> BigUint {
     n.normalized()
 }
 
+/// A tensor's device buffer: `bytes` bytes at `ptr` on device `dev`; ptr 0 is no buffer (an empty
+/// tensor, or one whose buffer is not allocated yet).
 struct Buf {
     dev: usize,
     ptr: DevPtr,
@@ -291,20 +285,19 @@ struct Scratch<'a> {
 }
 
 pub struct CudaStore {
-    meta: Store,
+    table: Ledger<Buf>,
     devs: Arc<Devices>,
     rank_dev: Vec<usize>,
-    bufs: HashMap<u32, Buf>,
     scratch: Mutex<Vec<(DevPtr, u64)>>,
     dnan: u32,
 }
 
 impl Drop for CudaStore {
     fn drop(&mut self) {
-        for (_, b) in self.bufs.drain() {
-            if b.bytes > 0 {
-                // SAFETY: the store's own buffer, dropped from `bufs` here; every op synchronizes
-                // before it returns, so no work is in flight.
+        for b in self.table.tensors().map(|t| &t.data) {
+            if b.ptr != 0 {
+                // SAFETY: the store's own buffer, freed once: the store is dropped; every op
+                // synchronizes before it returns, so no work is in flight.
                 unsafe { self.devs.list[b.dev].free(b.ptr) };
             }
         }
@@ -326,17 +319,16 @@ impl CudaStore {
     }
 
     pub fn with_devices(ranks: usize, devs: Arc<Devices>) -> Result<CudaStore> {
-        let meta = Store::new(Backend::Meta, ranks)?;
+        let table = Ledger::new(ranks)?;
         if devs.list.is_empty() {
             bail!("cuda: no device");
         }
         let n = devs.list.len();
         Ok(CudaStore {
-            meta,
+            table,
             rank_dev: (0..ranks).map(|r| r % n).collect(),
             scratch: Mutex::new(vec![(0, 0); n]),
             devs,
-            bufs: HashMap::new(),
             dnan: host_default_nan(),
         })
     }
@@ -346,7 +338,7 @@ impl CudaStore {
     }
     /// The device a rank's tensors live on.
     pub fn device_of_rank(&self, rank: usize) -> Result<&str> {
-        self.meta.live_bytes(rank)?; // validates the rank
+        self.table.check_rank(rank)?;
         Ok(self.devs.list[self.rank_dev[rank]].label())
     }
 
@@ -356,12 +348,12 @@ impl CudaStore {
         &*self.devs.list[i]
     }
     fn buf(&self, id: u32) -> Result<&Buf> {
-        self.meta.get(id)?;
-        self.bufs.get(&id).ok_or_else(|| Error(format!("id {id}: internal error: no device buffer")))
+        Ok(&self.table.get(id)?.data)
     }
     /// Tensor metadata and its buffer.
     fn tb(&self, id: u32) -> Result<(&Tensor, &Buf)> {
-        Ok((self.meta.get(id)?, self.buf(id)?))
+        let t = self.table.get(id)?;
+        Ok((t, &t.data))
     }
 
     /// The device's scratch buffer, at least `bytes` bytes (kept locked while the Scratch lives).
@@ -481,7 +473,7 @@ impl CudaStore {
         let mut h = Store::new(Backend::Cpu, 1)?;
         let mut out = Vec::with_capacity(ids.len());
         for &id in ids {
-            let t = self.meta.get(id)?;
+            let t = self.table.get(id)?;
             let hid = h.alloc(0, t.dtype, &t.shape)?;
             let bytes = self.download(id)?;
             let [ht] = h.get_disjoint_mut([hid])?;
@@ -495,23 +487,21 @@ impl CudaStore {
         self.upload(id, h.get(hid)?.data.bytes())
     }
 
-    /// The device buffer of a new tensor `id` (already in the ledger) on `rank`'s device; on
-    /// failure the tensor is removed from the ledger again.
-    fn attach(&mut self, id: u32) -> Result<u32> {
-        let t = self.meta.get(id)?;
-        let (bytes, dev) = (t.numel * t.dtype.size() as u64, self.rank_dev[t.owner]);
+    /// A new tensor charged to `rank` (its arguments checked by the ledger before) with its device
+    /// buffer on `rank`'s device; its id. The ledger charges it first, as for the cpu store; when the
+    /// device cannot allocate the buffer it is freed again (the peak keeps the attempt).
+    fn insert(&mut self, rank: usize, dtype: DType, shape: Vec<u64>, numel: u64) -> Result<u32> {
+        let (dev, bytes) = (self.rank_dev[rank], numel * dtype.size() as u64);
+        let id = self.table.insert(rank, dtype, shape, numel, Buf { dev, ptr: 0, bytes });
         // an empty tensor has no buffer (ptr 0, never dereferenced: every op returns before)
-        let ptr = match NonZeroU64::new(bytes) {
-            None => Ok(0),
-            Some(n) => self.dev(dev).alloc(n),
-        };
-        match ptr {
+        let Some(n) = NonZeroU64::new(bytes) else { return Ok(id) };
+        match self.dev(dev).alloc(n) {
             Ok(ptr) => {
-                self.bufs.insert(id, Buf { dev, ptr, bytes });
+                self.table.get_mut(id)?.data.ptr = ptr;
                 Ok(id)
             }
             Err(e) => {
-                let _ = self.meta.free(id);
+                let _ = self.table.remove(id);
                 Err(e)
             }
         }
@@ -546,7 +536,7 @@ impl CudaStore {
             Ok(Some(bx)) => self.with_src_on(ddev, src, |d, sptr| {
                 let contiguous = bx.ndim == 0 || (bx.ndim == 1 && bx.sstride[0] == 1 && bx.dstride[0] == 1);
                 // SAFETY: the box lies inside both tensors (its callers' shapes and blocks are
-                // validated by the meta store first); dptr is dst's live buffer on d and sptr all
+                // validated by the ledger first); dptr is dst's live buffer on d and sptr all
                 // of src's bytes on d (with_src_on).
                 unsafe {
                     if contiguous {
@@ -574,55 +564,54 @@ impl TensorStore for CudaStore {
         StoreKind::Cuda
     }
     fn ranks(&self) -> usize {
-        self.meta.ranks()
+        self.table.ranks()
     }
     fn shape(&self, id: u32) -> Result<&[u64]> {
-        self.meta.shape(id)
+        Ok(&self.table.get(id)?.shape)
     }
     fn dtype(&self, id: u32) -> Result<DType> {
-        self.meta.dtype(id)
+        Ok(self.table.get(id)?.dtype)
     }
     fn owner(&self, id: u32) -> Result<usize> {
-        self.meta.owner(id)
+        Ok(self.table.get(id)?.owner)
     }
 
     fn alloc(&mut self, rank: usize, dtype: DType, shape: &[u64]) -> Result<u32> {
-        let id = self.meta.alloc(rank, dtype, shape)?;
-        self.attach(id)
+        let numel = self.table.check_new(rank, dtype, shape)?;
+        self.insert(rank, dtype, shape.to_vec(), numel)
     }
 
     fn free(&mut self, id: u32) -> Result<()> {
-        self.meta.free(id)?;
-        if let Some(b) = self.bufs.remove(&id) {
-            if b.bytes > 0 {
-                // SAFETY: the tensor's own buffer, just removed from `bufs`; nothing in flight.
-                unsafe { self.dev(b.dev).free(b.ptr) };
-            }
+        let b = self.table.remove(id)?.data;
+        if b.ptr != 0 {
+            // SAFETY: the tensor's own buffer, its tensor just removed from the table; nothing in
+            // flight.
+            unsafe { self.dev(b.dev).free(b.ptr) };
         }
         Ok(())
     }
 
     fn live_bytes(&self, rank: usize) -> Result<u64> {
-        self.meta.live_bytes(rank)
+        self.table.live_bytes(rank)
     }
     fn peak_bytes(&self, rank: usize) -> Result<u64> {
-        self.meta.peak_bytes(rank)
+        self.table.peak_bytes(rank)
     }
     fn reset_peak(&mut self, rank: usize) -> Result<()> {
-        self.meta.reset_peak(rank)
+        self.table.reset_peak(rank)
     }
     fn live_tensors(&self) -> usize {
-        self.meta.live_tensors()
+        self.table.live_tensors()
     }
     fn device_memory(&self, rank: usize) -> Result<Option<DeviceMemory>> {
-        self.meta.live_bytes(rank)?;
+        self.table.check_rank(rank)?;
         let d = &self.devs.list[self.rank_dev[rank]];
         let (free_bytes, total_bytes) = d.mem_info()?;
         Ok(Some(DeviceMemory { device: d.label().to_string(), free_bytes, total_bytes }))
     }
 
     fn fill_grad(&mut self, id: u32, spec: &GenSpec, block: &Block) -> Result<()> {
-        self.meta.fill_grad(id, spec, block)?;
+        self.table.check_fill("fillGrad", id, spec, block)?;
         if !spec.sum_of.is_empty() {
             bail!("cuda: the finalize regime's summed gradients (gen.sumOf) are generated on the cpu backend only");
         }
@@ -660,24 +649,25 @@ impl TensorStore for CudaStore {
     }
 
     fn fill_value(&mut self, id: u32, v: f64) -> Result<()> {
-        self.meta.fill_value(id, v)?;
-        let dt = self.meta.get(id)?.dtype;
+        let dt = self.table.get(id)?.dtype;
         self.fill_const(id, from_f64_bits(dt, v))
     }
 
     fn get_element(&self, id: u32, index: u64) -> Result<f64> {
-        self.meta.get_element(id, index)?;
-        Ok(bits_to_f64(self.meta.get(id)?.dtype, self.raw_at(id, index)?))
+        let t = self.table.get(id)?;
+        t.check_index(id, index)?;
+        Ok(bits_to_f64(t.dtype, self.raw_at(id, index)?))
     }
 
     fn set_element(&mut self, id: u32, index: u64, v: f64) -> Result<()> {
-        self.meta.set_element(id, index, v)?;
-        let dt = self.meta.get(id)?.dtype;
+        let t = self.table.get(id)?;
+        t.check_index(id, index)?;
+        let dt = t.dtype;
         self.write_raw(id, index, from_f64_bits(dt, v))
     }
 
     fn sum_abs_pow(&self, id: u32, p: f64) -> Result<f64> {
-        self.meta.sum_abs_pow(id, p)?;
+        check_p(p)?;
         let (t, b) = self.tb(id)?;
         if t.numel == 0 {
             return Ok(0.0);
@@ -701,7 +691,7 @@ impl TensorStore for CudaStore {
     }
 
     fn exact_sum_abs_pow(&self, id: u32, p: f64) -> Result<BigUint> {
-        self.meta.exact_sum_abs_pow(id, p)?;
+        check_p(p)?;
         let (t, b) = self.tb(id)?;
         if t.numel == 0 {
             return Ok(BigUint::zero());
@@ -729,7 +719,6 @@ impl TensorStore for CudaStore {
     }
 
     fn max_abs(&self, id: u32) -> Result<f64> {
-        self.meta.max_abs(id)?;
         let (t, b) = self.tb(id)?;
         if t.numel == 0 {
             return Ok(0.0);
@@ -748,7 +737,6 @@ impl TensorStore for CudaStore {
     }
 
     fn nonfinite_count(&self, id: u32) -> Result<u64> {
-        self.meta.nonfinite_count(id)?;
         let (t, b) = self.tb(id)?;
         if t.numel == 0 {
             return Ok(0);
@@ -767,7 +755,6 @@ impl TensorStore for CudaStore {
     }
 
     fn read_pass(&self, id: u32) -> Result<u32> {
-        self.meta.read_pass(id)?;
         let b = self.buf(id)?;
         let d = self.dev(b.dev);
         let words = b.bytes / 4;
@@ -795,20 +782,19 @@ impl TensorStore for CudaStore {
     }
 
     fn scale(&mut self, id: u32, coef: f64) -> Result<()> {
-        self.meta.scale(id, coef)?;
         let (t, b) = self.tb(id)?;
         if t.numel == 0 {
             return Ok(());
         }
         let d = self.dev(b.dev);
-        let c = crate::kernels::scale_factor(coef).to_bits();
+        let c = kernels::scale_factor(coef).to_bits();
         // SAFETY: scale_<dt> rewrites the n elements of the tensor's buffer.
         unsafe { Self::launch(d, &format!("scale_{}", sfx(t.dtype)), Self::gs_grid(d, t.numel), Args::default().a(b.ptr).a(t.numel).a(c).a(self.dnan))? };
         d.sync()
     }
 
     fn copy_from(&mut self, dst: u32, src: u32) -> Result<()> {
-        self.meta.copy_from(dst, src)?;
+        self.table.check_same("copyFrom", dst, src)?;
         if dst == src {
             return Ok(());
         }
@@ -818,7 +804,7 @@ impl TensorStore for CudaStore {
         }
         let d = self.dev(db.dev);
         // SAFETY: two distinct live buffers of the same size (same dtype and numel, checked by
-        // the meta store), each on its own device.
+        // the ledger), each on its own device.
         unsafe {
             if db.dev == sb.dev {
                 d.dtod(db.ptr, sb.ptr, db.bytes)?;
@@ -830,9 +816,9 @@ impl TensorStore for CudaStore {
     }
 
     fn narrow(&mut self, id: u32, dim: usize, start: u64, len: u64, rank: usize) -> Result<u32> {
-        let new = self.meta.narrow(id, dim, start, len, rank)?;
-        self.attach(new)?;
-        let (ss, ds) = (row_major_strides(&self.meta.get(id)?.shape), self.meta.get(new)?.shape.clone());
+        let (dtype, ds, numel) = self.table.check_narrow(id, dim, start, len, rank)?;
+        let new = self.insert(rank, dtype, ds.clone(), numel)?;
+        let ss = row_major_strides(&self.table.get(id)?.shape);
         let dstr = row_major_strides(&ds);
         if let Err(e) = self.copy_box(new, id, &ds, &ss, &dstr, start * ss[dim], 0) {
             let _ = self.free(new);
@@ -842,12 +828,12 @@ impl TensorStore for CudaStore {
     }
 
     fn cat(&mut self, ids: &[u32], dim: usize, rank: usize) -> Result<u32> {
-        let new = self.meta.cat(ids, dim, rank)?;
-        self.attach(new)?;
-        let dstr = row_major_strides(&self.meta.get(new)?.shape);
+        let (dtype, shape, numel) = self.table.check_cat(ids, dim, rank)?;
+        let dstr = row_major_strides(&shape);
+        let new = self.insert(rank, dtype, shape, numel)?;
         let mut col = 0u64;
         for &id in ids {
-            let shape = self.meta.get(id)?.shape.clone();
+            let shape = self.table.get(id)?.shape.clone();
             let r = self.copy_box(new, id, &shape, &row_major_strides(&shape), &dstr, 0, col * dstr[dim]);
             if let Err(e) = r {
                 let _ = self.free(new);
@@ -859,8 +845,8 @@ impl TensorStore for CudaStore {
     }
 
     fn clone_tensor(&mut self, id: u32, rank: usize) -> Result<u32> {
-        let new = self.meta.clone_tensor(id, rank)?;
-        self.attach(new)?;
+        let (dtype, shape, numel) = self.table.check_clone(id, rank)?;
+        let new = self.insert(rank, dtype, shape, numel)?;
         let r = self.copy_from(new, id);
         if let Err(e) = r {
             let _ = self.free(new);
@@ -870,7 +856,7 @@ impl TensorStore for CudaStore {
     }
 
     fn compare(&self, a: u32, b: u32) -> Result<Option<Mismatch>> {
-        self.meta.compare(a, b)?;
+        self.table.check_same("compare", a, b)?;
         let (ta, ba) = self.tb(a)?;
         if ta.numel == 0 {
             return Ok(None);
@@ -880,7 +866,7 @@ impl TensorStore for CudaStore {
         let first = s.ptr;
         self.with_src_on(ba.dev, b, |d, bptr| {
             // SAFETY: compare_<dt> reads n elements of a (its buffer on d) and of b (all of its
-            // bytes on d, same numel: checked by the meta store) and writes one u64 of the
+            // bytes on d, same numel: checked by the ledger) and writes one u64 of the
             // scratch (>= 8 bytes).
             unsafe {
                 d.htod(first, &NONE.to_le_bytes())?;
@@ -899,12 +885,12 @@ impl TensorStore for CudaStore {
     }
 
     fn hash(&self, id: u32) -> Result<String> {
-        let t = self.meta.get(id)?;
+        let t = self.table.get(id)?;
         Ok(content_hash(t.dtype, &t.shape, &self.download(id)?))
     }
 
     fn verify_scaled(&self, id: u32, spec: &GenSpec, block: &Block, coef: f64) -> Result<Option<Mismatch>> {
-        self.meta.verify_scaled(id, spec, block, coef)?;
+        self.table.check_fill("verifyScaled", id, spec, block)?;
         if !spec.sum_of.is_empty() {
             bail!("cuda: the finalize regime's summed gradients (gen.sumOf) are verified on the cpu backend only");
         }
@@ -920,7 +906,7 @@ impl TensorStore for CudaStore {
         let d = self.dev(b.dev);
         let special = spec.special.and_then(|(idx, v)| block.local_index_of(idx).map(|l| (l, from_f64_bits(dt, v))));
         let a = gen_args(spec, dt, special);
-        let c = crate::kernels::scale_factor(coef).to_bits();
+        let c = kernels::scale_factor(coef).to_bits();
         let s = self.scratch(b.dev, 8)?;
         // SAFETY: verify_<dt> reads the n elements of the tensor's buffer and writes one u64 of
         // the scratch (>= 8 bytes).
@@ -945,64 +931,32 @@ impl TensorStore for CudaStore {
         fn want<T: Elem>(spec: &GenSpec, key: u64, gi: u64, c: f32) -> f64 {
             let mut v = [T::default()];
             spec.fill_range(key, gi, &mut v);
-            crate::kernels::scale(&mut v, c);
+            kernels::scale(&mut v, c);
             v[0].to_f64()
         }
         let expected = match dt {
-            DType::F32 => want::<f32>(spec, key, gi, crate::kernels::scale_factor(coef)),
-            DType::BF16 => want::<bf16>(spec, key, gi, crate::kernels::scale_factor(coef)),
-            DType::F16 => want::<f16>(spec, key, gi, crate::kernels::scale_factor(coef)),
+            DType::F32 => want::<f32>(spec, key, gi, kernels::scale_factor(coef)),
+            DType::BF16 => want::<bf16>(spec, key, gi, kernels::scale_factor(coef)),
+            DType::F16 => want::<f16>(spec, key, gi, kernels::scale_factor(coef)),
         };
         Ok(Some(Mismatch { index: i, expected, actual: bits_to_f64(dt, self.raw_at(id, i)?) }))
     }
 
     fn save_safetensors(&self, path: &str, entries: &[(String, u32)], metadata: &[(String, String)]) -> Result<()> {
-        let mut data = Vec::with_capacity(entries.len());
-        for (name, id) in entries {
-            let t = self.meta.get(*id).map_err(|e| Error(format!("saveSafetensors {path}: entry '{name}': {e}")))?;
-            data.push((t, self.download(*id)?));
-        }
-        let out: Vec<safetensors::OutTensor> = entries
-            .iter()
-            .zip(&data)
-            .map(|((name, _), (t, bytes))| safetensors::OutTensor { name: name.as_str(), dtype: t.dtype, shape: &t.shape, data: bytes })
-            .collect();
-        safetensors::write_atomic(path, &out, metadata)
+        save_safetensors_with(self, path, entries, metadata, |s, id| Ok(s.download(id)?.into()))
     }
 
     fn load_safetensors(&mut self, path: &str, rank: usize) -> Result<Vec<(String, u32)>> {
-        self.meta.live_bytes(rank)?; // the rank is checked first, as on the cpu
-        let header = safetensors::read_header(path)?;
-        let mut file = std::fs::File::open(path).map_err(|e| Error(format!("safetensors {path}: cannot open: {e}")))?;
-        let mut out: Vec<(String, u32)> = Vec::with_capacity(header.entries.len());
-        let mut result = Ok(());
-        for e in &header.entries {
-            let id = match self.alloc(rank, e.dtype, &e.shape) {
-                Ok(id) => id,
-                Err(err) => {
-                    result = Err(Error(format!("safetensors {path}: tensor '{}': {err}", e.name)));
-                    break;
-                }
-            };
-            out.push((e.name.clone(), id));
-            let mut bytes = vec![0u8; self.bufs[&id].bytes as usize];
-            if let Err(err) = safetensors::read_data(&mut file, path, header.data_start + e.begin, &mut bytes).and_then(|_| self.upload(id, &bytes)) {
-                result = Err(err);
-                break;
-            }
-        }
-        if let Err(err) = result {
-            for (_, id) in out {
-                let _ = self.free(id);
-            }
-            return Err(err);
-        }
-        Ok(out)
+        load_safetensors_with(self, path, rank, |s, id, read| {
+            let mut bytes = vec![0u8; s.buf(id)?.bytes as usize];
+            read(&mut bytes)?;
+            s.upload(id, &bytes)
+        })
     }
 
     /// One AdamW step (crate::optim), on the host through a mirror of the four tensors.
     fn adamw_step(&mut self, param: u32, grad: u32, exp_avg: u32, exp_avg_sq: u32, step: u64, hp: &AdamW) -> Result<()> {
-        self.meta.adamw_step(param, grad, exp_avg, exp_avg_sq, step, hp)?;
+        self.table.check_adamw(param, grad, exp_avg, exp_avg_sq, step, hp)?;
         let (mut h, hid) = self.mirror(&[param, grad, exp_avg, exp_avg_sq])?;
         h.adamw_step(hid[0], hid[1], hid[2], hid[3], step, hp)?;
         self.upload_from_mirror(&h, hid[0], param)?;
@@ -1011,13 +965,13 @@ impl TensorStore for CudaStore {
     }
 
     fn copy_block(&mut self, dst: u32, dst_block: &Block, src: u32, src_block: &Block) -> Result<u64> {
-        let count = self.meta.copy_block(dst, dst_block, src, src_block)?;
-        let Some(x) = optim::intersect(dst_block, src_block) else { return Ok(count) };
+        self.table.check_copy_block(dst, dst_block, src, src_block)?;
+        let Some(x) = optim::intersect(dst_block, src_block) else { return Ok(0) };
         let (ss, ds) = (row_major_strides(&src_block.len), row_major_strides(&dst_block.len));
         let off = |b: &Block, st: &[u64]| -> u64 { (0..x.len.len()).map(|k| (x.start[k] - b.start[k]) * st[k]).sum() };
         let (soff, doff) = (off(src_block, &ss), off(dst_block, &ds));
         self.copy_box(dst, src, &x.len, &ss, &ds, soff, doff)?;
-        Ok(count)
+        Ok(x.numel())
     }
 }
 
@@ -1046,7 +1000,6 @@ fn gen_args(spec: &GenSpec, dt: DType, special: Option<(u64, u32)>) -> GenArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::TensorStore;
 
     #[test]
     fn geometry_merges_contiguous_dims() {

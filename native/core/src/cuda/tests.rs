@@ -20,7 +20,7 @@ use crate::dtype::{self, DType};
 use crate::gen::{Block, GenMode, GenSpec};
 use crate::optim::AdamW;
 use crate::store::{Backend, Store};
-use crate::TensorStore;
+use crate::store_api::TensorStore;
 
 fn ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
@@ -323,7 +323,7 @@ fn cuda_store_on_the_emulation_equals_the_cpu_store() {
 
 #[test]
 fn batch_methods_equal_the_cpu_store() {
-    use crate::tensor_store::{FillItem, VerifyItem};
+    use crate::store_api::{FillItem, VerifyItem};
     let Some(d) = emu_devices(2, 64) else { return };
     let mut p = Pair::new(2, d);
     for dt in DType::ALL {
