@@ -122,3 +122,11 @@ describe("comm.budget: what a tie group and a Partial gradient add", () => {
     expect(judge([1, 2], { shape: "clip" }).message).toBe("at most 2 collectives per rank");
   });
 });
+
+describe("comm.budget: when it can fail (the coverage planner's rule)", () => {
+  const facts = (world: number) => ({ world, paramsWithGrad: 3, referenceFinite: true, clipCoef: 0.5, errorIfNonfinite: false, tiedReplica: false });
+  it("only with more than one rank: a single rank issues no collective to count", () => {
+    expect(commBudget.canFail(facts(1))).toBe(false);
+    expect(commBudget.canFail(facts(2))).toBe(true);
+  });
+});
