@@ -53,6 +53,7 @@
 import { readFileSync } from "node:fs";
 import { z } from "zod";
 import { LAYOUT_AXES } from "../../layout/layout.ts";
+import { issuePath } from "../../util/json-file.ts";
 
 export const PROTOCOL_VERSION = 3;
 
@@ -266,7 +267,7 @@ export type Result = z.infer<typeof resultSchema>;
 function issues(e: z.ZodError): string {
   return e.issues
     .slice(0, 4)
-    .map((i) => `${i.path.map(String).join(".") || "(top level)"}: ${i.message}`)
+    .map((i) => `${issuePath(i.path)}: ${i.message}`)
     .join("; ");
 }
 
