@@ -217,8 +217,6 @@ except Exception:  # noqa: BLE001 - older/newer torch: fall back to the registry
 
 # ---- one cell -------------------------------------------------------------------------------------------
 
-# ---- one cell -------------------------------------------------------------------------------------------
-
 
 class JobError(Exception):
     """A job this adapter cannot run (a protocol mismatch, a malformed job): an adapter error, not the target's."""
@@ -375,6 +373,30 @@ class ParamsModel(torch.nn.Module):
         return iter([(prefix + n, p) for n, p in self._clip_parity_named])
 
 
+def full_gradients(cell: "Cell", who: str) -> dict:
+    """Each canonical parameter's whole gradient, gathered from the cell's shards (what a data-parallel engine
+    that flattens parameters holds after its gradient reduction). Raises for a cell outside what such an
+    engine builds: a mesh axis other than dp_replicate and dp_shard, or a tied replica (one Parameter there)."""
+    layout = cell.job["layout"]
+    beyond = [f"{a}({layout[a]})" for a in ("pp", "cp", "tp", "ep") if layout[a] > 1]
+    if beyond:
+        raise JobError(f"{who} flattens parameters over dp_replicate and dp_shard only, the layout has {', '.join(beyond)}")
+    if any(not p.clip_parity_canonical for _, p in cell.params):
+        raise JobError(f"{who} holds one copy of a tied parameter: the cell has a tied replica")
+    return {fqn: p.grad.full_tensor() for fqn, p in cell.params if p.grad is not None}
+
+
+def write_flat_back(cell: "Cell", flat: torch.Tensor, offsets: list) -> None:
+    """Copies a clipped flat gradient (every parameter's whole gradient at its offset, `offsets` (fqn, offset)
+    pairs) into the cell's own local shards, for the checks."""
+    for fqn, offset in offsets:
+        param = cell.param_by_fqn[fqn]
+        if param.grad is not None:
+            block = cell.by_fqn[fqn]["block"]
+            part = flat[offset : offset + param.numel()].view(param.shape)[tuple(slice(s, s + n) for s, n in zip(block["start"], block["len"]))]
+            param.grad.to_local().copy_(part)
+
+
 class Fsdp1Root:
     """What FSDP1 (FullyShardedDataParallel with flat parameters) holds when a trainer clips after backward, built
     from the cell: one root instance over every parameter (use_orig_params=False, the default), FULL_SHARD over
@@ -388,15 +410,10 @@ class Fsdp1Root:
         from torch.distributed.fsdp import FullyShardedDataParallel, ShardingStrategy
         from torch.distributed.fsdp._runtime_utils import _lazy_init
 
-        layout, names = cell.job["layout"], cell.meshes["dense"].mesh_dim_names
-        beyond = [f"{a}({layout[a]})" for a in ("pp", "cp", "tp", "ep") if layout[a] > 1]
-        if beyond:
-            raise JobError(f"FSDP1's flat parameters shard over dp_replicate and dp_shard only, the layout has {', '.join(beyond)}")
+        names = cell.meshes["dense"].mesh_dim_names
+        full = full_gradients(cell, "FSDP1")
         self.cell = cell
         self.order = [(fqn, p) for fqn, p in cell.params]
-        if any(not p.clip_parity_canonical for _, p in self.order):
-            raise JobError("FSDP1 holds one copy of a tied parameter: the cell has a tied replica")
-        full = {fqn: p.grad.full_tensor() for fqn, p in self.order if p.grad is not None}
         module = torch.nn.Module()
         for i, (fqn, p) in enumerate(self.order):
             module.register_parameter(f"p{i}", torch.nn.Parameter(torch.empty(p.shape, dtype=cell.dtype, device=cell.device)))
@@ -437,15 +454,87 @@ class Fsdp1Root:
             parts = [torch.empty_like(g) for _ in range(self.handle.world_size)]
             dist.all_gather(parts, g.contiguous(), group=self.root.process_group)
             g = torch.cat(parts)
-        offset, slots = 0, iter(self.order)
+        offsets, offset, slots = [], 0, iter(self.order)
         for numel, pad in zip(self.handle.flat_param._numels_with_padding, self.handle.flat_param._is_padding_mask):
             if not pad:
-                fqn, p = next(slots)
-                if p.grad is not None:
-                    block = self.cell.by_fqn[fqn]["block"]
-                    part = g[offset : offset + numel].view(p.shape)[tuple(slice(s, s + n) for s, n in zip(block["start"], block["len"]))]
-                    p.grad.to_local().copy_(part)
+                offsets.append((next(slots)[0], offset))
             offset += numel
+        write_flat_back(self.cell, g, offsets)
+
+
+class ZeroRoot:
+    """What DeepSpeed's ZeRO stage 1/2 optimizer (DeepSpeedZeroOptimizer, stage_1_and_2.py) holds when its step()
+    computes the norm, built from the cell: an engine from deepspeed.initialize over a module of the cell's
+    parameters (whole tensors on every data-parallel rank, in the cell's dtype, as ZeRO flattens them), the torch
+    optimizer SGD(lr=0) inside it, and its averaged_gradients as the end of backward leaves them at the
+    accumulation boundary (independent_gradient_partition_epilogue: get_all_grad_tensors over params_in_partition,
+    then get_flat_partition): the rank's partition of the reduced gradients, piece by parameter. The reduction
+    itself is not rerun: every rank is given the reduced gradients, as FSDP1's shard is. `partitions` are the flat
+    float32 partitions step() builds from them and hands to unscale_and_clip_grads; write_back() gathers the
+    clipped partitions and copies them into the cell's own local shards."""
+
+    def __init__(self, cell: "Cell", stage: int):
+        import deepspeed
+        from deepspeed.accelerator import get_accelerator
+
+        full = full_gradients(cell, "DeepSpeed ZeRO")
+        self.cell = cell
+        module = torch.nn.Module()
+        for i, (fqn, p) in enumerate(cell.params):
+            module.register_parameter(f"p{i}", torch.nn.Parameter(torch.empty(p.shape, dtype=cell.dtype, device=cell.device)))
+        config = {
+            "train_micro_batch_size_per_gpu": 1,
+            "gradient_clipping": float(cell.job["maxNorm"]),
+            "zero_optimization": {"stage": stage},
+            "zero_allow_untested_optimizer": True,
+            "steps_per_print": 2**31 - 1,
+        }
+        if cell.dtype == torch.bfloat16:
+            config["bf16"] = {"enabled": True}
+        elif cell.dtype == torch.float16:
+            config["fp16"] = {"enabled": True, "loss_scale": 1.0}  # static: the cell's gradients are not scaled
+        self.engine, self.optimizer, _, _ = deepspeed.initialize(model=module, optimizer=torch.optim.SGD(module.parameters(), lr=0.0), config=config, dist_init_required=False)
+        opt = self.optimizer
+        if type(opt).__name__ != "DeepSpeedZeroOptimizer":
+            raise JobError(f"deepspeed.initialize built a {type(opt).__name__}, not the DeepSpeedZeroOptimizer of ZeRO stage {stage}")
+        fqn_of = {id(mp): fqn for mp, (fqn, _) in zip(module.parameters(), cell.params)}
+        self.offsets = []
+        for i, group in enumerate(opt.round_robin_bit16_groups):
+            self.offsets.append([(fqn_of[id(mp)], off) for mp, off in zip(group, opt.round_robin_bit16_offsets[i])])
+        for mp, (fqn, _) in zip(module.parameters(), cell.params):
+            g = full.get(fqn)
+            # after backward every parameter has a gradient; one that took no part in the loss holds zeros
+            # (get_all_grad_tensors: zeros_like for a missing one)
+            if g is not None:
+                if opt.use_grad_accum_attribute:
+                    mp.grad_accum = g.reshape(mp.shape)
+                else:
+                    mp.grad = g.reshape(mp.shape)
+        for i in range(len(opt.bit16_groups)):
+            opt.all_grad_tensors[i] = opt.get_all_grad_tensors(opt.params_in_partition[i], dtype=opt.gradient_accumulation_dtype)
+            opt.averaged_gradients[i] = opt.get_flat_partition(
+                opt.params_in_partition[i], opt.first_offset[i], opt.partition_size[i], dtype=opt.gradient_accumulation_dtype,
+                device=get_accelerator().current_device_name(), param_group_idx=i, return_tensor_list=True)
+            opt.all_grad_tensors[i] = None
+        self.grads = list(full.values())
+        self.partitions = []
+        for i in range(len(opt.bit16_groups)):
+            last = dist.get_rank(group=opt.real_dp_process_group[i]) == dist.get_world_size(group=opt.real_dp_process_group[i]) - 1
+            flat = opt.flatten_dense_tensors_aligned(opt.averaged_gradients[i], int(opt.partition_size[i])) if last else opt.flatten(opt.averaged_gradients[i])
+            self.partitions.append(flat.to(opt.single_partition_of_fp32_groups[i].dtype))
+
+    def write_back(self) -> None:
+        """The clipped partitions, gathered over each group's data-parallel ranks, into the cell's local shards."""
+        opt = self.optimizer
+        for i, part in enumerate(self.partitions):
+            group = opt.real_dp_process_group[i]
+            parts = [torch.empty_like(part) for _ in range(dist.get_world_size(group=group))]
+            dist.all_gather(parts, part.contiguous(), group=group)
+            write_flat_back(self.cell, torch.cat(parts), self.offsets[i])
+
+    def close(self) -> None:
+        self.engine.destroy()
+        self.partitions.clear()
 
 
 UNSET = object()
@@ -464,6 +553,7 @@ class Cell:
         self.local_grads: dict[str, torch.Tensor] = {}
         self.results: dict = {}
         self.fsdp1: Fsdp1Root | None = None
+        self.zero: ZeroRoot | None = None
         kw_cache: dict = {}
         for p in job["params"]:
             mesh, pls = param_mesh(p, job, meshes)
@@ -492,6 +582,7 @@ class Cell:
             param.clip_parity_canonical = bool(p["canonical"])
             self.params.append((p["fqn"], param))
         self.by_fqn = {p["fqn"]: p for p in job["params"]}
+        self.param_by_fqn = dict(self.params)
 
     def local_params(self) -> list:
         """Plain parameters whose .grad is the very local tensor of the DTensor gradient (in-place clipping
@@ -551,6 +642,10 @@ class Cell:
             if self.fsdp1 is None:
                 self.fsdp1 = Fsdp1Root(self)
             return self.fsdp1.root
+        if a in ("zero_optimizer", "zero_grad_partitions"):
+            if self.zero is None:
+                self.zero = ZeroRoot(self, stage=2)
+            return self.zero.optimizer if a == "zero_optimizer" else self.zero.partitions
         if a == "max_norm":
             return float(job["maxNorm"])
         if a == "norm_type":
@@ -572,19 +667,26 @@ class Cell:
         raise JobError(f"unknown argument source {a!r}")
 
     def built_inputs(self) -> list:
-        """Gradient tensors an argument source built from the cell's (FSDP1's flat shard): inputs of the call,
-        not scratch, for the monitor."""
+        """Gradient tensors an argument source built from the cell's (FSDP1's flat shard, ZeRO's gathered
+        gradients and flat partitions): inputs of the call, not scratch, for the monitor."""
         g = self.fsdp1.handle.flat_param.grad if self.fsdp1 is not None else None
-        return [] if g is None else [g]
+        return ([] if g is None else [g]) + ([*self.zero.grads, *self.zero.partitions] if self.zero is not None else [])
 
     def after_call(self) -> bool:
         """Copies what the target clipped in tensors an argument source built back into the cell's own
-        (FSDP1's flat shard); whether there was any. Only after a call that returned: a raise may have left
-        some ranks out of the gathers this takes."""
-        if self.fsdp1 is None:
-            return False
-        self.fsdp1.write_back()
-        return True
+        (FSDP1's flat shard, ZeRO's partitions); whether there was any. Only after a call that returned: a raise
+        may have left some ranks out of the gathers this takes."""
+        if self.fsdp1 is not None:
+            self.fsdp1.write_back()
+        if self.zero is not None:
+            self.zero.write_back()
+        return self.fsdp1 is not None or self.zero is not None
+
+    def close(self) -> None:
+        """Releases what an argument source built for this cell alone (ZeRO's engine)."""
+        if self.zero is not None:
+            self.zero.close()
+            self.zero = None
 
     def clipped(self) -> list:
         """(fqn, local gradient) of every copy that has one, as the target left them."""
@@ -627,15 +729,18 @@ class Targets:
             return self.fn(step["target"]), []
         if receiver == "unused":
             return self.fn(step["target"]), [None]
-        key = json.dumps(receiver, sort_keys=True)
-        inst = self.instances.get(key)
-        if inst is None:
-            factory = self.fn(receiver["factory"])
-            inst = self.instances[key] = factory(**{k: cell.arg(v) for k, v in receiver.get("kwargs", {}).items()})
+        if "arg" in receiver:  # an object the cell's argument source builds for this cell alone
+            inst = cell.arg(receiver["arg"])
+        else:
+            key = json.dumps(receiver, sort_keys=True)
+            inst = self.instances.get(key)
+            if inst is None:
+                factory = self.fn(receiver["factory"])
+                inst = self.instances[key] = factory(**{k: cell.arg(v) for k, v in receiver.get("kwargs", {}).items()})
         module, _, qual = step["target"].partition(":")
         owner, _, method = qual.rpartition(".")
         if owner and not isinstance(inst, self.fn(f"{module}:{owner}")):
-            raise JobError(f"{receiver['factory']} built a {type(inst).__name__}, not a {owner}")
+            raise JobError(f"{receiver.get('factory', receiver.get('arg'))} built a {type(inst).__name__}, not a {owner}")
         return getattr(inst, method), []
 
     def setup(self, convention: dict, cell: Cell) -> None:
@@ -796,6 +901,7 @@ def run_job(job: dict, device: torch.device, meshes: dict, targets: Targets) -> 
         st_io.save(job["grads"], out)  # a new file: what the target returned, whatever its dtype or shape
     out.clear()
     timings["save"] = time.perf_counter() - t0
+    cell.close()
     result["timings"] = timings
     return result
 

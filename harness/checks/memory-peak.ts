@@ -20,7 +20,7 @@ export default defineCheck({
         return fail(
           this.id,
           `rank ${m.rank}: scratch peak ${fmt(m.scratchPeakBytes)} bytes during the clip > budget ` +
-            `${fmt(m.budgetBytes)} bytes (${budgetText(ctx.budgets)})`,
+            `${fmt(m.budgetBytes)} bytes (${m.budgetRule ?? budgetText(ctx.budgets)})`,
         );
       }
     }

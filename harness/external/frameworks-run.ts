@@ -21,17 +21,18 @@ import { closeTorchSessions, isCollectiveTimeout, isTorchSubject, loadTorchSubje
 import { ompThreads } from "../util/env.ts";
 
 /**
- * What a fresh run in CI compares with the committed data: six frameworks (torch, torch-total-norm,
- * torch-fsdp1 and torchtitan share one session, transformers and deepspeed-bf16 have their own) on six gpu4
- * cells that show their typical verdicts: no PP reduction, a pass, the MTP replica counted twice with one
+ * What a fresh run in CI compares with the committed data: seven frameworks (torch, torch-total-norm,
+ * torch-fsdp1 and torchtitan share one session, transformers, deepspeed-bf16 and deepspeed-zero have their own)
+ * on seven gpu4 cells that show their typical verdicts: no PP reduction, a pass, the MTP replica counted twice with one
  * collective per mesh, a bfloat16 coefficient the bf16 class accepts (a pass since it does), a two-step clip
  * (whose saved norm must not read as a leak), DeepSpeed's mpu over pp x tp with a tied replica, and FSDP1's
  * flat gradient over HYBRID_SHARD built and copied back, its float32 coefficient rounded to bfloat16 (the one
- * cell FSDP1 can be built for; the others are not applicable to it). None hinges on float32 rounding a few ulps
+ * cell FSDP1 can be built for; the others are not applicable to it), and a ZeRO engine built per cell over
+ * dp_replicate x dp_shard, experts flattened with the rest (the one cell ZeRO runs here; FSDP1 too). None hinges on float32 rounding a few ulps
  * either side of a tolerance class, which another CPU's kernels could move.
  */
 export const CI_SUBSET = {
-  frameworks: ["torch", "torch-total-norm", "torch-fsdp1", "torchtitan", "transformers", "deepspeed-bf16"],
+  frameworks: ["torch", "torch-total-norm", "torch-fsdp1", "torchtitan", "transformers", "deepspeed-bf16", "deepspeed-zero"],
   cases: [
     "pp4/llama3-debug/bf16/n2/sparse/s0",
     "dp_shard2,tp2/llama3-debug/f32/n2/active/s0",
@@ -39,6 +40,7 @@ export const CI_SUBSET = {
     "dp_shard2,tp2/llama3-debug/bf16/n1/inactive/s0",
     "pp2,tp2/deepseek-v3-debug/f32/n2/active/s0",
     "dp_replicate2,dp_shard2/deepseek-v3-debug/bf16/n1/active/s0",
+    "dp_replicate2,dp_shard2/deepseek-v3-debug/f32/n2/active/s0",
   ],
 } as const;
 

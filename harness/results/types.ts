@@ -21,8 +21,10 @@ export interface RankMemory {
   gradBytes: number;
   /** Peak during the clip minus live bytes before it. */
   scratchPeakBytes: number;
-  /** float32 size of the rank's largest local shard + 1 MiB (SPEC §10). */
+  /** float32 size of the rank's largest local shard + 1 MiB (SPEC §10), or what the subject's declared design sets. */
   budgetBytes: number;
+  /** The rule of a budget the subject's declared design set (ExternalRun.scratchBudget), in words. */
+  budgetRule?: string;
   /** Bytes the subject left allocated after the clip. */
   leakedBytes: number;
   /** The ledger at named stages; on cuda also the device's own free/total readings beside it. */

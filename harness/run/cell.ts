@@ -204,7 +204,8 @@ export async function runCell(cell: Cell, options: RunCellOptions): Promise<Cell
         rank,
         gradBytes: before[rank],
         scratchPeakBytes: external?.memory?.[rank]?.scratchPeakBytes ?? backend.peakBytes(rank) - before[rank],
-        budgetBytes: options.budgets?.scratchBytes ?? largest * DTYPE_BYTES.f32 + (options.budgets?.scratchSlackBytes ?? DEFAULT_SCRATCH_SLACK_BYTES),
+        budgetBytes: options.budgets?.scratchBytes ?? external?.scratchBudget?.bytes[rank] ?? largest * DTYPE_BYTES.f32 + (options.budgets?.scratchSlackBytes ?? DEFAULT_SCRATCH_SLACK_BYTES),
+        ...(options.budgets?.scratchBytes === undefined && external?.scratchBudget ? { budgetRule: external.scratchBudget.rule } : {}),
         leakedBytes: external?.memory?.[rank]?.leakedBytes ?? backend.liveBytes(rank) - before[rank],
         stages: [...backend.stageProfile(rank)],
       };

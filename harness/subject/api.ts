@@ -236,6 +236,11 @@ export interface ExternalRun {
   /** The tolerance class the subject claims for this cell, when it depends on the cell (e.g. its dtype). */
   tolerance?: ToleranceClass;
   /**
+   * Per rank, the scratch budget the subject's declared design sets (a framework file's `scratch`), with its
+   * rule in words; a matrix's own budget overrides it.
+   */
+  scratchBudget?: { bytes: number[]; rule: string };
+  /**
    * Why the subject cannot be asked this cell at all (e.g. its clip takes no norm_type): every check is
    * then skipped with this reason, never judged from the errors a stub raised (an n/a cell that asks for
    * an error on a non-finite norm would "pass" errors.nonfinite).

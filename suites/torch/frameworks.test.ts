@@ -19,7 +19,10 @@ import { exportCell, parseCellId, renderCall } from "../../harness/external/torc
 import { listedFailures, runExportedScript, sameFindings } from "../../harness/external/torch/repro-run.ts";
 import { applicability, cannotRunOn, getFramework, listFrameworkSubjects, loadFrameworks, outsideConfigurations, parseFrameworkFile, plainConvention } from "../../harness/external/torch/frameworks.ts";
 import { PROJECT_ROOT, torchOptionsFromEnv } from "../../harness/external/torch/options.ts";
-import { closeTorchSessions, parseTorchSpec } from "../../harness/external/torch/subject.ts";
+import { closeTorchSessions, declaredScratch, parseTorchSpec } from "../../harness/external/torch/subject.ts";
+import memoryPeak from "../../harness/checks/memory-peak.ts";
+import type { CheckContext } from "../../harness/checks/types.ts";
+import type { ParamView } from "../../harness/subject/api.ts";
 import { InputError } from "../../harness/errors.ts";
 import { cellId } from "../../harness/spec/cell.ts";
 import { torchAvailability } from "./torch-available.ts";
@@ -27,6 +30,7 @@ import { torchAvailability } from "./torch-available.ts";
 const torch = torchAvailability();
 const DOC = join(PROJECT_ROOT, "docs", "frameworks.md");
 const DATA = join(PROJECT_ROOT, "docs", "frameworks.json");
+const MIB = 1024 * 1024;
 const committed = (): FrameworksData => JSON.parse(readFileSync(DATA, "utf8")) as FrameworksData;
 
 afterAll(async () => {
@@ -64,9 +68,9 @@ describe("causes of a hang", () => {
 });
 
 describe("framework files", () => {
-  it("declare torch, torch-total-norm, torch-fsdp1, torchtitan, transformers, accelerate, megatron-core, deepspeed and deepspeed-bf16, each a torch:<framework> subject", () => {
+  it("declare torch, torch-total-norm, torch-fsdp1, torchtitan, transformers, accelerate, megatron-core, deepspeed, deepspeed-bf16 and deepspeed-zero, each a torch:<framework> subject", () => {
     const subjects = listFrameworkSubjects();
-    expect(subjects.map((s) => s.framework).sort()).toEqual(["accelerate", "deepspeed", "deepspeed-bf16", "megatron-core", "torch", "torch-fsdp1", "torch-total-norm", "torchtitan", "transformers"]);
+    expect(subjects.map((s) => s.framework).sort()).toEqual(["accelerate", "deepspeed", "deepspeed-bf16", "deepspeed-zero", "megatron-core", "torch", "torch-fsdp1", "torch-total-norm", "torchtitan", "transformers"]);
     for (const s of subjects) {
       expect(parseTorchSpec(s.spec)).toEqual({ kind: "framework", spec: s.spec, framework: s.framework });
       expect(s.description.length).toBeGreaterThan(20);
@@ -89,6 +93,8 @@ describe("framework files", () => {
     expect(bad((x) => (x.convention.paths[0].steps[0].args[0] = "parameters"))).toThrow(/framework file \/x\/torch\.json is not valid:\n {2}convention\.paths\[0\]\.steps\[0\]\.args\[0\]/);
     expect(bad((x) => (x.convention.paths[0].steps[0].target = "clip_grad_norm_"))).toThrow(/target: expected module:qualname/);
     expect(bad((x) => (x.convention.paths[0].steps[0].args = [{ result: "total" }]))).toThrow(/\{"result": "total"\} is not saved by an earlier step/);
+    // a receiver an argument source builds for the cell: only one that is an object with the method (ZeRO's optimizer)
+    expect(bad((x) => (x.convention.paths[0].steps[0].receiver = { arg: "mpu" }))).toThrow(/convention\.paths\[0\]\.steps\[0\]\.receiver/);
     expect(bad(() => undefined, "other.json")).toThrow(/its name is "torch", so the file must be torch\.json/);
     expect(() => parseFrameworkFile("/x/torch.json", "{")).toThrow(InputError);
     expect(() => getFramework("nope")).toThrow(/no framework "nope" in adapters\/torch\/frameworks\/ \(known: accelerate, .*transformers\)/);
@@ -106,6 +112,27 @@ describe("framework files", () => {
     expect(applicability(fsdp1, at("dp_replicate2,dp_shard2"))).toBeNull();
     expect(applicability(fsdp1, at("dp_shard2,tp2,ep2"))).toBe("its inputs are built over dp_replicate x dp_shard only, and the layout has tp(2), ep(2)");
     expect(applicability(getFramework("torch").convention, at("dp_shard2,tp2,ep2"))).toBeNull();
+  });
+
+  it("may declare the scratch their clip takes by design, which memory.peak then holds them to, and nothing more", () => {
+    // DeepSpeed ZeRO copies each piece of its partition (at most a whole parameter) to float64 for the norm
+    const zero = getFramework("deepspeed-zero");
+    const view = (globalShape: number[], len: number[]) => ({ globalShape, block: { start: len.map(() => 0), len } }) as unknown as ParamView;
+    const params = [[view([1024, 512], [512, 512]), view([4096], [2048])], [view([8], [8])]];
+    const { scratchBudget } = declaredScratch(zero, params);
+    expect(scratchBudget!.bytes).toEqual([1024 * 512 * 8 + MIB, 8 * 8 + MIB]);
+    expect(scratchBudget!.rule).toMatch(/^deepspeed-zero declares a 8-byte copy of its largest parameter \+ 1 MiB: get_grad_norm_direct copies each piece/);
+    expect(declaredScratch(getFramework("torch"), params)).toEqual({});
+    // the check names the declared rule, and still fails over it (a replica of every gradient exceeds it)
+    const memory = (scratchPeakBytes: number) => [{ rank: 0, gradBytes: 0, scratchPeakBytes, budgetBytes: scratchBudget!.bytes[0]!, budgetRule: scratchBudget!.rule, leakedBytes: 0, stages: [] }];
+    const judge = (scratch: number) => memoryPeak.judge({ memory: memory(scratch), budgets: {} } as unknown as CheckContext);
+    expect(judge(scratchBudget!.bytes[0]!).status).toBe("pass");
+    const over = judge(scratchBudget!.bytes[0]! + 1);
+    expect(over.status).toBe("fail");
+    expect(over.message).toContain(`(${scratchBudget!.rule})`);
+    // a file's scratch is validated like every other field
+    const text = readFileSync(join(PROJECT_ROOT, "adapters/torch/frameworks/deepspeed-zero.json"), "utf8").replace('"bytesPerElement": 8', '"bytesPerElement": 0');
+    expect(() => parseFrameworkFile("deepspeed-zero.json", text)).toThrow(/scratch\.bytesPerElement/);
   });
 
   it("say which cells lie outside the configurations a framework's trainer builds, and which cannot run on CPU ranks", () => {
@@ -459,6 +486,33 @@ describe(`an exported script${torch.skipNote}`, () => {
       expect(committed().frameworks.find((f) => f.name === "torch-fsdp1")!.cells.find((c) => `torch:torch-fsdp1/${c.case}` === bf16)!.status).toBe("pass");
       const low = await exportAndRun(bf16);
       expect(low.exitCode, low.stdout + low.stderr.slice(-2000)).toBe(0);
+    },
+    600_000,
+  );
+
+  it.runIf(torch.run)(
+    "builds ZeRO's partitions as its step() does and copies the clipped ones back: its pass passes standalone, and the same script fails with the bugs the checks are for",
+    async () => {
+      // deepseek at dp_shard2: the experts (on their own size-1 mesh at ep = 1) are flattened with the rest
+      const id = "torch:deepspeed-zero/dp_shard2/deepseek-v3-debug/f32/n2/active/s0";
+      expect(committed().frameworks.find((f) => f.name === "deepspeed-zero")!.cells.find((c) => `torch:deepspeed-zero/${c.case}` === id)!.status).toBe("pass");
+      const { path, data } = await exportTo(id);
+      expect(data.script).toContain("zero_write_back(named)");
+      const ok = await runExportedScript(path, 2, python);
+      expect(ok.exitCode, ok.stdout + ok.stderr.slice(-2000)).toBe(0);
+      expect(ok.failed).toEqual([]);
+      // the norm not reduced over the data-parallel group (each rank's partition taken for the whole), then the
+      // clipped partitions never reaching the parameters (the clip dropped)
+      const broken = [
+        [data.script.replace("    zero_root.opt = opt\n", "    opt.dp_process_group = dist.new_subgroups(group_size=1)[0]\n    zero_root.opt = opt\n"), "parity.norm"],
+        [data.script.replace("    zero_write_back(named)\n", ""), "parity.tensors"],
+      ] as const;
+      for (const [script, check] of broken) {
+        expect(script).not.toBe(data.script);
+        writeFileSync(path, script);
+        const r = await runExportedScript(path, 2, python);
+        expect(r.failed, r.stdout + r.stderr.slice(-2000)).toContain(check);
+      }
     },
     600_000,
   );

@@ -147,6 +147,10 @@ function argExpr(g: Gen, a: Arg): string | null {
     }
     case "fsdp1_module":
       return "fsdp1_root(named, meshes)";  // the write-back after the call: renderCallParts
+    case "zero_optimizer":
+      return "zero_root(named)";
+    case "zero_grad_partitions":
+      return "zero_root.partitions";  // the write-back after the call: renderCallParts
     case "max_norm":
       return "MAX_NORM";
     case "norm_type":
@@ -176,6 +180,8 @@ function callExpr(g: Gen, step: Call): { before: string[]; expr: string } {
   else if (step.receiver === "unused") {
     fn = importName(g, step.target);
     pre.push("None"); // an unbound method that never reads self
+  } else if ("arg" in step.receiver) {
+    fn = `${argExpr(g, step.receiver.arg)}.${step.target.split(".").pop()}`;
   } else {
     const key = JSON.stringify(step.receiver);
     let inst = g.instances.get(key);
@@ -230,8 +236,12 @@ function renderCallParts(c: Convention, opts: RenderOptions): { code: string; us
     if (s.why) out.push(`${pad}# ${s.why}`);
     const { before, expr } = callExpr(g, s);
     const lhs = s.saveAs ?? "ret";
-    // FSDP1 clips its own flat gradient: the checks read the parameters', so it is copied back into them first.
-    const after = last && g.used.has("fsdp1_module") && opts.readsGrads !== false ? [`${pad}fsdp1_write_back(named)`] : [];
+    // FSDP1 and ZeRO clip their own flat gradients: the checks read the parameters', so they are copied back first.
+    const readsGrads = last && opts.readsGrads !== false;
+    const after = [
+      ...(readsGrads && g.used.has("fsdp1_module") ? [`${pad}fsdp1_write_back(named)`] : []),
+      ...(readsGrads && g.used.has("zero_optimizer") ? [`${pad}zero_write_back(named)`] : []),
+    ];
     // The last step's value returned directly when it is the norm.
     if (last && norm === "return" && !s.saveAs && !after.length) out.push(...before.map((l) => pad + l), `${pad}return ${expr}`);
     else {
@@ -266,6 +276,7 @@ function renderCallParts(c: Convention, opts: RenderOptions): { code: string; us
   if (usesLocal) helpers.push(...localParamHelper(g.used.has("grads_for_norm")));
   if (usesMpu) helpers.push(...MPU);
   if (g.used.has("fsdp1_module")) helpers.push(...FSDP1_ROOT, ...(opts.readsGrads !== false ? FSDP1_WRITE_BACK : []));
+  if (g.used.has("zero_optimizer")) helpers.push(...ZERO_ROOT, ...(opts.readsGrads !== false ? ZERO_WRITE_BACK : []));
   const inspect = [
     ...(body.some((l) => l.includes("inspect.signature")) ? ["import inspect"] : []),
     ...(g.instances.size || usesMpu ? ["import functools"] : []),
@@ -346,6 +357,43 @@ const FSDP1_WRITE_BACK = [
   "        if not pad and (p := next(slots)[1]).grad is not None:",
   "            p.grad.to_local().copy_(distribute_tensor(g[at:at + k].view(p.shape), p.grad.device_mesh, p.grad.placements, src_data_rank=None).to_local())",
   "        at += k",
+];
+
+/** DeepSpeed's ZeRO-2 optimizer as backward leaves it (only when the convention clips through one; ARG_SOURCES.zero_optimizer). */
+const ZERO_ROOT = [
+  "",
+  "@torch.utils._python_dispatch._disable_current_modes()  # building the engine and what backward leaves is not the clip's communication",
+  "def zero_root(named):  # a ZeRO-2 engine over the parameters' whole tensors; its averaged_gradients this rank's partition of them",
+  '    if hasattr(zero_root, "opt"):',
+  "        return zero_root.opt",
+  "    import deepspeed",
+  "    full, module = {fqn: p.grad.full_tensor() for fqn, p in named if p.grad is not None}, torch.nn.Module()",
+  "    for i, (_, p) in enumerate(named):",
+  '        module.register_parameter(f"p{i}", torch.nn.Parameter(torch.empty(p.shape, dtype=p.dtype, device=p.device)))',
+  '    cfg = {"train_micro_batch_size_per_gpu": 1, "gradient_clipping": MAX_NORM, "zero_optimization": {"stage": 2}, "zero_allow_untested_optimizer": True,',
+  '           **{"f32": {}, "bf16": {"bf16": {"enabled": True}}, "f16": {"fp16": {"enabled": True, "loss_scale": 1.0}}}[DTYPE]}',
+  "    _, opt, _, _ = deepspeed.initialize(model=module, optimizer=torch.optim.SGD(module.parameters(), lr=0.0), config=cfg, dist_init_required=False)",
+  "    for mp, (fqn, _) in zip(module.parameters(), named):  # the reduced gradients, as every rank holds them at the boundary",
+  '        setattr(mp, "grad_accum" if opt.use_grad_accum_attribute else "grad", full[fqn].reshape(mp.shape) if fqn in full else None)',
+  "    opt.all_grad_tensors[0] = opt.get_all_grad_tensors(opt.params_in_partition[0], dtype=opt.gradient_accumulation_dtype)",
+  "    ag = opt.averaged_gradients[0] = opt.get_flat_partition(opt.params_in_partition[0], opt.first_offset[0], opt.partition_size[0], opt.gradient_accumulation_dtype, named[0][1].device, 0, return_tensor_list=True)",
+  "    last = dist.get_rank() == dist.get_world_size() - 1  # step(): the last partition is padded to the partition size",
+  "    zero_root.partitions = [(opt.flatten_dense_tensors_aligned(ag, int(opt.partition_size[0])) if last else opt.flatten(ag)).float()]",
+  "    zero_root.opt = opt",
+  "    return opt",
+];
+
+/** The clipped ZeRO partitions back into the parameters' own shards, which the checks read. */
+const ZERO_WRITE_BACK = [
+  "",
+  "@torch.utils._python_dispatch._disable_current_modes()  # copying back is not the clip's communication",
+  "def zero_write_back(named):  # the clipped partitions, gathered, back into the parameters' own shards",
+  "    parts = [torch.empty_like(zero_root.partitions[0]) for _ in range(dist.get_world_size())]",
+  "    dist.all_gather(parts, zero_root.partitions[0])",
+  "    g, opt = torch.cat(parts), zero_root.opt",
+  "    for (_, p), at in zip(named, opt.round_robin_bit16_offsets[0]):",
+  "        if p.grad is not None:",
+  "            p.grad.to_local().copy_(distribute_tensor(g[at:at + p.numel()].view(p.shape), p.grad.device_mesh, p.grad.placements, src_data_rank=None).to_local())",
 ];
 
 /**

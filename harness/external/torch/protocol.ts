@@ -84,6 +84,13 @@ export const ARG_SOURCES = {
     "a root FSDP1 FullyShardedDataParallel over every parameter of the rank (use_orig_params=False; FULL_SHARD over dp_shard, " +
     "HYBRID_SHARD over dp_replicate x dp_shard, NO_SHARD over dp_replicate), lazily initialised, its FlatParameter's .grad the " +
     "rank's shard of the flattened gradients as its reduce-scatter leaves it; the clipped shard is copied back into the cell's own local shards for the checks",
+  zero_optimizer:
+    "DeepSpeed's ZeRO stage 1/2 optimizer (DeepSpeedZeroOptimizer) of an engine deepspeed.initialize builds for the cell (gradient_clipping " +
+    "= max_norm, SGD(lr=0) inside) over the parameters' whole tensors (dp_replicate x dp_shard is its data-parallel group), its " +
+    "averaged_gradients the rank's partition of the reduced gradients as the end of backward leaves them at the accumulation boundary",
+  zero_grad_partitions:
+    "the flat float32 gradient partitions of zero_optimizer, one per parameter group, as its step() builds them from averaged_gradients " +
+    "before unscale_and_clip_grads; the clipped partitions are gathered and copied back into the cell's own local shards for the checks",
   max_norm: "the cell's max_norm (float)",
   norm_type: "the cell's norm type (float; math.inf for inf)",
   error_if_nonfinite: "the cell's error_if_nonfinite (bool)",
@@ -111,13 +118,15 @@ export const callSchema = z.strictObject({
   target,
   /**
    * How a method gets its `self`: "none" (a plain function), "unused" (an unbound method whose body never
-   * reads self, called with None), or an instance built once per session from a factory.
+   * reads self, called with None), an instance built once per session from a factory, or {"arg": source}: the
+   * object an argument source builds for the cell alone (ZeRO's optimizer, whose state is the cell's gradients).
    */
   receiver: z
     .union([
       z.literal("none"),
       z.literal("unused"),
       z.strictObject({ factory: target, kwargs: z.record(z.string().regex(IDENT_RE), argSchema).default({}) }),
+      z.strictObject({ arg: z.enum(["zero_optimizer"]) }),
     ])
     .default("none"),
   args: z.array(argSchema).default([]),

@@ -17,6 +17,7 @@ import { join, resolve } from "node:path";
 import { InputError } from "../../errors.ts";
 import { axisIndex, coordsOf, meshOf, type AxisName } from "../../layout/mesh.ts";
 import type { ValidLayout } from "../../layout/layout.ts";
+import { DEFAULT_SCRATCH_SLACK_BYTES } from "../../spec/cell.ts";
 import type { CollectiveKind, CommRecord, DType, ExternalCell, ExternalRun, ParamView, Subject, Tensor, ToleranceClass } from "../../subject/api.ts";
 import { applicability, FRAMEWORK_NAME_RE, getFramework, plainConvention, type Framework } from "./frameworks.ts";
 import { ADAPTER, SETUP_HINT, torchOptionsFromEnv, type TorchOptions } from "./options.ts";
@@ -378,7 +379,17 @@ async function runExternal(subject: TorchSubject, x: ExternalCell): Promise<Exte
     log.sessionEnded = outOfStep;
     await session.close();
   }
-  return { ranks, liveness, comm: results.map(commRecord), memory, tolerance };
+  return { ranks, liveness, comm: results.map(commRecord), memory, tolerance, ...declaredScratch(subject.framework, x.params) };
+}
+
+/** The scratch budget a framework file's `scratch` declares, per rank (none when it declares none). */
+export function declaredScratch(fw: Framework | null, params: ExternalCell["params"]): Pick<ExternalRun, "scratchBudget"> {
+  const s = fw?.scratch;
+  if (!s) return {};
+  const product = (dims: readonly number[]) => dims.reduce((a, b) => a * b, 1);
+  const elements = (p: ParamView) => product(s.of === "parameter" ? p.globalShape : p.block.len);
+  const bytes = params.map((views) => Math.max(0, ...views.map(elements)) * s.bytesPerElement + DEFAULT_SCRATCH_SLACK_BYTES);
+  return { scratchBudget: { bytes, rule: `${fw!.name} declares a ${s.bytesPerElement}-byte copy of its largest ${s.of} + 1 MiB: ${s.why}` } };
 }
 
 /** Every target a convention calls (probed before anything runs). */
@@ -386,7 +397,7 @@ function conventionTargets(c: Convention): string[] {
   const out = new Set<string>();
   for (const s of [...c.setup, ...c.paths.flatMap((p) => p.steps)]) {
     out.add(s.target);
-    if (typeof s.receiver === "object") out.add(s.receiver.factory);
+    if (typeof s.receiver === "object" && "factory" in s.receiver) out.add(s.receiver.factory);
   }
   for (const p of c.paths) if (p.when !== "always") out.add(p.when.predicate);
   return [...out].filter((t) => TARGET_RE.test(t));
