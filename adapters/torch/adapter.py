@@ -465,23 +465,41 @@ class Fsdp1Root:
 class ZeroRoot:
     """What DeepSpeed's ZeRO stage 1/2 optimizer (DeepSpeedZeroOptimizer, stage_1_and_2.py) holds when its step()
     computes the norm, built from the cell: an engine from deepspeed.initialize over a module of the cell's
-    parameters (whole tensors on every data-parallel rank, in the cell's dtype, as ZeRO flattens them), the torch
-    optimizer SGD(lr=0) inside it, and its averaged_gradients as the end of backward leaves them at the
-    accumulation boundary (independent_gradient_partition_epilogue: get_all_grad_tensors over params_in_partition,
-    then get_flat_partition): the rank's partition of the reduced gradients, piece by parameter. The reduction
-    itself is not rerun: every rank is given the reduced gradients, as FSDP1's shard is. `partitions` are the flat
-    float32 partitions step() builds from them and hands to unscale_and_clip_grads; write_back() gathers the
-    clipped partitions and copies them into the cell's own local shards."""
+    parameters, each whole over the data-parallel axes and split over tp as a Megatron-DeepSpeed model splits it
+    (tensor_model_parallel set; the engine gets the layout's mpu, as Megatron-DeepSpeed passes one), in
+    the cell's dtype, the torch optimizer SGD(lr=0) inside it, and its averaged_gradients as the end of backward
+    leaves them at the accumulation boundary (independent_gradient_partition_epilogue: get_all_grad_tensors over
+    params_in_partition, then get_flat_partition): the rank's partition of the reduced gradients, piece by
+    parameter. The reduction itself is not rerun: every rank is given the reduced gradients, as FSDP1's shard is.
+    `partitions` are the flat float32 partitions step() builds from them and hands to unscale_and_clip_grads;
+    write_back() gathers the clipped partitions and copies them into the cell's own local shards."""
 
     def __init__(self, cell: "Cell", stage: int):
         import deepspeed
         from deepspeed.accelerator import get_accelerator
+        from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
 
-        full = full_gradients(cell, "DeepSpeed ZeRO")
+        layout = cell.job["layout"]
+        beyond = [f"{a}({layout[a]})" for a in ("pp", "ep") if layout[a] > 1]
+        if beyond:
+            raise JobError(f"DeepSpeed ZeRO-2 is built here over dp_replicate, dp_shard, cp and tp only, the layout has {', '.join(beyond)}")
+        if any(not p.clip_parity_canonical for _, p in cell.params):
+            raise JobError("DeepSpeed ZeRO holds one copy of a tied parameter: the cell has a tied replica")
         self.cell = cell
         module = torch.nn.Module()
+        self.split: dict = {}  # fqn -> the placements of the module's tensor: the cell's on tp, Replicate elsewhere
+        self.grads = []
         for i, (fqn, p) in enumerate(cell.params):
-            module.register_parameter(f"p{i}", torch.nn.Parameter(torch.empty(p.shape, dtype=cell.dtype, device=cell.device)))
+            names = p.device_mesh.mesh_dim_names
+            split = [pl if n == "tp" and isinstance(pl, Shard) else Replicate() for n, pl in zip(names, p.placements)]
+            shape, _ = compute_local_shape_and_global_offset(p.shape, p.device_mesh, split)
+            mp = torch.nn.Parameter(torch.empty(shape, dtype=cell.dtype, device=cell.device))
+            mp.tensor_model_parallel = any(isinstance(pl, Shard) and p.device_mesh.size(d) > 1 for d, pl in enumerate(split))
+            if p.grad is not None:  # as every rank holds it once the data-parallel reduction is done
+                mp.grad = p.grad.redistribute(p.device_mesh, split).to_local()
+                self.grads.append(mp.grad)
+            self.split[fqn] = split
+            module.register_parameter(f"p{i}", mp)
         config = {
             "train_micro_batch_size_per_gpu": 1,
             "gradient_clipping": float(cell.job["maxNorm"]),
@@ -493,32 +511,28 @@ class ZeroRoot:
             config["bf16"] = {"enabled": True}
         elif cell.dtype == torch.float16:
             config["fp16"] = {"enabled": True, "loss_scale": 1.0}  # static: the cell's gradients are not scaled
-        self.engine, self.optimizer, _, _ = deepspeed.initialize(model=module, optimizer=torch.optim.SGD(module.parameters(), lr=0.0), config=config, dist_init_required=False)
+        # always an mpu: DeepSpeed keeps the last engine's mpu process-wide (deepspeed.utils.groups.mpu), so an engine
+        # built without one after one built with one reads the stale one
+        mpu = cell.arg("mpu")
+        self.engine, self.optimizer, _, _ = deepspeed.initialize(
+            model=module, optimizer=torch.optim.SGD(module.parameters(), lr=0.0), config=config, mpu=mpu, dist_init_required=False)
         opt = self.optimizer
         if type(opt).__name__ != "DeepSpeedZeroOptimizer":
             raise JobError(f"deepspeed.initialize built a {type(opt).__name__}, not the DeepSpeedZeroOptimizer of ZeRO stage {stage}")
         fqn_of = {id(mp): fqn for mp, (fqn, _) in zip(module.parameters(), cell.params)}
-        self.offsets = []
-        for i, group in enumerate(opt.round_robin_bit16_groups):
-            self.offsets.append([(fqn_of[id(mp)], off) for mp, off in zip(group, opt.round_robin_bit16_offsets[i])])
-        for mp, (fqn, _) in zip(module.parameters(), cell.params):
-            g = full.get(fqn)
-            # after backward every parameter has a gradient; one that took no part in the loss holds zeros
-            # (get_all_grad_tensors: zeros_like for a missing one)
-            if g is not None:
-                if opt.use_grad_accum_attribute:
-                    mp.grad_accum = g.reshape(mp.shape)
-                else:
-                    mp.grad = g.reshape(mp.shape)
+        self.offsets = [[(fqn_of[id(mp)], off) for mp, off in zip(group, opt.round_robin_bit16_offsets[i])] for i, group in enumerate(opt.round_robin_bit16_groups)]
+        self.shapes = {fqn_of[id(mp)]: mp.shape for mp in module.parameters()}
+        if opt.use_grad_accum_attribute:
+            for mp in module.parameters():
+                mp.grad_accum, mp.grad = mp.grad, None
+        self.partitions = []
         for i in range(len(opt.bit16_groups)):
+            # a parameter without a gradient took no part in the loss: get_all_grad_tensors gives it zeros
             opt.all_grad_tensors[i] = opt.get_all_grad_tensors(opt.params_in_partition[i], dtype=opt.gradient_accumulation_dtype)
             opt.averaged_gradients[i] = opt.get_flat_partition(
                 opt.params_in_partition[i], opt.first_offset[i], opt.partition_size[i], dtype=opt.gradient_accumulation_dtype,
                 device=get_accelerator().current_device_name(), param_group_idx=i, return_tensor_list=True)
             opt.all_grad_tensors[i] = None
-        self.grads = list(full.values())
-        self.partitions = []
-        for i in range(len(opt.bit16_groups)):
             last = dist.get_rank(group=opt.real_dp_process_group[i]) == dist.get_world_size(group=opt.real_dp_process_group[i]) - 1
             flat = opt.flatten_dense_tensors_aligned(opt.averaged_gradients[i], int(opt.partition_size[i])) if last else opt.flatten(opt.averaged_gradients[i])
             self.partitions.append(flat.to(opt.single_partition_of_fp32_groups[i].dtype))
@@ -530,7 +544,13 @@ class ZeroRoot:
             group = opt.real_dp_process_group[i]
             parts = [torch.empty_like(part) for _ in range(dist.get_world_size(group=group))]
             dist.all_gather(parts, part.contiguous(), group=group)
-            write_flat_back(self.cell, torch.cat(parts), self.offsets[i])
+            flat = torch.cat(parts)
+            for fqn, offset in self.offsets[i]:
+                p, shape = self.cell.param_by_fqn[fqn], self.shapes[fqn]
+                if p.grad is not None:
+                    clipped = flat[offset : offset + shape.numel()].view(shape)
+                    d = DTensor.from_local(clipped, p.device_mesh, self.split[fqn], run_check=False, shape=p.shape, stride=p.stride())
+                    p.grad.to_local().copy_(d.redistribute(p.device_mesh, p.grad.placements).to_local())
 
     def close(self) -> None:
         self.engine.destroy()

@@ -28,7 +28,7 @@ import { ompThreads } from "../util/env.ts";
  * (whose saved norm must not read as a leak), DeepSpeed's mpu over pp x tp with a tied replica, and FSDP1's
  * flat gradient over HYBRID_SHARD built and copied back, its float32 coefficient rounded to bfloat16 (the one
  * cell FSDP1 can be built for; the others are not applicable to it), and a ZeRO engine built per cell over
- * dp_replicate x dp_shard, experts flattened with the rest (the one cell ZeRO runs here; FSDP1 too). None hinges on float32 rounding a few ulps
+ * dp_replicate x dp_shard, experts flattened with the rest, and over FSDP2 x TP with the mpu. None hinges on float32 rounding a few ulps
  * either side of a tolerance class, which another CPU's kernels could move.
  */
 export const CI_SUBSET = {

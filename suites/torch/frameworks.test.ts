@@ -491,26 +491,35 @@ describe(`an exported script${torch.skipNote}`, () => {
   );
 
   it.runIf(torch.run)(
-    "builds ZeRO's partitions as its step() does and copies the clipped ones back: its pass passes standalone, and the same script fails with the bugs the checks are for",
+    "builds ZeRO's partitions as its step() does and copies the clipped ones back: its passes pass standalone, and the same script fails with the bugs the checks are for",
     async () => {
+      const passes = (id: string) => expect(committed().frameworks.find((f) => f.name === "deepspeed-zero")!.cells.find((c) => `torch:deepspeed-zero/${c.case}` === id)!.status).toBe("pass");
       // deepseek at dp_shard2: the experts (on their own size-1 mesh at ep = 1) are flattened with the rest
-      const id = "torch:deepspeed-zero/dp_shard2/deepseek-v3-debug/f32/n2/active/s0";
-      expect(committed().frameworks.find((f) => f.name === "deepspeed-zero")!.cells.find((c) => `torch:deepspeed-zero/${c.case}` === id)!.status).toBe("pass");
-      const { path, data } = await exportTo(id);
-      expect(data.script).toContain("zero_write_back(named)");
-      const ok = await runExportedScript(path, 2, python);
+      const dp = "torch:deepspeed-zero/dp_shard2/deepseek-v3-debug/f32/n2/active/s0";
+      passes(dp);
+      const ok = await exportAndRun(dp);
       expect(ok.exitCode, ok.stdout + ok.stderr.slice(-2000)).toBe(0);
       expect(ok.failed).toEqual([]);
-      // the norm not reduced over the data-parallel group (each rank's partition taken for the whole), then the
-      // clipped partitions never reaching the parameters (the clip dropped)
+      // FSDP2 x TP: the engine gets the mpu, the tp-split parameters carry tensor_model_parallel
+      const tp = "torch:deepspeed-zero/dp_shard2,tp2/llama3-debug/f32/n2/active/s0";
+      passes(tp);
+      const { path, data } = await exportTo(tp);
+      expect(data.script).toContain("zero_write_back(named)");
+      const tpOk = await runExportedScript(path, 4, python);
+      expect(tpOk.exitCode, tpOk.stdout + tpOk.stderr.slice(-2000)).toBe(0);
+      expect(tpOk.failed).toEqual([]);
+      // the norm not reduced over the data-parallel group (each rank's partition taken for the whole), nor over the
+      // model-parallel one (each tp rank's split taken for the whole), then the clipped partitions never reaching the
+      // parameters (the clip dropped)
       const broken = [
         [data.script.replace("    zero_root.opt = opt\n", "    opt.dp_process_group = dist.new_subgroups(group_size=1)[0]\n    zero_root.opt = opt\n"), "parity.norm"],
+        [data.script.replace("    zero_root.opt = opt\n", "    opt.model_parallel_group = None\n    zero_root.opt = opt\n"), "parity.norm"],
         [data.script.replace("    zero_write_back(named)\n", ""), "parity.tensors"],
       ] as const;
       for (const [script, check] of broken) {
         expect(script).not.toBe(data.script);
         writeFileSync(path, script);
-        const r = await runExportedScript(path, 2, python);
+        const r = await runExportedScript(path, 4, python);
         expect(r.failed, r.stdout + r.stderr.slice(-2000)).toContain(check);
       }
     },

@@ -269,7 +269,7 @@ function renderCallParts(c: Convention, opts: RenderOptions): { code: string; us
   });
   // The helpers are those of the argument sources the rendered calls use (a path left out uses none).
   const usesLocal = g.used.has("local_params") || g.used.has("grads_for_norm");
-  const usesMpu = g.used.has("mpu") || g.used.has("grads_for_norm_deepspeed");
+  const usesMpu = g.used.has("mpu") || g.used.has("grads_for_norm_deepspeed") || g.used.has("zero_optimizer");
   if (usesLocal) body.splice(lpAt, 0, `${ind}LP = [local_param(p) for p in P]`);
   const helpers: string[] = [];
   if (g.used.has("model")) helpers.push(...PARAMS_MODEL);
@@ -315,11 +315,11 @@ const PARAMS_MODEL = [
 const MPU = [
   "",
   "@functools.cache",
-  "def mpu():  # the part of a Megatron-style mpu (Megatron-DeepSpeed passes one) that DeepSpeed's norm reads",
-  '    grid = torch.arange(WORLD).reshape(LAYOUT["pp"], -1, LAYOUT["tp"])  # (pp, data, tp), row-major',
-  "    model = dist.new_subgroups_by_enumeration(grid.permute(1, 0, 2).reshape(grid.shape[1], -1).tolist(), TIMEOUT)[0]  # pp x tp",
-  '    tensor = dist.new_subgroups_by_enumeration(grid.reshape(-1, LAYOUT["tp"]).tolist(), TIMEOUT)[0]',
-  "    return types.SimpleNamespace(get_model_parallel_group=lambda: model, get_tensor_model_parallel_rank=lambda: dist.get_rank(tensor))",
+  "def mpu():  # a Megatron-style mpu (Megatron-DeepSpeed passes one): model parallel = pp x tp, data = dp_replicate x dp_shard x cp",
+  '    g = torch.arange(WORLD).reshape(LAYOUT["pp"], -1, LAYOUT["tp"])  # (pp, data, tp), row-major',
+  '    rows = {"model": g.permute(1, 0, 2).reshape(g.shape[1], -1), "tensor_model": g.reshape(-1, LAYOUT["tp"]), "pipeline_model": g.permute(1, 2, 0).reshape(-1, LAYOUT["pp"]), "data": g.permute(0, 2, 1).reshape(-1, g.shape[1])}',
+  "    groups = {kind: dist.new_subgroups_by_enumeration(r.tolist(), TIMEOUT)[0] for kind, r in rows.items()}",
+  '    return types.SimpleNamespace(**{f"get_{kind}_parallel_{what}": functools.partial(f, grp) for kind, grp in groups.items() for what, f in (("group", lambda x: x), ("rank", dist.get_rank), ("world_size", dist.get_world_size))})',
 ];
 
 /** FSDP1 as backward leaves it (only when the convention clips through one; ARG_SOURCES.fsdp1_module). */
@@ -362,23 +362,31 @@ const FSDP1_WRITE_BACK = [
 /** DeepSpeed's ZeRO-2 optimizer as backward leaves it (only when the convention clips through one; ARG_SOURCES.zero_optimizer). */
 const ZERO_ROOT = [
   "",
+  "def tp_split(p):  # a Megatron-DeepSpeed model's parameter: whole over the data-parallel axes, split over tp",
+  '    return [q if n == "tp" and isinstance(q, Shard) else Replicate() for n, q in zip(p.device_mesh.mesh_dim_names, p.placements)]',
+  "",
   "@torch.utils._python_dispatch._disable_current_modes()  # building the engine and what backward leaves is not the clip's communication",
-  "def zero_root(named):  # a ZeRO-2 engine over the parameters' whole tensors; its averaged_gradients this rank's partition of them",
+  "def zero_root(named):  # a ZeRO-2 engine over the parameters; its averaged_gradients this rank's partition of the reduced gradients",
   '    if hasattr(zero_root, "opt"):',
   "        return zero_root.opt",
   "    import deepspeed",
-  "    full, module = {fqn: p.grad.full_tensor() for fqn, p in named if p.grad is not None}, torch.nn.Module()",
+  "    from torch.distributed.tensor._utils import compute_local_shape_and_global_offset as local_shape",
+  "    module = torch.nn.Module()",
   "    for i, (_, p) in enumerate(named):",
-  '        module.register_parameter(f"p{i}", torch.nn.Parameter(torch.empty(p.shape, dtype=p.dtype, device=p.device)))',
+  "        mp = torch.nn.Parameter(torch.empty(local_shape(p.shape, p.device_mesh, tp_split(p))[0], dtype=p.dtype, device=p.device))",
+  '        mp.tensor_model_parallel = any(isinstance(q, Shard) for q in tp_split(p)) and LAYOUT["tp"] > 1',
+  "        mp.grad = None if p.grad is None else p.grad.redistribute(p.device_mesh, tp_split(p)).to_local()  # reduced, as every rank holds it",
+  '        module.register_parameter(f"p{i}", mp)',
   '    cfg = {"train_micro_batch_size_per_gpu": 1, "gradient_clipping": MAX_NORM, "zero_optimization": {"stage": 2}, "zero_allow_untested_optimizer": True,',
   '           **{"f32": {}, "bf16": {"bf16": {"enabled": True}}, "f16": {"fp16": {"enabled": True, "loss_scale": 1.0}}}[DTYPE]}',
-  "    _, opt, _, _ = deepspeed.initialize(model=module, optimizer=torch.optim.SGD(module.parameters(), lr=0.0), config=cfg, dist_init_required=False)",
-  "    for mp, (fqn, _) in zip(module.parameters(), named):  # the reduced gradients, as every rank holds them at the boundary",
-  '        setattr(mp, "grad_accum" if opt.use_grad_accum_attribute else "grad", full[fqn].reshape(mp.shape) if fqn in full else None)',
+  '    _, opt, _, _ = deepspeed.initialize(model=module, optimizer=torch.optim.SGD(module.parameters(), lr=0.0), config=cfg, mpu=mpu(), dist_init_required=False)',
+  "    if opt.use_grad_accum_attribute:",
+  "        for mp in module.parameters():",
+  "            mp.grad_accum, mp.grad = mp.grad, None",
   "    opt.all_grad_tensors[0] = opt.get_all_grad_tensors(opt.params_in_partition[0], dtype=opt.gradient_accumulation_dtype)",
   "    ag = opt.averaged_gradients[0] = opt.get_flat_partition(opt.params_in_partition[0], opt.first_offset[0], opt.partition_size[0], opt.gradient_accumulation_dtype, named[0][1].device, 0, return_tensor_list=True)",
-  "    last = dist.get_rank() == dist.get_world_size() - 1  # step(): the last partition is padded to the partition size",
-  "    zero_root.partitions = [(opt.flatten_dense_tensors_aligned(ag, int(opt.partition_size[0])) if last else opt.flatten(ag)).float()]",
+  "    last = dist.get_rank(opt.dp_process_group) == dist.get_world_size(opt.dp_process_group) - 1  # step(): the last partition is padded",
+  "    zero_root.partitions, zero_root.module = [(opt.flatten_dense_tensors_aligned(ag, int(opt.partition_size[0])) if last else opt.flatten(ag)).float()], module",
   "    zero_root.opt = opt",
   "    return opt",
 ];
@@ -387,13 +395,15 @@ const ZERO_ROOT = [
 const ZERO_WRITE_BACK = [
   "",
   "@torch.utils._python_dispatch._disable_current_modes()  # copying back is not the clip's communication",
-  "def zero_write_back(named):  # the clipped partitions, gathered, back into the parameters' own shards",
-  "    parts = [torch.empty_like(zero_root.partitions[0]) for _ in range(dist.get_world_size())]",
-  "    dist.all_gather(parts, zero_root.partitions[0])",
-  "    g, opt = torch.cat(parts), zero_root.opt",
-  "    for (_, p), at in zip(named, opt.round_robin_bit16_offsets[0]):",
+  "def zero_write_back(named):  # the clipped partitions, gathered over the data-parallel ranks, back into the parameters' own shards",
+  "    opt = zero_root.opt",
+  "    parts = [torch.empty_like(zero_root.partitions[0]) for _ in range(dist.get_world_size(opt.dp_process_group))]",
+  "    dist.all_gather(parts, zero_root.partitions[0], group=opt.dp_process_group)",
+  "    g = torch.cat(parts)",
+  "    for (_, p), mp, at in zip(named, zero_root.module.parameters(), opt.round_robin_bit16_offsets[0]):",
   "        if p.grad is not None:",
-  "            p.grad.to_local().copy_(distribute_tensor(g[at:at + p.numel()].view(p.shape), p.grad.device_mesh, p.grad.placements, src_data_rank=None).to_local())",
+  "            d = DTensor.from_local(g[at:at + mp.numel()].view(mp.shape), p.device_mesh, tp_split(p), run_check=False, shape=p.shape, stride=p.stride())",
+  "            p.grad.to_local().copy_(d.redistribute(p.device_mesh, p.grad.placements).to_local())",
 ];
 
 /**

@@ -86,7 +86,8 @@ export const ARG_SOURCES = {
     "rank's shard of the flattened gradients as its reduce-scatter leaves it; the clipped shard is copied back into the cell's own local shards for the checks",
   zero_optimizer:
     "DeepSpeed's ZeRO stage 1/2 optimizer (DeepSpeedZeroOptimizer) of an engine deepspeed.initialize builds for the cell (gradient_clipping " +
-    "= max_norm, SGD(lr=0) inside) over the parameters' whole tensors (dp_replicate x dp_shard is its data-parallel group), its " +
+    "= max_norm, SGD(lr=0) inside) over the parameters, each whole over the data-parallel axes and split over tp (tensor_model_parallel; " +
+    "the layout's mpu passed, as Megatron-DeepSpeed does): dp_replicate x dp_shard x cp is its data-parallel group; its " +
     "averaged_gradients the rank's partition of the reduced gradients as the end of backward leaves them at the accumulation boundary",
   zero_grad_partitions:
     "the flat float32 gradient partitions of zero_optimizer, one per parameter group, as its step() builds them from averaged_gradients " +
