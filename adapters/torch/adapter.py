@@ -373,30 +373,6 @@ class ParamsModel(torch.nn.Module):
         return iter([(prefix + n, p) for n, p in self._clip_parity_named])
 
 
-def full_gradients(cell: "Cell", who: str) -> dict:
-    """Each canonical parameter's whole gradient, gathered from the cell's shards (what a data-parallel engine
-    that flattens parameters holds after its gradient reduction). Raises for a cell outside what such an
-    engine builds: a mesh axis other than dp_replicate and dp_shard, or a tied replica (one Parameter there)."""
-    layout = cell.job["layout"]
-    beyond = [f"{a}({layout[a]})" for a in ("pp", "cp", "tp", "ep") if layout[a] > 1]
-    if beyond:
-        raise JobError(f"{who} flattens parameters over dp_replicate and dp_shard only, the layout has {', '.join(beyond)}")
-    if any(not p.clip_parity_canonical for _, p in cell.params):
-        raise JobError(f"{who} holds one copy of a tied parameter: the cell has a tied replica")
-    return {fqn: p.grad.full_tensor() for fqn, p in cell.params if p.grad is not None}
-
-
-def write_flat_back(cell: "Cell", flat: torch.Tensor, offsets: list) -> None:
-    """Copies a clipped flat gradient (every parameter's whole gradient at its offset, `offsets` (fqn, offset)
-    pairs) into the cell's own local shards, for the checks."""
-    for fqn, offset in offsets:
-        param = cell.param_by_fqn[fqn]
-        if param.grad is not None:
-            block = cell.by_fqn[fqn]["block"]
-            part = flat[offset : offset + param.numel()].view(param.shape)[tuple(slice(s, s + n) for s, n in zip(block["start"], block["len"]))]
-            param.grad.to_local().copy_(part)
-
-
 class Fsdp1Root:
     """What FSDP1 (FullyShardedDataParallel with flat parameters) holds when a trainer clips after backward, built
     from the cell: one root instance over every parameter (use_orig_params=False, the default), FULL_SHARD over
@@ -410,10 +386,15 @@ class Fsdp1Root:
         from torch.distributed.fsdp import FullyShardedDataParallel, ShardingStrategy
         from torch.distributed.fsdp._runtime_utils import _lazy_init
 
-        names = cell.meshes["dense"].mesh_dim_names
-        full = full_gradients(cell, "FSDP1")
+        layout, names = cell.job["layout"], cell.meshes["dense"].mesh_dim_names
+        beyond = [f"{a}({layout[a]})" for a in ("pp", "cp", "tp", "ep") if layout[a] > 1]
+        if beyond:
+            raise JobError(f"FSDP1's flat parameters shard over dp_replicate and dp_shard only, the layout has {', '.join(beyond)}")
         self.cell = cell
         self.order = [(fqn, p) for fqn, p in cell.params]
+        if any(not p.clip_parity_canonical for _, p in self.order):
+            raise JobError("FSDP1 holds one copy of a tied parameter: the cell has a tied replica")
+        full = {fqn: p.grad.full_tensor() for fqn, p in self.order if p.grad is not None}
         module = torch.nn.Module()
         for i, (fqn, p) in enumerate(self.order):
             module.register_parameter(f"p{i}", torch.nn.Parameter(torch.empty(p.shape, dtype=cell.dtype, device=cell.device)))
@@ -454,12 +435,15 @@ class Fsdp1Root:
             parts = [torch.empty_like(g) for _ in range(self.handle.world_size)]
             dist.all_gather(parts, g.contiguous(), group=self.root.process_group)
             g = torch.cat(parts)
-        offsets, offset, slots = [], 0, iter(self.order)
+        offset, slots = 0, iter(self.order)
         for numel, pad in zip(self.handle.flat_param._numels_with_padding, self.handle.flat_param._is_padding_mask):
             if not pad:
-                offsets.append((next(slots)[0], offset))
+                fqn, p = next(slots)
+                if p.grad is not None:
+                    block = self.cell.by_fqn[fqn]["block"]
+                    part = g[offset : offset + numel].view(p.shape)[tuple(slice(s, s + n) for s, n in zip(block["start"], block["len"]))]
+                    p.grad.to_local().copy_(part)
             offset += numel
-        write_flat_back(self.cell, g, offsets)
 
 
 class ZeroRoot:
