@@ -18,6 +18,7 @@ import { mergeResults } from "../harness/results/merge.ts";
 import { assertWritableDir, assertWritableFile, writeFileAtomic } from "../harness/util/fs.ts";
 import { parseReporters, REPORTER_NAMES, writeReports, DEFAULT_OUT_DIR } from "../reports/index.ts";
 import { summaryText } from "../reports/common.ts";
+import type { SectionResult } from "../harness/results/sections.ts";
 import { parseCommand, parseCommandLine, str, type CommandSpec } from "./args.ts";
 
 
@@ -69,7 +70,11 @@ export const report = {
     assertWritableDir(outDir, "--out");
     const data = readResultFile(str(v, "results")!);
     const title = str(v, "title");
-    const written = await writeReports(reporters, data.cells, summarizeJson(data.cells), outDir, { ...(title ? { title } : {}), ...(data.catchBy ? { catchBy: data.catchBy } : {}) });
+    const written = await writeReports(reporters, data.cells, summarizeJson(data.cells), outDir, {
+      ...(title ? { title } : {}),
+      ...(data.catchBy ? { catchBy: data.catchBy } : {}),
+      ...(data.sections ? { sections: data.sections as SectionResult[] } : {}),
+    });
     for (const p of written) process.stdout.write(`wrote ${p}\n`);
     return 0;
   },

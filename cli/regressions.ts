@@ -11,7 +11,8 @@ import type { FuzzOutcome } from "../harness/fuzz/run.ts";
 import { regressionsIsolated, type Isolated } from "../harness/run/isolated.ts";
 import { commandLine } from "../harness/util/shell.ts";
 import { regressionCase, regressionSections, type Regression } from "../matrix/regressions.ts";
-import { runExpectedSection } from "./section.ts";
+import { runSection } from "./section.ts";
+import type { SectionResult } from "../harness/results/sections.ts";
 
 interface RegressionRun {
   index: number;
@@ -40,12 +41,12 @@ function named(o: Isolated<FuzzOutcome>, id: string): Isolated<NamedOutcome> {
 
 const idOf = (r: RegressionRun) => `regression ${r.index}: ${describeCase(r.fuzzCase)}`;
 
-/** Runs the matrix's regression section with `subjects`; 1 when an expectation is not met. */
-export async function runRegressionSection(matrix: string, subjects: readonly string[]): Promise<number> {
-  if (!Object.hasOwn(regressionSections(), matrix)) return 0;
+/** Runs the matrix's regression section with `subjects`; null when the matrix has none. */
+export async function runRegressionSection(matrix: string, subjects: readonly string[]): Promise<SectionResult | null> {
+  if (!Object.hasOwn(regressionSections(), matrix)) return null;
   const regressions = regressionSections()[matrix]!;
   process.stdout.write(`the ${matrix} matrix's ${regressions.length} regression cells (matrix/regressions.json) run with each subject\n`);
-  return runExpectedSection<RegressionRun, NamedOutcome>(
+  return runSection<RegressionRun, NamedOutcome>(
     {
       kind: "regression",
       matrix,

@@ -15,7 +15,8 @@ import { INIT_MODES, type InitMode } from "../harness/training/train.ts";
 import { DEFAULT_STEPS, resumeCellId, validateResumeCell, type ResumeCell, type ResumeResult } from "../harness/training/resume.ts";
 import { assertWritableFile, writeJsonAtomic } from "../harness/util/fs.ts";
 import { assertOnlyJsonWithMatrix, parseChoice, parseCommand, parseInteger, parseNormType, str, type CommandSpec } from "./args.ts";
-import { runExpectedSection } from "./section.ts";
+import { runSection, sectionExitCode } from "./section.ts";
+import type { SectionResult } from "../harness/results/sections.ts";
 
 export const spec: CommandSpec = {
   name: "resume",
@@ -52,7 +53,7 @@ export async function run(argv: string[]): Promise<number> {
   const matrix = s("matrix");
   if (matrix !== undefined) {
     assertOnlyJsonWithMatrix(v, [], "resume");
-    return runResumeMatrix(matrix, jsonPath, s("subject"));
+    return sectionExitCode(await runResumeMatrix(matrix, jsonPath, s("subject")));
   }
   const fromExisting = v["from-existing"] === true;
   const dir = s("dir");
@@ -103,10 +104,10 @@ export async function run(argv: string[]): Promise<number> {
 }
 
 /** A matrix's resume section; with a subject, every correct case's configuration with that subject. */
-export async function runResumeMatrix(name: string, jsonPath: string | undefined, subject?: string): Promise<number> {
+export async function runResumeMatrix(name: string, jsonPath: string | undefined, subject?: string): Promise<SectionResult> {
   const { resumeCases, resumeCasesFor, resumeSections } = await import("../matrix/resume.ts");
   const info = subject === undefined ? undefined : await subjectInfo(subject); // bad input is exit 2 first
-  return runExpectedSection<ReturnType<typeof resumeCases>[number], ResumeResult>(
+  return runSection<ReturnType<typeof resumeCases>[number], ResumeResult>(
     {
       kind: "resume",
       matrix: name,
@@ -115,6 +116,7 @@ export async function runResumeMatrix(name: string, jsonPath: string | undefined
       runAll: async (cases) => resumeIsolated(cases.map((cell) => ({ cell }))),
       idOf: resumeCellId,
       checkOf: (r) => r.checks[0]!,
+      ...(subject !== undefined ? { subject } : {}),
     },
     jsonPath,
   );

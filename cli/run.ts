@@ -13,6 +13,7 @@ import { printFailures } from "./print.ts";
 import { runTrainMatrix } from "./train.ts";
 import { runResumeMatrix } from "./resume.ts";
 import { runRegressionSection } from "./regressions.ts";
+import { sectionsFailed, sectionSummaryText, type SectionResult } from "../harness/results/sections.ts";
 import { subjectInfo } from "../harness/run/isolated.ts";
 import { isExternalSpec } from "../harness/subject/registry.ts";
 
@@ -45,20 +46,26 @@ export const spec: CommandSpec = {
  * The main job judges an optimizer-owned subject by every section its shape can be judged by: besides
  * the matrix's cells (the finalize ones among them), the matrix's train and resume sections run with it
  * (an init sync, a flag never reset after step 1, a checkpoint: only these show). A whole run only: a
- * filter or a shard selects cells. Returns 1 when a section's expectation was not met. (Every subject of
- * a whole run also meets the matrix's regression cells: cli/regressions.ts.)
+ * filter or a shard selects cells. (Every subject of a whole run also meets the matrix's regression cells:
+ * cli/regressions.ts.)
  */
-async function runOptimizerSections(matrix: string, results: readonly { cell: { subject: string } }[]): Promise<number> {
+async function runOptimizerSections(matrix: string, results: readonly { cell: { subject: string } }[]): Promise<SectionResult[]> {
   const { trainSections } = await import("../matrix/train.ts");
   const { resumeSections } = await import("../matrix/resume.ts");
-  let unmet = 0;
+  const sections: SectionResult[] = [];
   for (const spec of new Set(results.map((r) => r.cell.subject))) {
     if (isExternalSpec(spec) || (await subjectInfo(spec)).shape !== "optimizer") continue;
     process.stdout.write(`${spec} is an optimizer-owned clipper: the ${matrix} matrix's train and resume sections run with it\n`);
-    if (Object.hasOwn(trainSections(), matrix)) unmet |= await runTrainMatrix(matrix, undefined, spec);
-    if (Object.hasOwn(resumeSections(), matrix)) unmet |= await runResumeMatrix(matrix, undefined, spec);
+    if (Object.hasOwn(trainSections(), matrix)) sections.push(await runTrainMatrix(matrix, undefined, spec));
+    if (Object.hasOwn(resumeSections(), matrix)) sections.push(await runResumeMatrix(matrix, undefined, spec));
   }
-  return unmet;
+  return sections;
+}
+
+/** The sections a whole run judges after its cells, in the order they run: regression, then train and resume. */
+async function runSections(matrix: string, results: readonly { cell: { subject: string } }[]): Promise<SectionResult[]> {
+  const regression = await runRegressionSection(matrix, [...new Set(results.map((r) => r.cell.subject))]);
+  return [...(regression ? [regression] : []), ...(await runOptimizerSections(matrix, results))];
 }
 
 /** The options of a run from its flags, every value checked before anything runs (exit 2). */
@@ -95,13 +102,15 @@ export async function run(argv: string[]): Promise<number> {
   const output = await runMatrix(matrix, options, combineHooks(v.quiet ? undefined : progressHooks(process.stderr), reports?.hooks));
   printFailures(output.results, process.stdout);
   process.stdout.write(`${summaryLine(output.summary)}\n`);
-  if (jsonPath) writeFileAtomic(jsonPath, JSON.stringify(jsonReport(output.results, output.summary, output.catchBy), null, 2) + "\n");
-  for (const path of (await reports?.finish(output.results, output.summary, output.notes, { backend: output.backend, catchBy: output.catchBy })) ?? []) {
+  // the result file and the reports are written once every section has run, so that they hold its verdict too
+  const whole = str(v, "filter") === undefined && options.shard === undefined;
+  const sections = whole ? await runSections(matrix.name, output.results) : [];
+  for (const s of sections) process.stdout.write(`${sectionSummaryText(s)}\n`);
+  if (jsonPath) writeFileAtomic(jsonPath, JSON.stringify(jsonReport(output.results, output.summary, output.catchBy, sections), null, 2) + "\n");
+  for (const path of (await reports?.finish(output.results, output.summary, output.notes, { backend: output.backend, catchBy: output.catchBy, sections })) ?? []) {
     process.stderr.write(`wrote ${path}\n`);
   }
-  const whole = str(v, "filter") === undefined && options.shard === undefined;
-  const sections = whole ? (await runRegressionSection(matrix.name, [...new Set(output.results.map((r) => r.cell.subject))])) | (await runOptimizerSections(matrix.name, output.results)) : 0;
-  if (output.summary.failed || sections) return 1;
+  if (output.summary.failed || sectionsFailed(sections)) return 1;
   // every check skipped is no verdict, never a pass: exit 0 means every check that ran passed, and one did
   if (verdictOf(output.results) === "none") {
     process.stdout.write("NO VERDICT: nothing was judged (every check of every cell was skipped)\n");

@@ -5,6 +5,7 @@
  */
 import type { CheckResult } from "../harness/checks/types.ts";
 import { InputError } from "../harness/errors.ts";
+import { sectionsFailed, type SectionResult } from "../harness/results/sections.ts";
 import { expectationMet, sectionCheck, type Isolated } from "../harness/run/isolated.ts";
 import { writeJsonAtomic } from "../harness/util/fs.ts";
 
@@ -19,16 +20,32 @@ export interface SectionRun<C, R> {
   idOf(c: C): string;
   /** The one check that judges a case's result. */
   checkOf(r: R): CheckResult;
+  /** The subject every case ran with, when the section was run for one. */
+  subject?: string;
 }
 
+/** Runs a section for its exit status alone: 1 when an expectation was not met. */
 export async function runExpectedSection<C extends { expect: "pass" | "fail" }, R extends { id: string; durationMs: number }>(
   s: SectionRun<C, R>,
   jsonPath: string | undefined,
 ): Promise<number> {
+  return sectionExitCode(await runSection(s, jsonPath));
+}
+
+export function sectionExitCode(s: SectionResult): number {
+  return sectionsFailed([s]) ? 1 : 0;
+}
+
+/** Runs a section, prints a line per case, and returns every case's verdict (for result files and reports). */
+export async function runSection<C extends { expect: "pass" | "fail" }, R extends { id: string; durationMs: number }>(
+  s: SectionRun<C, R>,
+  jsonPath: string | undefined,
+): Promise<SectionResult> {
   if (s.cases.length === 0) throw new InputError(`--matrix: "${s.matrix}" has no ${s.kind} section (matrices with one: ${s.sections.join(", ")})`);
   const out = process.stdout;
   const outcomes = await s.runAll(s.cases);
   const checks: CheckResult[] = [];
+  const section: SectionResult = { kind: s.kind, matrix: s.matrix, ...(s.subject !== undefined ? { subject: s.subject } : {}), cases: [] };
   let wrong = 0;
   s.cases.forEach((c, i) => {
     const o = outcomes[i]!;
@@ -36,8 +53,10 @@ export async function runExpectedSection<C extends { expect: "pass" | "fail" }, 
     checks.push(check);
     const met = expectationMet(c.expect, check);
     if (!met) wrong++;
+    const id = o.result?.id ?? s.idOf(c);
+    section.cases.push({ id, expect: c.expect, check: check.id, status: check.status, message: check.message, met, ...(o.result ? { durationMs: Math.round(o.result.durationMs) } : {}) });
     const seconds = o.result ? `  ${(o.result.durationMs / 1000).toFixed(1)} s` : "";
-    out.write(`${met ? "ok  " : "FAIL"} ${check.status.padEnd(4)} (expected ${c.expect}) ${o.result?.id ?? s.idOf(c)}${seconds}\n`);
+    out.write(`${met ? "ok  " : "FAIL"} ${check.status.padEnd(4)} (expected ${c.expect}) ${id}${seconds}\n`);
     if (!met) out.write(`     ${check.id}: ${check.message.replace(/\n/g, "\n     ")}\n`);
   });
   out.write(`${s.cases.length} ${s.kind} cells: ${s.cases.length - wrong} as expected, ${wrong} not\n`);
@@ -47,5 +66,5 @@ export async function runExpectedSection<C extends { expect: "pass" | "fail" }, 
     const results = outcomes.map((o, i) => o.result ?? { id: s.idOf(s.cases[i]!), check: checks[i] });
     writeJsonAtomic(jsonPath, { kind: s.kind, matrix: s.matrix, results, summary: { cells: results.length, passed, failed, skipped: results.length - passed - failed, unexpected: wrong } });
   }
-  return wrong ? 1 : 0;
+  return section;
 }

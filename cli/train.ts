@@ -15,7 +15,8 @@ import { INIT_MODES, type InitMode } from "../harness/training/train.ts";
 import { DEFAULT_TRAIN_STEPS, trainId, validateTrainCell, type TrainCell, type TrainResult } from "../harness/training/train-parity.ts";
 import { assertWritableFile, writeJsonAtomic } from "../harness/util/fs.ts";
 import { assertOnlyJsonWithMatrix, list, parseChoice, parseCommandLine, parseInteger, parseNormType, str, type CommandSpec } from "./args.ts";
-import { runExpectedSection } from "./section.ts";
+import { runSection, sectionExitCode } from "./section.ts";
+import type { SectionResult } from "../harness/results/sections.ts";
 
 export const spec: CommandSpec = {
   name: "train",
@@ -48,7 +49,7 @@ export async function run(argv: string[]): Promise<number> {
   const matrix = s("matrix");
   if (matrix !== undefined) {
     assertOnlyJsonWithMatrix(v, positionals, "train");
-    return runTrainMatrix(matrix, jsonPath, s("subject"));
+    return sectionExitCode(await runTrainMatrix(matrix, jsonPath, s("subject")));
   }
   const layoutTexts = [...(list(v, "layouts") ?? []), ...positionals];
   if (list(v, "layouts") === undefined) {
@@ -82,10 +83,10 @@ export async function run(argv: string[]): Promise<number> {
 }
 
 /** A matrix's train section; with a subject, every correct case's configuration with that subject. */
-export async function runTrainMatrix(name: string, jsonPath: string | undefined, subject?: string): Promise<number> {
+export async function runTrainMatrix(name: string, jsonPath: string | undefined, subject?: string): Promise<SectionResult> {
   const { trainCases, trainCasesFor, trainSections } = await import("../matrix/train.ts");
   if (subject !== undefined) await subjectInfo(subject); // bad input (no such subject, a module that does not load) is exit 2 first
-  return runExpectedSection<ReturnType<typeof trainCases>[number], TrainResult>(
+  return runSection<ReturnType<typeof trainCases>[number], TrainResult>(
     {
       kind: "train",
       matrix: name,
@@ -94,6 +95,7 @@ export async function runTrainMatrix(name: string, jsonPath: string | undefined,
       runAll: (cases) => trainIsolated(cases),
       idOf: trainId,
       checkOf: (r) => r.check,
+      ...(subject !== undefined ? { subject } : {}),
     },
     jsonPath,
   );

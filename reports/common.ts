@@ -7,6 +7,7 @@ import { formatLayout, LAYOUT_AXES, type Layout } from "../harness/layout/layout
 import { cellJsonFailed, type CellJson } from "../harness/results/schema.ts";
 import { cellSkipped, verdictOf, type Verdict } from "../harness/results/summary.ts";
 import type { RunSummary } from "../harness/results/types.ts";
+import { sectionsFailed, type SectionResult } from "../harness/results/sections.ts";
 
 /** What a report says about the run it describes; every field optional. */
 export interface ReportMeta {
@@ -21,6 +22,8 @@ export interface ReportMeta {
   notes?: string[];
   /** The known-bad subjects of the run and the checks that must catch each: their failures are shown as expected. */
   catchBy?: CatchBy;
+  /** The regression, train and resume sections the run judged after its cells; each reporter shows them and their verdicts. */
+  sections?: readonly SectionResult[];
 }
 
 /** subject -> the checks that must catch it (a known-bad subject's `catchBy`). */
@@ -35,10 +38,11 @@ export function outcomeOf(c: Pick<CellJson, "checks">): Outcome {
 
 /**
  * The run's verdict as every reporter states it. A summary that counts failures fails even if the cells
- * given do not show them; PASS needs at least one check that ran.
+ * given do not show them, and so does a section with an expectation not met; PASS needs at least one
+ * check that ran.
  */
-export function runVerdict(cells: readonly Pick<CellJson, "checks">[], summary: RunSummary): Verdict {
-  return summary.failed > 0 ? "fail" : verdictOf(cells);
+export function runVerdict(cells: readonly Pick<CellJson, "checks">[], summary: RunSummary, sections?: readonly SectionResult[]): Verdict {
+  return summary.failed > 0 || sectionsFailed(sections) ? "fail" : verdictOf(cells);
 }
 
 export const VERDICT_TEXT: Record<Verdict, string> = { pass: "PASS", fail: "FAIL", none: "NO VERDICT: nothing was judged" };

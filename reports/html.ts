@@ -23,6 +23,7 @@ import { formatBytes } from "../harness/results/text.ts";
 import { terminalText } from "./escape.ts";
 import { expectedHeading, failureDigest, groupKindText, missedText, unexpectedHeading, type FailureDigest, type FailureGroup } from "./groups.ts";
 import type { CellJson } from "../harness/results/schema.ts";
+import { sectionCounts, sectionSummaryText, sectionTitle, sectionVerdict, type SectionResult } from "../harness/results/sections.ts";
 
 /** Text for an element or attribute: markup characters as entities, control characters as visible escapes. */
 export function htmlEscape(text: string): string {
@@ -448,13 +449,37 @@ function commBars(cells: CellJson[], subject: string, layout: string): Bar[] {
     .map(([rank, w]) => ({ rank, value: w.n, label: `${subject} on ${layout}, rank ${rank}: ${w.n} collectives, ${formatBytes(w.bytes)} moved (${w.id})` }));
 }
 
+/**
+ * #sections: one table per section (article.section with data-kind and data-verdict), a row per case
+ * (tr.section-case with data-met); an expectation not met is marked fail, a known-bad case caught as it
+ * must be is a pass that says "expected fail".
+ */
+function sectionsHtml(sections: readonly SectionResult[]): string {
+  const articles = sections.map((s) => {
+    const n = sectionCounts(s);
+    const rows = s.cases
+      .map(
+        (c) =>
+          `<tr class="section-case" data-met="${c.met}"><td class="${c.met ? "st-pass" : "st-fail"}">${c.met ? "ok" : "FAIL"}</td><td><code>${h(c.id)}</code></td><td>expected ${c.expect}</td>` +
+          `<td><code>${h(c.check)}</code> ${c.status}</td><td>${c.message ? `<pre>${h(c.message)}</pre>` : ""}</td></tr>`,
+      )
+      .join("\n");
+    return (
+      `<article class="section" data-kind="${s.kind}" data-verdict="${sectionVerdict(s)}" data-cases="${n.cases}" data-unexpected="${n.unexpected}">` +
+      `<h3>${h(sectionTitle(s))}</h3><p class="verdict ${sectionVerdict(s)}">${h(sectionSummaryText(s))}</p>` +
+      `<table class="section-cases"><thead><tr><th></th><th>case</th><th>expectation</th><th>check</th><th>message</th></tr></thead><tbody>\n${rows}\n</tbody></table></article>`
+    );
+  });
+  return `<section id="sections"><h2>Sections: regression, train and resume</h2>\n${articles.join("\n")}\n</section>`;
+}
+
 export function renderHtml(cells: readonly CellJson[], summary: RunSummary, meta: ReportMeta = {}): string {
   const grid = gridOf(cells);
   const index = new Map<CellJson, number>(cells.map((c, i) => [c, i]));
   const what = describeRun(meta);
   const title = `${meta.title ?? "clip-parity"}${what ? `: ${what}` : ""}`;
   const n = counts(cells);
-  const verdict = runVerdict(cells, summary);
+  const verdict = runVerdict(cells, summary, meta.sections);
 
   const digest = failureDigest(cells, meta.catchBy);
   return `<!doctype html>
@@ -472,7 +497,7 @@ export function renderHtml(cells: readonly CellJson[], summary: RunSummary, meta
 <h1>${h(title)}</h1>
 <p class="verdict ${verdict}">${h(VERDICT_TEXT[verdict])}: ${h(summaryText(summary))}${verdict === "none" ? `; ${h(NOTHING_JUDGED)}` : ""}</p>
 ${(meta.notes ?? []).map((x) => `<p class="note">${h(x)}</p>`).join("\n")}${meta.generatedAt ? `<p class="note">generated ${h(meta.generatedAt)}</p>` : ""}
-<nav><a href="#matrix">matrix</a><a href="#memory">memory per rank</a><a href="#comm">collectives per rank</a><a href="#failures">failures by subject and check (${digest.unexpected.length + digest.expected.length} groups, ${digest.failingCells} cells)</a></nav>
+<nav><a href="#matrix">matrix</a><a href="#memory">memory per rank</a><a href="#comm">collectives per rank</a><a href="#failures">failures by subject and check (${digest.unexpected.length + digest.expected.length} groups, ${digest.failingCells} cells)</a>${meta.sections?.length ? `<a href="#sections">regression, train and resume sections</a>` : ""}</nav>
 </header>
 <section id="matrix"><h2>Matrix: subjects × layouts</h2>
 <p class="legend"><span><i class="swatch" style="background:var(--pass)"></i>passed (${n.pass})</span><span><i class="swatch" style="background:var(--fail)"></i>failed (${n.fail})</span><span><i class="swatch" style="background:var(--skip)"></i>skipped (${n.skip})</span></p>
@@ -491,6 +516,7 @@ ${filtersBar(cells, grid)}
 <section id="failures"><h2>Failures by subject and check (${digest.failingCells} failing cells, ${digest.pairs} failing checks)</h2>
 ${digest.failingCells ? failuresSection(digest, index) : `<p class="none">No failing cells.</p>`}
 </section>
+${meta.sections?.length ? sectionsHtml(meta.sections) : ""}
 <script type="application/json" id="cells-data">${scriptJson(cells)}</script>
 <noscript><p class="note">Cell details and filters need JavaScript; the failure groups above are complete without it.</p></noscript>
 <script>${SCRIPT}</script>

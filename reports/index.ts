@@ -13,6 +13,7 @@ import { join } from "node:path";
 import { InputError } from "../harness/errors.ts";
 import type { CellResult, RunSummary } from "../harness/results/types.ts";
 import { catchByField, cellJson } from "../harness/results/json.ts";
+import { sectionsField } from "../harness/results/sections.ts";
 import { writeFileAtomic } from "../harness/util/fs.ts";
 import { renderJunit } from "./junit.ts";
 import { renderMarkdown } from "./markdown.ts";
@@ -57,15 +58,15 @@ function fileReporter(
   };
 }
 
-/** The summary with its verdict spelled out, so that a script reading it cannot take nothing for a pass. */
-function summaryWithVerdict(cells: readonly CellJson[], summary: RunSummary) {
-  const verdict = runVerdict(cells, summary);
+/** The summary with its verdict spelled out (the sections' included), so that a script reading it cannot take nothing for a pass. */
+function summaryWithVerdict(cells: readonly CellJson[], summary: RunSummary, meta: ReportMeta) {
+  const verdict = runVerdict(cells, summary, meta.sections);
   return { ...summary, verdict: verdict === "none" ? "no verdict" : verdict };
 }
 
 export const REPORTERS: Record<string, Reporter> = {
-  json: fileReporter("json", "results.json", "the --json shape: every cell, its checks, memory and collectives", (cells, summary, meta) =>
-    JSON.stringify({ cells, summary: summaryWithVerdict(cells, summary), ...catchByField(meta.catchBy) }, null, 2) + "\n",
+  json: fileReporter("json", "results.json", "the --json shape: every cell, its checks, memory and collectives; the regression, train and resume sections", (cells, summary, meta) =>
+    JSON.stringify({ cells, summary: summaryWithVerdict(cells, summary, meta), ...catchByField(meta.catchBy), ...sectionsField(meta.sections) }, null, 2) + "\n",
   ),
   junit: fileReporter("junit", "junit.xml", "JUnit XML: a testsuite per subject, a testcase per cell and check", renderJunit),
   md: fileReporter("md", "summary.md", "Markdown for CI job summaries: subjects x layouts, then the failing cells", (c, s, m) => renderMarkdown(c, s, m)),

@@ -3,12 +3,14 @@
  * subject, one <testcase> per cell (classname = the subject, name = the cell id), a failing cell's
  * <failure> naming its failing checks in the message attribute and carrying each one's full message as
  * text; a cell in which every check skipped is <skipped> with the reasons. A run in which no check ran
- * gets one <testcase> with an <error>, so that a CI page never shows it green.
+ * gets one <testcase> with an <error>, so that a CI page never shows it green. The run's regression, train
+ * and resume sections follow, a <testsuite> each (sectionSuite).
  */
 import type { RunSummary } from "../harness/results/types.ts";
 import { describeRun, NOTHING_JUDGED, runVerdict, summaryText, VERDICT_TEXT, type ReportMeta } from "./common.ts";
 import { firstLine } from "../harness/results/text.ts";
 import type { CellJson } from "../harness/results/schema.ts";
+import { sectionCounts, sectionTitle, type SectionResult } from "../harness/results/sections.ts";
 
 /** Characters XML 1.0 cannot carry at all (most C0 controls, lone surrogates, U+FFFE/U+FFFF). */
 const INVALID_XML = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\uFFFE\uFFFF]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
@@ -38,6 +40,34 @@ function noVerdictSuite(summary: RunSummary): string {
     `      <error message="${attr(message)}" type="no-verdict">${xmlEscape(`${NOTHING_JUDGED}: ${summaryText(summary)}`)}</error>\n` +
     `    </testcase>\n  </testsuite>`
   );
+}
+
+/**
+ * A section (regression, train, resume) as one <testsuite>, a <testcase> per case (classname the section's
+ * kind): an expectation not met is a <failure>; a known-bad case that failed as it must is a pass with the
+ * property expected=fail, so that CI shows it green and a reader still sees why.
+ */
+function sectionSuite(s: SectionResult): { xml: string; tests: number; failures: number; time: number } {
+  let time = 0;
+  const cases = s.cases.map((c) => {
+    const t = (c.durationMs ?? 0) / 1000;
+    time += t;
+    const open = `    <testcase name="${attr(c.id)}" classname="${attr(`${s.kind}${s.subject ? ` ${s.subject}` : ""}`)}" time="${t.toFixed(3)}"`;
+    if (!c.met) {
+      const message = `expected ${c.expect}, got ${c.check} ${c.status}${c.message ? `: ${firstLine(c.message)}` : ""}`;
+      return `${open}>\n      <failure message="${attr(message)}" type="${attr(c.check)}">${xmlEscape(c.message)}</failure>\n    </testcase>`;
+    }
+    if (c.expect === "fail") {
+      return `${open}>\n      <properties><property name="expected" value="${attr(`fail: ${c.check} caught a known-bad case`)}"/></properties>\n    </testcase>`;
+    }
+    return `${open}/>`;
+  });
+  const n = sectionCounts(s);
+  const xml =
+    `  <testsuite name="${attr(sectionTitle(s))}" tests="${n.cases}" failures="${n.unexpected}" errors="0" skipped="0" time="${time.toFixed(3)}">\n` +
+    (cases.length ? cases.join("\n") + "\n" : "") +
+    `  </testsuite>`;
+  return { xml, tests: n.cases, failures: n.unexpected, time };
 }
 
 export function renderJunit(cells: readonly CellJson[], summary: RunSummary, meta: ReportMeta = {}): string {
@@ -77,7 +107,14 @@ export function renderJunit(cells: readonly CellJson[], summary: RunSummary, met
         `  </testsuite>`,
     );
   }
-  if (runVerdict(cells, summary) === "none") {
+  for (const section of meta.sections ?? []) {
+    const x = sectionSuite(section);
+    suites.push(x.xml);
+    total.tests += x.tests;
+    total.failures += x.failures;
+    total.time += x.time;
+  }
+  if (runVerdict(cells, summary, meta.sections) === "none") {
     suites.push(noVerdictSuite(summary));
     total.tests++;
     total.errors++;

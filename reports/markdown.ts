@@ -11,6 +11,7 @@ import { firstLine, messageBody } from "../harness/results/text.ts";
 import { mdCell, mdCode, mdFence, mdText } from "./escape.ts";
 import { expectedHeading, failureDigest, groupKindText, missedText, unexpectedHeading, type FailureGroup } from "./groups.ts";
 import type { CellJson } from "../harness/results/schema.ts";
+import { sectionSummaryText, sectionTitle, sectionVerdict, type SectionResult } from "../harness/results/sections.ts";
 
 const VERDICT_MARK = { pass: "✅", fail: "❌", none: "⛔" } as const;
 
@@ -26,11 +27,25 @@ function groupRow(g: FailureGroup, kind: boolean): string {
   return `| ${cols.join(" | ")} |`;
 }
 
+/** The sections after the cells' failures: a line per section with its verdict, then every case whose expectation was not met. */
+function sectionsMarkdown(sections: readonly SectionResult[]): string[] {
+  const out = ["### Sections: regression, train and resume", ""];
+  for (const s of sections) out.push(`- ${VERDICT_MARK[sectionVerdict(s)]} ${mdText(sectionSummaryText(s))}`);
+  out.push("");
+  const unmet = sections.flatMap((s) => s.cases.filter((c) => !c.met).map((c) => ({ s, c })));
+  if (unmet.length) {
+    out.push("| section | case | expected | got | message |", "|---|---|---|---|---|");
+    for (const { s, c } of unmet) out.push(`| ${mdText(sectionTitle(s))} | ${mdCode(c.id, { table: true })} | ${c.expect} | ${mdCode(c.check, { table: true })} ${c.status} | ${mdCell(firstLine(c.message))} |`);
+    out.push("");
+  }
+  return out;
+}
+
 export function renderMarkdown(cells: readonly CellJson[], summary: RunSummary, meta: ReportMeta = {}, options: MarkdownOptions = {}): string {
   const maxFailures = options.maxFailures ?? 50;
   const out: string[] = [];
   const what = describeRun(meta);
-  const verdict = runVerdict(cells, summary);
+  const verdict = runVerdict(cells, summary, meta.sections);
   out.push(`## ${mdText(meta.title ?? "clip-parity")}${what ? `: ${mdText(what)}` : ""}`, "");
   out.push(`**${VERDICT_MARK[verdict]} ${VERDICT_TEXT[verdict]}**: ${summaryText(summary)}${verdict === "none" ? `; ${NOTHING_JUDGED}` : ""}`, "");
   for (const note of meta.notes ?? []) out.push(`> ${mdCell(note)}`, "");
@@ -65,6 +80,8 @@ export function renderMarkdown(cells: readonly CellJson[], summary: RunSummary, 
     out.push(`### ${expectedHeading(digest)}`, "");
     out.push("| subject | check | why | cells | first cell | first message |\n|---|---|---|---|---|---|", ...digest.expected.map((g) => groupRow(g, true)), "");
   }
+
+  if (meta.sections?.length) out.push(...sectionsMarkdown(meta.sections));
 
   const failing = cells.filter((c) => failedChecks(c).length > 0);
   if (failing.length) {

@@ -6,9 +6,12 @@
  * Each cell also carries ranks, memory (per rank: gradBytes, scratchPeakBytes, budgetBytes, leakedBytes),
  * comm (per rank: collectives, bytes, byKind), repro, durationMs and, when measured, timings (ms per phase)
  * and tensorHash. Beside cells and summary, `catchBy` names the run's known-bad subjects and the checks that
- * must catch each. schema.ts validates it.
+ * must catch each, and `sections` holds the regression, train and resume sections of a whole run (each
+ * { kind, matrix, subject?, cases: [{ id, expect, check, status, message, met, durationMs }], summary, verdict }).
+ * schema.ts validates it.
  */
 import type { CellResult, RunSummary } from "./types.ts";
+import { sectionsField, type SectionResult } from "./sections.ts";
 
 export function jsonNumber(x: number | null): number | string | null {
   if (x === null) return null;
@@ -58,9 +61,18 @@ export function cellJson(r: CellResult) {
   };
 }
 
-/** `catchBy`: the run's known-bad subjects and the checks that must catch each, so that reports of this file show their failures as expected. */
-export function jsonReport(results: readonly CellResult[], summary: RunSummary, catchBy?: Readonly<Record<string, readonly string[]>>) {
-  return { cells: results.map(cellJson), summary, ...catchByField(catchBy) };
+/**
+ * `catchBy`: the run's known-bad subjects and the checks that must catch each, so that reports of this file
+ * show their failures as expected. `sections`: the regression, train and resume sections the run judged
+ * after its cells (sections.ts), each with its cases, counts and verdict.
+ */
+export function jsonReport(
+  results: readonly CellResult[],
+  summary: RunSummary,
+  catchBy?: Readonly<Record<string, readonly string[]>>,
+  sections?: readonly SectionResult[],
+) {
+  return { cells: results.map(cellJson), summary, ...catchByField(catchBy), ...sectionsField(sections) };
 }
 
 /** A result file's `catchBy` field: written only when the run had a known-bad subject, so older readers and diffs are unchanged otherwise. */

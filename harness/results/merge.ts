@@ -9,6 +9,7 @@ import { resolve } from "node:path";
 import { InputError } from "../errors.ts";
 import { escapeControls } from "./controls.ts";
 import { catchByField } from "./json.ts";
+import { sectionsField, type SectionResult } from "./sections.ts";
 import { cellDifference, summarizeJson, type CellJson, type ResultFile } from "./schema.ts";
 
 export interface MergeInput {
@@ -53,8 +54,11 @@ export function mergeResults(inputs: readonly MergeInput[]): { file: ResultFile;
   const cells: CellJson[] = [];
   const from = new Map<string, { cell: CellJson; path: string }>();
   const catchBy: Record<string, string[]> = {};
+  // sections run only in a whole run, so at most one shard holds them: kept as that file had them
+  const sections: SectionResult[] = [];
   let duplicates = 0;
   for (const { path, data } of inputs) {
+    sections.push(...((data.sections ?? []) as SectionResult[]));
     for (const [subject, checks] of Object.entries(data.catchBy ?? {})) catchBy[subject] = [...new Set([...(catchBy[subject] ?? []), ...checks])];
     for (const cell of data.cells) {
       const seen = from.get(cell.id);
@@ -74,5 +78,5 @@ export function mergeResults(inputs: readonly MergeInput[]): { file: ResultFile;
     }
   }
   const summary = { ...summarizeJson(cells) } as ResultFile["summary"];
-  return { file: { cells, summary, ...catchByField(catchBy) }, duplicates };
+  return { file: { cells, summary, ...catchByField(catchBy), ...(sectionsField(sections) as Pick<ResultFile, "sections">) }, duplicates };
 }

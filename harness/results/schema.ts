@@ -9,6 +9,7 @@ import { escapeControls } from "./controls.ts";
 import { layoutFields } from "../layout/schema.ts";
 import { cellFailed, summarize } from "./summary.ts";
 import type { RunSummary } from "./types.ts";
+import { SECTION_KINDS } from "./sections.ts";
 import { invalidMessage, readJsonFile } from "../util/json-file.ts";
 
 /** A norm as the JSON shape writes it: a number, or "nan" / "inf" / "-inf", or null (no value). */
@@ -65,10 +66,30 @@ export const summarySchema = z.looseObject({ cells: count, passed: count, failed
 /** subject -> the checks that must catch it, for the run's known-bad subjects; absent in older files. */
 export const catchBySchema = z.record(z.string(), z.array(z.string()));
 
+/** A section's case as json.ts writes it; its counts and verdict are recomputed from the cases, never trusted. */
+export const sectionCaseJsonSchema = z.looseObject({
+  id: z.string().min(1),
+  expect: z.enum(["pass", "fail"]),
+  check: z.string().min(1),
+  status: z.enum(["pass", "fail", "skip"]),
+  message: z.string(),
+  met: z.boolean(),
+  durationMs: z.number().nonnegative().optional(),
+});
+
+export const sectionJsonSchema = z.looseObject({
+  kind: z.enum(SECTION_KINDS),
+  matrix: z.string().min(1),
+  subject: z.string().min(1).optional(),
+  cases: z.array(sectionCaseJsonSchema),
+});
+
 export const resultFileSchema = z.looseObject({
   cells: z.array(cellJsonSchema),
   summary: summarySchema,
   catchBy: catchBySchema.optional(),
+  /** The regression, train and resume sections of a whole run; absent in older files and in shards. */
+  sections: z.array(sectionJsonSchema).optional(),
 });
 
 /** One cell of a result file: what every reporter, `merge` and `gate` work from. */
@@ -123,10 +144,11 @@ export function cellDifference(a: CellJson, b: CellJson): string | null {
  * A result file as `merge` writes it: valid JSON with one cell per line, so that a committed baseline
  * stays compact and its diffs show which cells changed.
  */
-export function formatResultFile(file: { cells: readonly unknown[]; summary: unknown; catchBy?: unknown }): string {
+export function formatResultFile(file: { cells: readonly unknown[]; summary: unknown; catchBy?: unknown; sections?: readonly unknown[] }): string {
   const cells = file.cells.map((c) => JSON.stringify(c)).join(",\n");
   const catchBy = file.catchBy === undefined ? "" : `,\n"catchBy": ${JSON.stringify(file.catchBy)}`;
-  return `{"cells": [\n${cells}\n],\n"summary": ${JSON.stringify(file.summary)}${catchBy}}\n`;
+  const sections = file.sections === undefined ? "" : `,\n"sections": [\n${file.sections.map((s) => JSON.stringify(s)).join(",\n")}\n]`;
+  return `{"cells": [\n${cells}\n],\n"summary": ${JSON.stringify(file.summary)}${catchBy}${sections}}\n`;
 }
 
 const RESULT_FILE_KIND = "a clip-parity result file (the --json shape)";
