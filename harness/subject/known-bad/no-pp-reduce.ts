@@ -4,28 +4,12 @@
  * (on any layout with pp > 1).
  */
 import { defineSubject } from "../api.ts";
-import type { Group } from "../../layout/mesh.ts";
-import { combine, counts, finishClip, localPartial, reduceOp, reductionGroupOf } from "../common.ts";
+import { bucketedClip } from "../builtin/bucketed-core.ts";
 
 export default defineSubject({
   name: "no-pp-reduce",
   description: "bucketed without the PP all_reduce (torchtitan issue 596)",
   tolerance: "fp32",
   catchBy: ["parity.norm"],
-  async clip(rank, args) {
-    const { params, normType } = args;
-    const op = reduceOp(normType);
-    const buckets = new Map<string, { group: Group; acc: number }>();
-    for (const p of params) {
-      if (!counts(p)) continue;
-      const group = reductionGroupOf(rank, p);
-      const b = buckets.get(group.key) ?? { group, acc: 0 };
-      b.acc = combine(b.acc, localPartial(rank.ops, p.grad, normType), normType);
-      buckets.set(group.key, b);
-    }
-    let total = 0;
-    for (const b of buckets.values()) total = combine(total, await rank.allReduce(b.group, b.acc, op), normType);
-    // BUG: no all_reduce over rank.group("pp")
-    return finishClip(rank, args, total);
-  },
+  clip: (rank, args) => bucketedClip(rank, args, { reduceOverPp: async (_rank, stageTotal) => stageTotal }), // BUG: no all_reduce over pp
 });

@@ -6,8 +6,8 @@
  * it is correct. Caught by `parity.norm` (any layout with an uneven dim-0 shard, finite p).
  */
 import { defineSubject, type Ops, type ParamView, type RankContext, type Tensor } from "../api.ts";
-import type { Group } from "../../layout/mesh.ts";
-import { combine, counts, finishClip, localPartial, reduceOp, reductionGroupOf } from "../common.ts";
+import { combine, localPartial, withSummedGrad } from "../common.ts";
+import { bucketedClip } from "../builtin/bucketed-core.ts";
 
 /** Rows of padding after this rank's shard: the even (padded) dim-0 length minus the real one. */
 function paddingRows(rank: RankContext, p: ParamView): number {
@@ -38,20 +38,8 @@ export default defineSubject({
   description: "uneven FSDP shards: stale padding rows counted in the local norm",
   tolerance: "fp32",
   catchBy: ["parity.norm"],
-  async clip(rank, args) {
-    const { params, normType } = args;
-    const op = reduceOp(normType);
-    const buckets = new Map<string, { group: Group; acc: number }>();
-    for (const p of params) {
-      if (!counts(p)) continue;
-      const group = reductionGroupOf(rank, p);
-      const b = buckets.get(group.key) ?? { group, acc: 0 };
-      b.acc = combine(b.acc, paddedPartial(rank.ops, p.grad, paddingRows(rank, p), normType), normType);
-      buckets.set(group.key, b);
-    }
-    let total = 0;
-    for (const b of buckets.values()) total = combine(total, await rank.allReduce(b.group, b.acc, op), normType);
-    total = await rank.allReduce(rank.group("pp"), total, op);
-    return finishClip(rank, args, total);
-  },
+  clip: (rank, args) =>
+    bucketedClip(rank, args, {
+      partial: (r, p, normType) => withSummedGrad(r, p, (g) => paddedPartial(r.ops, g, paddingRows(r, p), normType)),
+    }),
 });

@@ -7,8 +7,7 @@
  * the regression cells (matrix/regressions.json) hold such cases. Caught by `liveness`.
  */
 import { defineSubject } from "../../../harness/subject/api.ts";
-import { finishClip } from "../../../harness/subject/common.ts";
-import { bucketedTotal } from "./bucketed-total.ts";
+import { bucketedClip } from "../../../harness/subject/builtin/bucketed-core.ts";
 
 export default defineSubject({
   name: "bucket-order-by-rank",
@@ -17,6 +16,6 @@ export default defineSubject({
   catchBy: ["liveness"],
   async clip(rank, args) {
     // BUG: each rank sorts by its own partials
-    return finishClip(rank, args, await bucketedTotal(rank, args, { order: (buckets) => buckets.sort((a, b) => b.acc - a.acc) }));
+    return bucketedClip(rank, args, { order: (buckets) => buckets.sort((a, b) => b.acc - a.acc) });
   },
 });

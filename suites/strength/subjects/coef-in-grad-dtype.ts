@@ -11,7 +11,7 @@ import { defineSubject, normFromPowerSum, clipCoefficient, type Subject } from "
 import { checkFinite } from "../../../harness/subject/common.ts";
 import { toBf16 } from "../../../harness/subject/common.ts";
 import { clipCoefficientIn, toF16 } from "../../../harness/checks/low-precision.ts";
-import { bucketedTotal } from "./bucketed-total.ts";
+import { bucketedPowerSum } from "../../../harness/subject/builtin/bucketed-core.ts";
 
 export function coefInGradDtype(opts: { skew?: number; mixed?: boolean; rounded?: boolean } = {}): Subject {
   return defineSubject({
@@ -19,7 +19,7 @@ export function coefInGradDtype(opts: { skew?: number; mixed?: boolean; rounded?
     description: "bucketed, but clip_coef computed in the gradients' dtype (bf16/f16)",
     tolerance: "bf16",
     async clip(rank, args) {
-      const total = await bucketedTotal(rank, args);
+      const total = await bucketedPowerSum(rank, args);
       const norm = normFromPowerSum(total, args.normType);
       checkFinite(norm, args);
       const grads = args.params.flatMap((p) => (p.grad ? [p.grad] : []));

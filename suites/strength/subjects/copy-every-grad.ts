@@ -7,7 +7,7 @@
  */
 import { defineSubject } from "../../../harness/subject/api.ts";
 import { finishClip } from "../../../harness/subject/common.ts";
-import { bucketedTotal } from "./bucketed-total.ts";
+import { bucketedPowerSum } from "../../../harness/subject/builtin/bucketed-core.ts";
 
 export default defineSubject({
   name: "copy-every-grad",
@@ -16,7 +16,7 @@ export default defineSubject({
   catchBy: ["memory.peak"],
   async clip(rank, args) {
     const copies = args.params.flatMap((p) => (p.grad ? [rank.ops.clone(p.grad)] : [])); // BUG: O(local grads) scratch
-    const total = await bucketedTotal(rank, args);
+    const total = await bucketedPowerSum(rank, args);
     for (const c of copies) rank.ops.free(c);
     return finishClip(rank, args, total);
   },

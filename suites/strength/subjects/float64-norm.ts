@@ -5,7 +5,7 @@
  */
 import { clipCoefficient, defineSubject } from "../../../harness/subject/api.ts";
 import { checkFinite, scaleAll } from "../../../harness/subject/common.ts";
-import { bucketedTotal } from "./bucketed-total.ts";
+import { bucketedPowerSum } from "../../../harness/subject/builtin/bucketed-core.ts";
 
 export default defineSubject({
   name: "float64-norm",
@@ -14,7 +14,7 @@ export default defineSubject({
   catchBy: ["parity.norm"],
   async clip(rank, args) {
     const { params, normType } = args;
-    const total = await bucketedTotal(rank, args);
+    const total = await bucketedPowerSum(rank, args);
     const norm = normType === Infinity || normType === 1 ? total : total ** (1 / normType); // BUG: no Math.fround
     checkFinite(norm, args);
     scaleAll(rank, params, clipCoefficient(args.maxNorm, norm));

@@ -5,7 +5,7 @@
  */
 import { clipCoefficient, defineSubject } from "../../../harness/subject/api.ts";
 import { checkFinite, scaleAll } from "../../../harness/subject/common.ts";
-import { bucketedTotal } from "./bucketed-total.ts";
+import { bucketedPowerSum } from "../../../harness/subject/builtin/bucketed-core.ts";
 
 export default defineSubject({
   name: "general-p-as-2",
@@ -14,7 +14,7 @@ export default defineSubject({
   catchBy: ["parity.norm"],
   async clip(rank, args) {
     const { params, normType } = args;
-    const total = await bucketedTotal(rank, args);
+    const total = await bucketedPowerSum(rank, args);
     const norm = Math.fround(normType === Infinity || normType === 1 ? total : Math.sqrt(total)); // BUG: p other than 2
     checkFinite(norm, args);
     scaleAll(rank, params, clipCoefficient(args.maxNorm, norm));

@@ -7,7 +7,7 @@
  */
 import { clipCoefficient, defineSubject, normFromPowerSum } from "../../../harness/subject/api.ts";
 import { checkFinite, scaleAll } from "../../../harness/subject/common.ts";
-import { bucketedTotal } from "./bucketed-total.ts";
+import { bucketedPowerSum } from "../../../harness/subject/builtin/bucketed-core.ts";
 
 export default defineSubject({
   name: "guard-gt-max-norm",
@@ -15,7 +15,7 @@ export default defineSubject({
   tolerance: "fp32",
   catchBy: ["parity.tensors"],
   async clip(rank, args) {
-    const norm = normFromPowerSum(await bucketedTotal(rank, args), args.normType);
+    const norm = normFromPowerSum(await bucketedPowerSum(rank, args), args.normType);
     checkFinite(norm, args);
     if (norm > args.maxNorm) scaleAll(rank, args.params, clipCoefficient(args.maxNorm, norm)); // BUG: torch clamps, it does not guard
     return norm;

@@ -6,7 +6,7 @@
  */
 import { clipCoefficient, defineSubject, normFromPowerSum } from "../../../harness/subject/api.ts";
 import { checkFinite, scaleAll } from "../../../harness/subject/common.ts";
-import { bucketedTotal } from "./bucketed-total.ts";
+import { bucketedPowerSum } from "../../../harness/subject/builtin/bucketed-core.ts";
 
 export default defineSubject({
   name: "nan-unscaled",
@@ -14,7 +14,7 @@ export default defineSubject({
   tolerance: "fp32",
   catchBy: ["parity.tensors"],
   async clip(rank, args) {
-    const norm = normFromPowerSum(await bucketedTotal(rank, args), args.normType);
+    const norm = normFromPowerSum(await bucketedPowerSum(rank, args), args.normType);
     checkFinite(norm, args);
     const coef = clipCoefficient(args.maxNorm, norm);
     if (coef < 1) scaleAll(rank, args.params, coef); // BUG: NaN < 1 is false

@@ -6,7 +6,7 @@
  */
 import { defineSubject, normFromPowerSum } from "../../../harness/subject/api.ts";
 import { checkFinite, scaleAll } from "../../../harness/subject/common.ts";
-import { bucketedTotal } from "./bucketed-total.ts";
+import { bucketedPowerSum } from "../../../harness/subject/builtin/bucketed-core.ts";
 
 export default defineSubject({
   name: "no-eps",
@@ -15,7 +15,7 @@ export default defineSubject({
   catchBy: ["parity.tensors"],
   async clip(rank, args) {
     const { params, normType } = args;
-    const total = await bucketedTotal(rank, args);
+    const total = await bucketedPowerSum(rank, args);
     const norm = normFromPowerSum(total, normType);
     checkFinite(norm, args);
     const f32 = Math.fround;

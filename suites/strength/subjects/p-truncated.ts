@@ -5,8 +5,7 @@
  * and dtypes.
  */
 import { defineSubject } from "../../../harness/subject/api.ts";
-import { finishClip } from "../../../harness/subject/common.ts";
-import { bucketedTotal } from "./bucketed-total.ts";
+import { bucketedClip } from "../../../harness/subject/builtin/bucketed-core.ts";
 
 export default defineSubject({
   name: "p-truncated",
@@ -16,6 +15,6 @@ export default defineSubject({
   async clip(rank, args) {
     const normType = Number.isFinite(args.normType) ? Math.trunc(args.normType) : args.normType; // BUG
     const truncated = { ...args, normType };
-    return finishClip(rank, truncated, await bucketedTotal(rank, truncated));
+    return bucketedClip(rank, truncated);
   },
 });

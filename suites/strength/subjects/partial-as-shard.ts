@@ -6,8 +6,8 @@
  * matrix's Partial cells (llama3-debug-sp with tp > 1) and by the fuzzer.
  */
 import { defineSubject, type ParamView } from "../../../harness/subject/api.ts";
-import { finishClip } from "../../../harness/subject/common.ts";
-import { bucketedTotal } from "./bucketed-total.ts";
+import { localPartial } from "../../../harness/subject/common.ts";
+import { bucketedClip } from "../../../harness/subject/builtin/bucketed-core.ts";
 
 /** BUG: Partial reduced like Shard (the flags of every axis that is not Replicate). */
 const partialAsShard = (p: ParamView): boolean[] => p.placements.map((x) => x.kind !== "replicate");
@@ -18,6 +18,9 @@ export default defineSubject({
   tolerance: "fp32",
   catchBy: ["parity.norm"],
   async clip(rank, args) {
-    return finishClip(rank, args, await bucketedTotal(rank, args, { groupOf: (r, p) => r.groupOf(p, partialAsShard(p)) }));
+    return bucketedClip(rank, args, {
+      partial: async (r, p, normType) => localPartial(r.ops, p.grad, normType), // each rank's partial, never summed
+      reductionGroup: (r, p) => r.groupOf(p, partialAsShard(p)),
+    });
   },
 });

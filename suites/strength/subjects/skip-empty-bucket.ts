@@ -5,9 +5,12 @@
  * the other members wait in it: the hang a real NCCL job hits. Caught by `liveness` only on a cell with
  * such a group (suites/strength/regressions.test.ts, matrix/regressions.json).
  */
-import { defineSubject } from "../../../harness/subject/api.ts";
-import { finishClip } from "../../../harness/subject/common.ts";
-import { bucketedTotal } from "./bucketed-total.ts";
+import { defineSubject, type ParamView, type Tensor } from "../../../harness/subject/api.ts";
+import { counts } from "../../../harness/subject/common.ts";
+import { bucketedClip } from "../../../harness/subject/builtin/bucketed-core.ts";
+
+/** BUG: an empty local shard opens no bucket, yet it still belongs to its group's collective. */
+const nonEmpty = (p: ParamView): p is ParamView & { grad: Tensor } => counts(p) && p.grad.numel !== 0;
 
 export default defineSubject({
   name: "skip-empty-bucket",
@@ -15,7 +18,6 @@ export default defineSubject({
   tolerance: "fp32",
   catchBy: ["liveness"],
   async clip(rank, args) {
-    // BUG: an empty local shard opens no bucket, yet it still belongs to its group's collective
-    return finishClip(rank, args, await bucketedTotal(rank, args, { leaveOut: (p) => p.grad!.numel === 0 }));
+    return bucketedClip(rank, args, { counts: nonEmpty });
   },
 });
