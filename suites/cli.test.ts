@@ -84,6 +84,17 @@ describe("clip-parity cell", () => {
   });
 });
 
+describe("clip-parity flags", () => {
+  it("an unknown flag is one line, exit 2, naming the nearest flag", async () => {
+    const r = await cli("run", "--matrx", "cpu");
+    expect(r.exitCode).toBe(2);
+    expect(r.stderr.trim()).toBe("clip-parity: run: unknown flag --matrx; did you mean --matrix? (clip-parity run --help lists the flags)");
+    const far = await cli("list", "--zzzzzz");
+    expect(far.exitCode).toBe(2);
+    expect(far.stderr.trim()).toBe("clip-parity: list: unknown flag --zzzzzz (clip-parity list --help lists the flags)");
+  });
+});
+
 describe("clip-parity manifest, list, run", () => {
   it.each([
     ["qwen3-0.6b", "596049920"],

@@ -10,14 +10,18 @@ import { afterAll, describe, expect, it } from "vitest";
 import { resolveMatrix } from "../matrix/index.ts";
 import { BUILTIN_SUBJECTS, KNOWN_BAD_SUBJECTS } from "../harness/subject/registry.ts";
 import { executeRun, prepareRun, runMatrix, type RunOutput } from "../harness/run/runner.ts";
-import { parseBackend } from "../harness/run/policy.ts";
+import { parseBackend, resolveBackend } from "../harness/run/policy.ts";
+import { suiteGoldenMode } from "../cli/test.ts";
 import { cellId } from "../harness/spec/cell.ts";
 import { reportSessionFromEnv } from "../reports/index.ts";
 
 const matrixArg = process.env.CLIP_PARITY_MATRIX ?? "cpu";
 const matrix = resolveMatrix(matrixArg);
 const requested = process.env.CLIP_PARITY_BACKEND;
-const options = { backend: requested === undefined ? undefined : parseBackend(requested, "CLIP_PARITY_BACKEND"), rerun: `npm test -- --matrix ${matrixArg}` };
+const requestedBackend = requested === undefined ? undefined : parseBackend(requested, "CLIP_PARITY_BACKEND");
+// a golden drift fails the suite on a developer's machine as in CI (cli/test.ts decides the mode for npm test)
+const golden = suiteGoldenMode(matrix.name, resolveBackend(matrix, requestedBackend, `npm test -- --matrix ${matrixArg}`));
+const options = { backend: requestedBackend, rerun: `npm test -- --matrix ${matrixArg}`, golden };
 const prepared = await prepareRun(matrix, options);
 const backend = prepared.backend;
 // `npm test -- --report json,junit,md,html --out DIR` writes the run's cells as reports.

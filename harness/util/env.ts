@@ -12,6 +12,7 @@ export const ENV_VARS = {
   CLIP_PARITY_BACKEND: "npm test: the backend (default: the matrix's own; `--backend` sets it)",
   CLIP_PARITY_REPORT: "npm test: reporters to write after the suite (`--report` sets it)",
   CLIP_PARITY_OUT: "npm test: the reports' folder (`--out` sets it)",
+  CLIP_PARITY_GOLDEN: "npm test: the matrix suite's golden mode (default check when golden/<matrix>.json exists for the backend, CI or not; `--golden` sets it)",
   CLIP_PARITY_GOLDEN_DIR: "where golden/<matrix>.json files are (default golden/)",
   CLIP_PARITY_SCRATCH: "where resume and train write checkpoints (default /dev/shm with 4 GiB free, else the OS temp dir)",
   CLIP_PARITY_FUZZ_SEED: "the fuzz seed when --seed is not given (default the CI seed)",
