@@ -9,7 +9,7 @@ import { DEFAULT_TIMEOUT_MS } from "../harness/run/pool.ts";
 import { DTYPES, type Case } from "../harness/spec/cell.ts";
 import { summaryLine } from "../harness/results/summary.ts";
 import { jsonReport } from "../harness/results/json.ts";
-import { assertWritableDir, assertWritableFile, writeFileAtomic } from "../harness/util/fs.ts";
+import { assertWritableDir, assertWritableFile, humanOutput, writeOutputFile } from "../harness/util/fs.ts";
 import { EXIT_STATUS, parseBoolean, parseChoice, parseCommand, parseInteger, parseNormType, parsePositiveReal, str, type CommandSpec } from "./args.ts";
 import { memoryTable, printCell } from "./print.ts";
 
@@ -81,8 +81,8 @@ export async function run(argv: string[]): Promise<number> {
     },
   );
   const result = output.results[0]!;
-  printCell(result, process.stdout);
-  process.stdout.write(`${summaryLine(output.summary)}\n`);
-  if (jsonPath) writeFileAtomic(jsonPath, JSON.stringify(jsonReport(output.results, output.summary, output.catchBy), null, 2) + "\n");
+  printCell(result, humanOutput(jsonPath));
+  humanOutput(jsonPath).write(`${summaryLine(output.summary)}\n`);
+  if (jsonPath) writeOutputFile(jsonPath, JSON.stringify(jsonReport(output.results, output.summary, output.catchBy), null, 2) + "\n");
   return output.summary.failed ? 1 : 0;
 }

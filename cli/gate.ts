@@ -18,7 +18,7 @@
 import { InputError } from "../harness/errors.ts";
 import { readResultFile } from "../harness/results/schema.ts";
 import { compareResults, DEFAULT_SLACK, gateFailed, pct, type GateOptions, type GateResult, type RegressionKind } from "../harness/results/compare.ts";
-import { assertWritableFile, writeFileAtomic } from "../harness/util/fs.ts";
+import { assertWritableFile, writeOutputFile } from "../harness/util/fs.ts";
 import { mdCell, mdCode, mdText } from "../reports/escape.ts";
 import { parseCommand, str, type CommandSpec } from "./args.ts";
 
@@ -105,7 +105,7 @@ export async function run(argv: string[]): Promise<number> {
   const results = readResultFile(resultsPath);
   const verdict = compareResults(baseline, results, options);
   const text = renderVerdict(verdict, baselinePath, resultsPath, options);
-  process.stdout.write(text);
-  if (md) writeFileAtomic(md, text);
+  if (md !== "-") process.stdout.write(text); // `--md -` is the same text once
+  if (md) writeOutputFile(md, text);
   return gateFailed(verdict) ? 1 : 0;
 }

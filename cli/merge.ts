@@ -15,7 +15,7 @@ import { realpathSync } from "node:fs";
 import { InputError } from "../harness/errors.ts";
 import { formatResultFile, readResultFile, summarizeJson } from "../harness/results/schema.ts";
 import { mergeResults } from "../harness/results/merge.ts";
-import { assertWritableDir, assertWritableFile, writeFileAtomic } from "../harness/util/fs.ts";
+import { assertWritableDir, assertWritableFile, humanOutput, writeOutputFile } from "../harness/util/fs.ts";
 import { parseReporters, REPORTER_NAMES, writeReports, DEFAULT_OUT_DIR } from "../reports/index.ts";
 import { summaryText } from "../reports/common.ts";
 import type { SectionResult } from "../harness/results/sections.ts";
@@ -39,8 +39,8 @@ export const merge = {
     assertWritableFile(out, "--out");
     const inputs = positionals.map((path) => ({ path, data: readResultFile(path), file: realpathSync(path) }));
     const { file, duplicates } = mergeResults(inputs);
-    writeFileAtomic(out, formatResultFile(file));
-    process.stdout.write(
+    writeOutputFile(out, formatResultFile(file));
+    humanOutput(out).write(
       `merged ${inputs.length} file${inputs.length === 1 ? "" : "s"} into ${out}: ${summaryText(file.summary)}` +
         (duplicates ? ` (${duplicates} identical duplicate${duplicates === 1 ? "" : "s"} kept once)` : "") +
         "\n",

@@ -6,7 +6,7 @@ import { assertWorld, subjectsOf } from "../harness/run/policy.ts";
 import { parseLayout } from "../harness/layout/layout.ts";
 import { planCells, type PlanRank } from "../harness/run/plan.ts";
 import { DTYPES } from "../harness/spec/cell.ts";
-import { assertWritableFile, writeFileAtomic } from "../harness/util/fs.ts";
+import { assertWritableFile, humanOutput, writeOutputFile } from "../harness/util/fs.ts";
 import { list, parseChoice, parseCommand, parseInteger, str, type CommandSpec } from "./args.ts";
 
 /** A plan holds no values, so it may go far wider than a run (progress is printed past 256 ranks). */
@@ -41,7 +41,7 @@ export async function run(argv: string[]): Promise<number> {
     // a plan of thousands of ranks takes a while: say what it is doing
     if (world >= 256) process.stderr.write(`plan: ${subject} (${i + 1}/${total}) on ${world.toLocaleString("en-US")} ranks...\n`);
   });
-  const out = process.stdout;
+  const out = humanOutput(jsonPath);
   out.write(`plan: ${plan.model} on ${plan.layout}, ${dtype} gradients (meta backend)\n`);
   out.write(`${"subject".padEnd(20)} ${"grads/rank (max)".padStart(18)} ${"scratch peak (max)".padStart(20)} ${"collectives (max)".padStart(18)} ${"comm bytes (max)".padStart(18)}\n`);
   for (const s of plan.subjects) {
@@ -58,6 +58,6 @@ export async function run(argv: string[]): Promise<number> {
     for (const st of first.stages.stages) out.write(`  ${st.stage.padEnd(14)} live ${gb(st.liveBytes)}  peak ${gb(st.peakBytes)}\n`);
   }
   out.write(`planned in ${((performance.now() - started) / 1000).toFixed(2)} s\n`);
-  if (jsonPath) writeFileAtomic(jsonPath, JSON.stringify(plan, null, 2) + "\n");
+  if (jsonPath) writeOutputFile(jsonPath, JSON.stringify(plan, null, 2) + "\n");
   return 0;
 }

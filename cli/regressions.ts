@@ -42,10 +42,10 @@ function named(o: Isolated<FuzzOutcome>, id: string): Isolated<NamedOutcome> {
 const idOf = (r: RegressionRun) => `regression ${r.index}: ${describeCase(r.fuzzCase)}`;
 
 /** Runs the matrix's regression section with `subjects`; null when the matrix has none. */
-export async function runRegressionSection(matrix: string, subjects: readonly string[]): Promise<SectionResult | null> {
+export async function runRegressionSection(matrix: string, subjects: readonly string[], out: NodeJS.WritableStream = process.stdout): Promise<SectionResult | null> {
   if (!Object.hasOwn(regressionSections(), matrix)) return null;
   const regressions = regressionSections()[matrix]!;
-  process.stdout.write(`the ${matrix} matrix's ${regressions.length} regression cells (matrix/regressions.json) run with each subject\n`);
+  out.write(`the ${matrix} matrix's ${regressions.length} regression cells (matrix/regressions.json) run with each subject\n`);
   return runSection<RegressionRun, NamedOutcome>(
     {
       kind: "regression",
@@ -59,6 +59,7 @@ export async function runRegressionSection(matrix: string, subjects: readonly st
       },
       idOf,
       checkOf: outcomeCheck,
+      out,
     },
     undefined,
   );

@@ -13,7 +13,7 @@ import { readIndex } from "../harness/training/checkpoint.ts";
 import { LOADER_NAMES } from "../harness/training/loaders.ts";
 import { INIT_MODES, type InitMode } from "../harness/training/train.ts";
 import { DEFAULT_STEPS, resumeCellId, validateResumeCell, type ResumeCell, type ResumeResult } from "../harness/training/resume.ts";
-import { assertWritableFile, writeJsonAtomic } from "../harness/util/fs.ts";
+import { assertWritableFile, humanOutput, toJsonText, writeOutputFile } from "../harness/util/fs.ts";
 import { assertOnlyJsonWithMatrix, parseChoice, parseCommand, parseInteger, parseNormType, str, type CommandSpec } from "./args.ts";
 import { runSection, sectionExitCode } from "./section.ts";
 import type { SectionResult } from "../harness/results/sections.ts";
@@ -89,22 +89,22 @@ export async function run(argv: string[]): Promise<number> {
   validateResumeCell(cell);
   const [o] = await resumeIsolated([{ cell, dir, fromExisting }]);
   if (!o!.result || o!.fault !== null) {
-    process.stdout.write(`${resumeCellId(cell)}\n  fail isolation: ${o!.fault}\n`);
-    if (jsonPath) writeJsonAtomic(jsonPath, { kind: "resume", results: [{ id: resumeCellId(cell), checks: [sectionCheck(undefined, o!.fault)] }], summary: { cells: 1, passed: 0, failed: 1, skipped: 0 } });
+    humanOutput(jsonPath).write(`${resumeCellId(cell)}\n  fail isolation: ${o!.fault}\n`);
+    if (jsonPath) writeOutputFile(jsonPath, toJsonText({ kind: "resume", results: [{ id: resumeCellId(cell), checks: [sectionCheck(undefined, o!.fault)] }], summary: { cells: 1, passed: 0, failed: 1, skipped: 0 } }));
     return 1;
   }
   const r = o!.result;
-  printResult(r);
+  printResult(r, humanOutput(jsonPath));
   const failed = r.checks.some((c) => c.status === "fail");
   if (jsonPath) {
     const passed = failed ? 0 : r.checks.every((c) => c.status === "pass") ? 1 : 0;
-    writeJsonAtomic(jsonPath, { kind: "resume", results: [r], summary: { cells: 1, passed, failed: failed ? 1 : 0, skipped: 1 - passed - (failed ? 1 : 0) } });
+    writeOutputFile(jsonPath, toJsonText({ kind: "resume", results: [r], summary: { cells: 1, passed, failed: failed ? 1 : 0, skipped: 1 - passed - (failed ? 1 : 0) } }));
   }
   return failed ? 1 : 0;
 }
 
 /** A matrix's resume section; with a subject, every correct case's configuration with that subject. */
-export async function runResumeMatrix(name: string, jsonPath: string | undefined, subject?: string): Promise<SectionResult> {
+export async function runResumeMatrix(name: string, jsonPath: string | undefined, subject?: string, out?: NodeJS.WritableStream): Promise<SectionResult> {
   const { resumeCases, resumeCasesFor, resumeSections } = await import("../matrix/resume.ts");
   const info = subject === undefined ? undefined : await subjectInfo(subject); // bad input is exit 2 first
   return runSection<ReturnType<typeof resumeCases>[number], ResumeResult>(
@@ -117,13 +117,13 @@ export async function runResumeMatrix(name: string, jsonPath: string | undefined
       idOf: resumeCellId,
       checkOf: (r) => r.checks[0]!,
       ...(subject !== undefined ? { subject } : {}),
+      ...(out ? { out } : {}),
     },
     jsonPath,
   );
 }
 
-function printResult(r: ResumeResult): void {
-  const out = process.stdout;
+function printResult(r: ResumeResult, out: NodeJS.WritableStream): void {
   const c = r.cell;
   out.write(`${r.id}\n`);
   out.write(

@@ -4,7 +4,7 @@ import { parseBackend } from "../harness/run/policy.ts";
 import { formatShard, parseShard } from "../harness/run/shard.ts";
 import { verdictOf, summaryLine } from "../harness/results/summary.ts";
 import { jsonReport } from "../harness/results/json.ts";
-import { assertWritableDir, assertWritableFile, writeFileAtomic } from "../harness/util/fs.ts";
+import { assertWritableDir, assertWritableFile, humanOutput, writeOutputFile } from "../harness/util/fs.ts";
 import { resolveMatrix } from "../matrix/index.ts";
 import { DEFAULT_OUT_DIR, REPORTER_NAMES, reportSession } from "../reports/index.ts";
 import { EXIT_STATUS, list, parseCommand, parseInteger, str, type CommandSpec } from "./args.ts";
@@ -49,23 +49,23 @@ export const spec: CommandSpec = {
  * filter or a shard selects cells. (Every subject of a whole run also meets the matrix's regression cells:
  * cli/regressions.ts.)
  */
-async function runOptimizerSections(matrix: string, results: readonly { cell: { subject: string } }[]): Promise<SectionResult[]> {
+async function runOptimizerSections(matrix: string, results: readonly { cell: { subject: string } }[], out: NodeJS.WritableStream): Promise<SectionResult[]> {
   const { trainSections } = await import("../matrix/train.ts");
   const { resumeSections } = await import("../matrix/resume.ts");
   const sections: SectionResult[] = [];
   for (const spec of new Set(results.map((r) => r.cell.subject))) {
     if (isExternalSpec(spec) || (await subjectInfo(spec)).shape !== "optimizer") continue;
-    process.stdout.write(`${spec} is an optimizer-owned clipper: the ${matrix} matrix's train and resume sections run with it\n`);
-    if (Object.hasOwn(trainSections(), matrix)) sections.push(await runTrainMatrix(matrix, undefined, spec));
-    if (Object.hasOwn(resumeSections(), matrix)) sections.push(await runResumeMatrix(matrix, undefined, spec));
+    out.write(`${spec} is an optimizer-owned clipper: the ${matrix} matrix's train and resume sections run with it\n`);
+    if (Object.hasOwn(trainSections(), matrix)) sections.push(await runTrainMatrix(matrix, undefined, spec, out));
+    if (Object.hasOwn(resumeSections(), matrix)) sections.push(await runResumeMatrix(matrix, undefined, spec, out));
   }
   return sections;
 }
 
 /** The sections a whole run judges after its cells, in the order they run: regression, then train and resume. */
-async function runSections(matrix: string, results: readonly { cell: { subject: string } }[]): Promise<SectionResult[]> {
-  const regression = await runRegressionSection(matrix, [...new Set(results.map((r) => r.cell.subject))]);
-  return [...(regression ? [regression] : []), ...(await runOptimizerSections(matrix, results))];
+async function runSections(matrix: string, results: readonly { cell: { subject: string } }[], out: NodeJS.WritableStream): Promise<SectionResult[]> {
+  const regression = await runRegressionSection(matrix, [...new Set(results.map((r) => r.cell.subject))], out);
+  return [...(regression ? [regression] : []), ...(await runOptimizerSections(matrix, results, out))];
 }
 
 /** The options of a run from its flags, every value checked before anything runs (exit 2). */
@@ -100,20 +100,21 @@ export async function run(argv: string[]): Promise<number> {
   options.rerun = `clip-parity run --matrix ${str(v, "matrix") ?? "cpu"}`;
   const reports = reportSession(str(v, "report"), str(v, "out"), { matrix: matrix.name, shard: options.shard && formatShard(options.shard) });
   const output = await runMatrix(matrix, options, combineHooks(v.quiet ? undefined : progressHooks(process.stderr), reports?.hooks));
-  printFailures(output.results, process.stdout);
-  process.stdout.write(`${summaryLine(output.summary)}\n`);
+  const out = humanOutput(jsonPath);
+  printFailures(output.results, out);
+  out.write(`${summaryLine(output.summary)}\n`);
   // the result file and the reports are written once every section has run, so that they hold its verdict too
   const whole = str(v, "filter") === undefined && options.shard === undefined;
-  const sections = whole ? await runSections(matrix.name, output.results) : [];
-  for (const s of sections) process.stdout.write(`${sectionSummaryText(s)}\n`);
-  if (jsonPath) writeFileAtomic(jsonPath, JSON.stringify(jsonReport(output.results, output.summary, output.catchBy, sections), null, 2) + "\n");
+  const sections = whole ? await runSections(matrix.name, output.results, out) : [];
+  for (const s of sections) out.write(`${sectionSummaryText(s)}\n`);
+  if (jsonPath) writeOutputFile(jsonPath, JSON.stringify(jsonReport(output.results, output.summary, output.catchBy, sections), null, 2) + "\n");
   for (const path of (await reports?.finish(output.results, output.summary, output.notes, { backend: output.backend, catchBy: output.catchBy, sections })) ?? []) {
     process.stderr.write(`wrote ${path}\n`);
   }
   if (output.summary.failed || sectionsFailed(sections)) return 1;
   // every check skipped is no verdict, never a pass: exit 0 means every check that ran passed, and one did
   if (verdictOf(output.results) === "none") {
-    process.stdout.write("NO VERDICT: nothing was judged (every check of every cell was skipped)\n");
+    out.write("NO VERDICT: nothing was judged (every check of every cell was skipped)\n");
     return 1;
   }
   return 0;

@@ -7,7 +7,7 @@ import type { CheckResult } from "../harness/checks/types.ts";
 import { InputError } from "../harness/errors.ts";
 import { sectionsFailed, type SectionResult } from "../harness/results/sections.ts";
 import { expectationMet, sectionCheck, type Isolated } from "../harness/run/isolated.ts";
-import { writeJsonAtomic } from "../harness/util/fs.ts";
+import { STDOUT_PATH, toJsonText, writeOutputFile } from "../harness/util/fs.ts";
 
 export interface SectionRun<C, R> {
   kind: "resume" | "train" | "regression";
@@ -22,6 +22,8 @@ export interface SectionRun<C, R> {
   checkOf(r: R): CheckResult;
   /** The subject every case ran with, when the section was run for one. */
   subject?: string;
+  /** Where the lines per case go (default stdout; stderr when the JSON goes to stdout). */
+  out?: NodeJS.WritableStream;
 }
 
 /** Runs a section for its exit status alone: 1 when an expectation was not met. */
@@ -42,7 +44,7 @@ export async function runSection<C extends { expect: "pass" | "fail" }, R extend
   jsonPath: string | undefined,
 ): Promise<SectionResult> {
   if (s.cases.length === 0) throw new InputError(`--matrix: "${s.matrix}" has no ${s.kind} section (matrices with one: ${s.sections.join(", ")})`);
-  const out = process.stdout;
+  const out = s.out ?? (jsonPath === STDOUT_PATH ? process.stderr : process.stdout);
   const outcomes = await s.runAll(s.cases);
   const checks: CheckResult[] = [];
   const section: SectionResult = { kind: s.kind, matrix: s.matrix, ...(s.subject !== undefined ? { subject: s.subject } : {}), cases: [] };
@@ -64,7 +66,7 @@ export async function runSection<C extends { expect: "pass" | "fail" }, R extend
     const count = (status: string) => checks.filter((k) => k.status === status).length;
     const [passed, failed] = [count("pass"), count("fail")];
     const results = outcomes.map((o, i) => o.result ?? { id: s.idOf(s.cases[i]!), check: checks[i] });
-    writeJsonAtomic(jsonPath, { kind: s.kind, matrix: s.matrix, results, summary: { cells: results.length, passed, failed, skipped: results.length - passed - failed, unexpected: wrong } });
+    writeOutputFile(jsonPath, toJsonText({ kind: s.kind, matrix: s.matrix, results, summary: { cells: results.length, passed, failed, skipped: results.length - passed - failed, unexpected: wrong } }));
   }
   return section;
 }

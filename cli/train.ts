@@ -13,7 +13,7 @@ import { DTYPES } from "../harness/spec/cell.ts";
 import { ADAMW } from "../harness/training/adamw.ts";
 import { INIT_MODES, type InitMode } from "../harness/training/train.ts";
 import { DEFAULT_TRAIN_STEPS, trainId, validateTrainCell, type TrainCell, type TrainResult } from "../harness/training/train-parity.ts";
-import { assertWritableFile, writeJsonAtomic } from "../harness/util/fs.ts";
+import { assertWritableFile, humanOutput, toJsonText, writeOutputFile } from "../harness/util/fs.ts";
 import { assertOnlyJsonWithMatrix, list, parseChoice, parseCommandLine, parseInteger, parseNormType, str, type CommandSpec } from "./args.ts";
 import { runSection, sectionExitCode } from "./section.ts";
 import type { SectionResult } from "../harness/results/sections.ts";
@@ -71,19 +71,19 @@ export async function run(argv: string[]): Promise<number> {
   validateTrainCell(cell);
   const [o] = await trainIsolated([cell]);
   if (!o!.result || o!.fault !== null) {
-    process.stdout.write(`${trainId(cell)}\n  fail isolation: ${o!.fault}\n`);
-    if (jsonPath) writeJsonAtomic(jsonPath, { kind: "train", results: [{ id: trainId(cell), check: sectionCheck(undefined, o!.fault) }], summary: { cells: 1, passed: 0, failed: 1, skipped: 0 } });
+    humanOutput(jsonPath).write(`${trainId(cell)}\n  fail isolation: ${o!.fault}\n`);
+    if (jsonPath) writeOutputFile(jsonPath, toJsonText({ kind: "train", results: [{ id: trainId(cell), check: sectionCheck(undefined, o!.fault) }], summary: { cells: 1, passed: 0, failed: 1, skipped: 0 } }));
     return 1;
   }
   const r = o!.result;
-  printResult(r);
+  printResult(r, humanOutput(jsonPath));
   const failed = r.check.status === "fail";
-  if (jsonPath) writeJsonAtomic(jsonPath, { kind: "train", results: [r], summary: { cells: 1, passed: failed ? 0 : 1, failed: failed ? 1 : 0 } });
+  if (jsonPath) writeOutputFile(jsonPath, toJsonText({ kind: "train", results: [r], summary: { cells: 1, passed: failed ? 0 : 1, failed: failed ? 1 : 0 } }));
   return failed ? 1 : 0;
 }
 
 /** A matrix's train section; with a subject, every correct case's configuration with that subject. */
-export async function runTrainMatrix(name: string, jsonPath: string | undefined, subject?: string): Promise<SectionResult> {
+export async function runTrainMatrix(name: string, jsonPath: string | undefined, subject?: string, out?: NodeJS.WritableStream): Promise<SectionResult> {
   const { trainCases, trainCasesFor, trainSections } = await import("../matrix/train.ts");
   if (subject !== undefined) await subjectInfo(subject); // bad input (no such subject, a module that does not load) is exit 2 first
   return runSection<ReturnType<typeof trainCases>[number], TrainResult>(
@@ -96,13 +96,13 @@ export async function runTrainMatrix(name: string, jsonPath: string | undefined,
       idOf: trainId,
       checkOf: (r) => r.check,
       ...(subject !== undefined ? { subject } : {}),
+      ...(out ? { out } : {}),
     },
     jsonPath,
   );
 }
 
-function printResult(r: TrainResult): void {
-  const out = process.stdout;
+function printResult(r: TrainResult, out: NodeJS.WritableStream): void {
   out.write(`${r.id}\n  subject ${r.subjectName} (${r.tolerance}), regime ${r.cell.regime}, init ${r.cell.init}, ${r.cell.steps} steps\n`);
   for (const l of r.layouts) {
     const last = l.norms.length ? `, norm at step ${l.norms.length}: ${l.norms[l.norms.length - 1]}` : "";

@@ -2,7 +2,7 @@
  * The command-line contract other tools rely on: exit 0 / 1 / 2, messages that name the flag and the
  * value, the --json shape, user subjects by path, manifest totals, --dump files.
  */
-import { mkdtempSync, readFileSync, existsSync } from "node:fs";
+import { existsSync, lstatSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
@@ -82,6 +82,46 @@ describe("clip-parity cell", () => {
     expect(sub.length).toBe(ref.size);
     for (const e of sub) expect(store.compare(e.id, ref.get(e.name)!)).toBeNull();
   });
+});
+
+describe("output paths", () => {
+  const quick = ["cell", "--subject", "bucketed", "--layout", "tp2", "--model", "llama3-debug", "--dtype", "f32", "--norm", "2", "--regime", "active"];
+
+  it("--json - writes the result to stdout (the text for people to stderr) and no file named -", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "cp-out-"));
+    const r = await execa("node", [join(process.cwd(), "bin/clip-parity.js"), ...quick, "--json", "-"], { reject: false, cwd: dir, env: { CI: "" } });
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout).summary).toEqual({ cells: 1, passed: 1, failed: 0, skipped: 0 });
+    expect(r.stderr).toContain("cells: 1 passed");
+    expect(existsSync(join(dir, "-"))).toBe(false);
+  });
+
+  it("a symlink is kept and its target written; one to /dev/stdout writes to stdout in place", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "cp-out-"));
+    writeFileSync(join(dir, "target.json"), "old");
+    symlinkSync("target.json", join(dir, "link.json"));
+    const r = await cli(...quick, "--json", join(dir, "link.json"));
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(lstatSync(join(dir, "link.json")).isSymbolicLink()).toBe(true);
+    expect(JSON.parse(readFileSync(join(dir, "target.json"), "utf8")).summary.cells).toBe(1);
+
+    symlinkSync("/dev/stdout", join(dir, "stdout.json"));
+    const s = await cli(...quick, "--json", join(dir, "stdout.json"));
+    expect(s.exitCode, s.stderr).toBe(0);
+    expect(lstatSync(join(dir, "stdout.json")).isSymbolicLink()).toBe(true); // not replaced by a regular file
+    expect(s.stdout).toContain(`"summary": {\n    "cells": 1,`);
+  });
+
+  it("a FIFO is written in place, not renamed over", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "cp-out-"));
+    const fifo = join(dir, "pipe.json");
+    await execa("mkfifo", [fifo]);
+    const reader = execa("cat", [fifo], { timeout: 60_000, reject: false });
+    const r = await cli(...quick, "--json", fifo);
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(lstatSync(fifo).isFIFO()).toBe(true);
+    expect(JSON.parse((await reader).stdout).summary.cells).toBe(1);
+  }, 90_000);
 });
 
 describe("clip-parity flags", () => {

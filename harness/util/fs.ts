@@ -3,7 +3,7 @@
  * checkpoint index and job file goes through here, so a crash or a full disk never leaves a
  * half-written file where a reader (CI, `gate`, a resumed run) would trust it.
  */
-import { accessSync, closeSync, constants, existsSync, fsyncSync, mkdirSync, openSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
+import { accessSync, closeSync, constants, existsSync, fsyncSync, lstatSync, mkdirSync, openSync, readlinkSync, renameSync, rmSync, statSync, writeFileSync, writeSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { InputError } from "../errors.ts";
 
@@ -20,13 +20,74 @@ export function fsyncDir(dir: string): void {
   }
 }
 
+/** The kernel's views of open files and devices (/dev/stdout -> /proc/self/fd/1 -> a pipe): written in place, never renamed over. */
+const KERNEL_VIEWS = ["/dev/", "/proc/"];
+
+/** This process's own descriptor that a path names (/dev/stdout, /dev/fd/3, /proc/self/fd/1), if it names one. */
+function ownDescriptor(path: string): number | undefined {
+  if (path === "/dev/stdout") return 1;
+  if (path === "/dev/stderr") return 2;
+  const m = /^\/(?:dev\/fd|proc\/self\/fd|proc\/\d+\/fd)\/(\d+)$/.exec(path);
+  if (!m || (path.startsWith("/proc/") && !path.startsWith("/proc/self/") && !path.startsWith(`/proc/${process.pid}/`))) return undefined;
+  return Number(m[1]);
+}
+
+/**
+ * Written to one of this process's descriptors: stdout and stderr through their streams, so that the
+ * file keeps its place among the lines already written there (a socket cannot be reopened by path anyway).
+ */
+function writeDescriptor(fd: number, data: string | Uint8Array): void {
+  if (fd === 1) process.stdout.write(data);
+  else if (fd === 2) process.stderr.write(data);
+  else {
+    const bytes = typeof data === "string" ? Buffer.from(data, "utf8") : data;
+    for (let off = 0; off < bytes.length; ) off += writeSync(fd, bytes, off, bytes.length - off);
+  }
+}
+
+/**
+ * Where a write to `path` lands, and how: a symlink is followed to its end (a dangling one to the file it
+ * names), so that the link stays a link and its target is replaced atomically; a device, a FIFO, a socket
+ * or anything reached through /dev or /proc is written in place through `path`.
+ */
+function writeTarget(abs: string): { path: string; inPlace: boolean; fd?: number } {
+  let at = abs;
+  for (let hops = 0; hops < 40; hops++) {
+    const fd = ownDescriptor(at);
+    if (fd !== undefined) return { path: abs, inPlace: true, fd };
+    if (KERNEL_VIEWS.some((prefix) => at.startsWith(prefix))) return { path: abs, inPlace: true };
+    let st;
+    try {
+      st = lstatSync(at);
+    } catch {
+      return { path: at, inPlace: false }; // nothing there yet: a new file
+    }
+    if (!st.isSymbolicLink()) return st.isFile() || st.isDirectory() ? { path: at, inPlace: false } : { path: abs, inPlace: true };
+    at = resolve(dirname(at), readlinkSync(at));
+  }
+  throw new InputError(`${abs}: too many levels of symbolic links`);
+}
+
 /**
  * Writes `data` to `path` through a temporary file in the same directory, fsynced, then renamed over
  * `path` (atomic on POSIX), creating parent directories. A failure leaves `path` as it was. `mode`
  * (before the umask) is the new file's: 0o755 for a script a user runs.
+ *
+ * Atomic for regular files only: a symlink's target is written (the link is kept, never renamed over),
+ * and a device, a FIFO or a socket (/dev/stdout, a named pipe) is written in place, since renaming over it
+ * would replace it with a regular file.
  */
 export function writeFileAtomic(path: string, data: string | Uint8Array, mode = 0o644): void {
-  const abs = resolve(path);
+  const target = writeTarget(resolve(path));
+  if (target.fd !== undefined) {
+    writeDescriptor(target.fd, data);
+    return;
+  }
+  if (target.inPlace) {
+    writeFileSync(target.path, data);
+    return;
+  }
+  const abs = target.path;
   const dir = dirname(abs);
   mkdirSync(dir, { recursive: true });
   const tmp = `${abs}.tmp-${process.pid}-${Math.random().toString(36).slice(2, 10)}`;
@@ -65,11 +126,27 @@ export function writeJsonAtomic(path: string, value: unknown, indent = 2): void 
   writeFileAtomic(path, toJsonText(value, indent));
 }
 
+/** The output path that means standard output (`--json -`). */
+export const STDOUT_PATH = "-";
+
+/** A command's output file: `-` is standard output; any other path is written by writeFileAtomic. */
+export function writeOutputFile(path: string, data: string): void {
+  if (path === STDOUT_PATH) process.stdout.write(data);
+  else writeFileAtomic(path, data);
+}
+
+/** Where a command's text for people goes: stderr when its result file is standard output, so the two never mix. */
+export function humanOutput(jsonPath: string | undefined): NodeJS.WriteStream {
+  return jsonPath === STDOUT_PATH ? process.stderr : process.stdout;
+}
+
 /**
  * Refuses, before any work, an output path that cannot be written: a directory where a file is
  * wanted, a parent that is a file, or a folder without write permission. `flag` names the option.
+ * `-` (standard output) is always writable.
  */
 export function assertWritableFile(path: string, flag: string): void {
+  if (path === STDOUT_PATH) return;
   const abs = resolve(path);
   if (existsSync(abs)) {
     const st = statSync(abs);
