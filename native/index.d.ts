@@ -17,6 +17,22 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 
 export declare class NativeStore {
   constructor(backend: BackendKind, ranks: number)
+  /**
+   * Offers this store's tables to another thread of the process (the judge, which reads the ranks'
+   * tensors and ledgers where the subject's code cannot reach): returns a ticket that `openShared`
+   * redeems once. A ticket taken by anyone else leaves the judge without the store, and the cell fails.
+   */
+  share(): string
+  /**
+   * The store offered under `ticket` (by `share`, in any thread of this process), as this thread's own
+   * handle on the same tables; a ticket is redeemed once.
+   */
+  static openShared(ticket: string): NativeStore
+  /**
+   * Takes back an offer that no thread redeemed (the judge died before opening it): its tables are
+   * freed with the last handle.
+   */
+  static withdraw(ticket: string): boolean
   get backend(): string
   /** zero-filled; returns id (> 0) */
   alloc(rank: number, dtype: DType, shape: Array<number>): number

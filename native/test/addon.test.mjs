@@ -263,3 +263,32 @@ test("without CUDA, a cuda store is refused with the status message; deviceMemor
   if (st.present) return;
   assert.throws(() => new n.NativeStore("cuda", 2), (e) => e.message === st.message);
 });
+
+test("a store shared with another thread: the same tensors and ledgers, opened once by its ticket", async () => {
+  const { Worker } = await import("node:worker_threads");
+  const s = new n.NativeStore("cpu", 2);
+  const id = s.alloc(1, "f32", [3]);
+  s.setElement(id, 2, 5.5);
+  const ticket = s.share();
+  // another thread's addon instance (its own classes and prototypes) reads and writes the same tables
+  const code = `
+    const { parentPort, workerData } = require("node:worker_threads");
+    const n = require(workerData.addon);
+    const t = n.NativeStore.openShared(workerData.ticket);
+    const seen = { owner: t.owner(workerData.id), value: t.getElement(workerData.id, 2), live: t.liveBytes(1) };
+    t.setElement(workerData.id, 0, 7);
+    parentPort.postMessage(seen);`;
+  const seen = await new Promise((resolve, reject) => {
+    const w = new Worker(code, { eval: true, workerData: { addon: require.resolve("../index.cjs"), ticket, id } });
+    w.once("message", resolve);
+    w.once("error", reject);
+  });
+  assert.deepEqual(seen, { owner: 1, value: 5.5, live: 12 });
+  assert.equal(s.getElement(id, 0), 7);
+  assert.throws(() => n.NativeStore.openShared(ticket), /no store is offered under "store-\d+-\d+" \(never shared, or already opened\)/);
+  const unused = s.share();
+  assert.equal(n.NativeStore.withdraw(unused), true);
+  assert.throws(() => n.NativeStore.openShared(unused), /no store is offered/);
+  s.free(id);
+  assert.equal(s.liveBytes(1), 0);
+});

@@ -9,6 +9,8 @@ mod options;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use clip_parity_core::{cuda, optim, reference, safetensors, tensor_store, TensorStore};
 use napi::bindgen_prelude::{BigInt, Float64Array, Unknown};
@@ -156,9 +158,23 @@ pub struct DeviceMemory {
     pub total_bytes: f64,
 }
 
+/// A store's tables, shared by the handles of the threads that hold it (the cell's worker and its judge).
+type SharedStore = Arc<Mutex<Box<dyn TensorStore>>>;
+
+/// Stores offered to another thread by `share`, by their one-use ticket (`openShared` takes them out).
+fn offered() -> &'static Mutex<HashMap<String, SharedStore>> {
+    static OFFERED: OnceLock<Mutex<HashMap<String, SharedStore>>> = OnceLock::new();
+    OFFERED.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Locks `m`; a lock poisoned by a panic is taken as it is: the store's own Poison refuses its later calls.
+fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[napi]
 pub struct NativeStore {
-    inner: Box<dyn TensorStore>,
+    inner: SharedStore,
     /// the first panic of a call on this store, after which it refuses every call (guard_store)
     poison: Poison,
 }
@@ -170,13 +186,45 @@ impl NativeStore {
         guard("NativeStore", || {
             let b = o::store_kind("backend", &backend)?;
             let r = o::uint_max("ranks", ranks, 1 << 20)? as usize;
-            Ok(NativeStore { inner: tensor_store::open(b, r).map_err(core_err)?, poison: Poison::new() })
+            Ok(NativeStore { inner: Arc::new(Mutex::new(tensor_store::open(b, r).map_err(core_err)?)), poison: Poison::new() })
         })
+    }
+
+    /// Offers this store's tables to another thread of the process (the judge, which reads the ranks'
+    /// tensors and ledgers where the subject's code cannot reach): returns a ticket that `openShared`
+    /// redeems once. A ticket taken by anyone else leaves the judge without the store, and the cell fails.
+    #[napi]
+    pub fn share(&self) -> String {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let ticket = format!("store-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+        lock(offered()).insert(ticket.clone(), Arc::clone(&self.inner));
+        ticket
+    }
+
+    /// The store offered under `ticket` (by `share`, in any thread of this process), as this thread's own
+    /// handle on the same tables; a ticket is redeemed once.
+    #[napi(factory)]
+    pub fn open_shared(ticket: String) -> Result<Self> {
+        guard("NativeStore.openShared", || match lock(offered()).remove(&ticket) {
+            Some(inner) => Ok(NativeStore { inner, poison: Poison::new() }),
+            None => Err(Error::from_reason(format!("ticket: no store is offered under \"{ticket}\" (never shared, or already opened)"))),
+        })
+    }
+
+    /// Takes back an offer that no thread redeemed (the judge died before opening it): its tables are
+    /// freed with the last handle.
+    #[napi]
+    pub fn withdraw(ticket: String) -> bool {
+        lock(offered()).remove(&ticket).is_some()
+    }
+
+    fn store(&self) -> MutexGuard<'_, Box<dyn TensorStore>> {
+        lock(&self.inner)
     }
 
     #[napi(getter)]
     pub fn backend(&self) -> String {
-        self.inner.kind().name().to_string()
+        self.store().kind().name().to_string()
     }
 
     /// zero-filled; returns id (> 0)
@@ -186,52 +234,52 @@ impl NativeStore {
             let r = o::rank("rank", rank)?;
             let d = o::dtype("dtype", &dtype)?;
             let s = o::dims("shape", &shape)?;
-            self.inner.alloc(r, d, &s).map_err(core_err)
+            self.store().alloc(r, d, &s).map_err(core_err)
         })
     }
 
     /// error on unknown/double free
     #[napi]
     pub fn free(&mut self, id: f64) -> Result<()> {
-        guard_store(&self.poison, "free", || self.inner.free(o::id("id", id)?).map_err(core_err))
+        guard_store(&self.poison, "free", || self.store().free(o::id("id", id)?).map_err(core_err))
     }
 
     #[napi]
     pub fn shape(&self, id: f64) -> Result<Vec<f64>> {
-        guard_store(&self.poison, "shape", || Ok(self.inner.shape(o::id("id", id)?).map_err(core_err)?.iter().map(|&d| d as f64).collect()))
+        guard_store(&self.poison, "shape", || Ok(self.store().shape(o::id("id", id)?).map_err(core_err)?.iter().map(|&d| d as f64).collect()))
     }
 
     #[napi(ts_return_type = "DType")]
     pub fn dtype(&self, id: f64) -> Result<String> {
-        guard_store(&self.poison, "dtype", || Ok(self.inner.dtype(o::id("id", id)?).map_err(core_err)?.name().to_string()))
+        guard_store(&self.poison, "dtype", || Ok(self.store().dtype(o::id("id", id)?).map_err(core_err)?.name().to_string()))
     }
 
     #[napi]
     pub fn owner(&self, id: f64) -> Result<u32> {
-        guard_store(&self.poison, "owner", || Ok(self.inner.owner(o::id("id", id)?).map_err(core_err)? as u32))
+        guard_store(&self.poison, "owner", || Ok(self.store().owner(o::id("id", id)?).map_err(core_err)? as u32))
     }
 
     /// bytes = numel * dtype size, exact; meta charges the same bytes without storage
     #[napi]
     pub fn live_bytes(&self, rank: f64) -> Result<f64> {
-        guard_store(&self.poison, "liveBytes", || Ok(self.inner.live_bytes(o::rank("rank", rank)?).map_err(core_err)? as f64))
+        guard_store(&self.poison, "liveBytes", || Ok(self.store().live_bytes(o::rank("rank", rank)?).map_err(core_err)? as f64))
     }
 
     #[napi]
     pub fn peak_bytes(&self, rank: f64) -> Result<f64> {
-        guard_store(&self.poison, "peakBytes", || Ok(self.inner.peak_bytes(o::rank("rank", rank)?).map_err(core_err)? as f64))
+        guard_store(&self.poison, "peakBytes", || Ok(self.store().peak_bytes(o::rank("rank", rank)?).map_err(core_err)? as f64))
     }
 
     /// peak := live
     #[napi]
     pub fn reset_peak(&mut self, rank: f64) -> Result<()> {
-        guard_store(&self.poison, "resetPeak", || self.inner.reset_peak(o::rank("rank", rank)?).map_err(core_err))
+        guard_store(&self.poison, "resetPeak", || self.store().reset_peak(o::rank("rank", rank)?).map_err(core_err))
     }
 
     /// all ranks
     #[napi]
     pub fn live_tensors(&self) -> u32 {
-        self.inner.live_tensors() as u32
+        self.store().live_tensors() as u32
     }
 
     /// cuda: the free/total bytes the device of `rank` reports (driver and allocator use included),
@@ -239,7 +287,7 @@ impl NativeStore {
     #[napi]
     pub fn device_memory(&self, rank: f64) -> Result<Option<DeviceMemory>> {
         guard_store(&self.poison, "deviceMemory", || {
-            let m = self.inner.device_memory(o::rank("rank", rank)?).map_err(core_err)?;
+            let m = self.store().device_memory(o::rank("rank", rank)?).map_err(core_err)?;
             Ok(m.map(|m| DeviceMemory { device: m.device, free_bytes: m.free_bytes as f64, total_bytes: m.total_bytes as f64 }))
         })
     }
@@ -253,7 +301,7 @@ impl NativeStore {
             let r = o::rank("rank", rank)?;
             let d = o::dtype("dtype", &dtype)?;
             let items = o::fill_items("items", &items)?;
-            self.inner.alloc_fill_many(r, d, &items).map_err(core_err)
+            self.store().alloc_fill_many(r, d, &items).map_err(core_err)
         })
     }
 
@@ -264,76 +312,76 @@ impl NativeStore {
             let i = o::id("id", id)?;
             let g = o::gen_spec(&gen)?;
             let b = o::block(&block)?;
-            self.inner.fill_grad(i, &g, &b).map_err(core_err)
+            self.store().fill_grad(i, &g, &b).map_err(core_err)
         })
     }
 
     #[napi]
     pub fn fill_value(&mut self, id: f64, value: f64) -> Result<()> {
-        guard_store(&self.poison, "fillValue", || self.inner.fill_value(o::id("id", id)?, value).map_err(core_err))
+        guard_store(&self.poison, "fillValue", || self.store().fill_value(o::id("id", id)?, value).map_err(core_err))
     }
 
     /// as f64 (exact for every dtype)
     #[napi]
     pub fn get_element(&self, id: f64, index: f64) -> Result<f64> {
-        guard_store(&self.poison, "getElement", || self.inner.get_element(o::id("id", id)?, o::uint("index", index)?).map_err(core_err))
+        guard_store(&self.poison, "getElement", || self.store().get_element(o::id("id", id)?, o::uint("index", index)?).map_err(core_err))
     }
 
     /// rounded to dtype (RNE)
     #[napi]
     pub fn set_element(&mut self, id: f64, index: f64, value: f64) -> Result<()> {
         guard_store(&self.poison, "setElement", || {
-            self.inner.set_element(o::id("id", id)?, o::uint("index", index)?, value).map_err(core_err)
+            self.store().set_element(o::id("id", id)?, o::uint("index", index)?, value).map_err(core_err)
         })
     }
 
     /// sum |x|^p accumulated in f64 (p finite, > 0)
     #[napi]
     pub fn sum_abs_pow(&self, id: f64, p: f64) -> Result<f64> {
-        guard_store(&self.poison, "sumAbsPow", || self.inner.sum_abs_pow(o::id("id", id)?, o::p(p)?).map_err(core_err))
+        guard_store(&self.poison, "sumAbsPow", || self.store().sum_abs_pow(o::id("id", id)?, o::p(p)?).map_err(core_err))
     }
 
     /// exact sum of f64(|x|^p) over FINITE elements, as an integer N: value = N * 2^-1074
     #[napi]
     pub fn exact_sum_abs_pow(&self, id: f64, p: f64) -> Result<BigInt> {
         guard_store(&self.poison, "exactSumAbsPow", || {
-            Ok(o::bigint_of(self.inner.exact_sum_abs_pow(o::id("id", id)?, o::p(p)?).map_err(core_err)?))
+            Ok(o::bigint_of(self.store().exact_sum_abs_pow(o::id("id", id)?, o::p(p)?).map_err(core_err)?))
         })
     }
 
     /// NaN if any NaN
     #[napi]
     pub fn max_abs(&self, id: f64) -> Result<f64> {
-        guard_store(&self.poison, "maxAbs", || self.inner.max_abs(o::id("id", id)?).map_err(core_err))
+        guard_store(&self.poison, "maxAbs", || self.store().max_abs(o::id("id", id)?).map_err(core_err))
     }
 
     #[napi]
     pub fn non_finite_count(&self, id: f64) -> Result<f64> {
-        guard_store(&self.poison, "nonFiniteCount", || Ok(self.inner.nonfinite_count(o::id("id", id)?).map_err(core_err)? as f64))
+        guard_store(&self.poison, "nonFiniteCount", || Ok(self.store().nonfinite_count(o::id("id", id)?).map_err(core_err)? as f64))
     }
 
     /// plain memory-read baseline for benchmarks
     #[napi]
     pub fn read_pass(&self, id: f64) -> Result<f64> {
-        guard_store(&self.poison, "readPass", || Ok(self.inner.read_pass(o::id("id", id)?).map_err(core_err)? as f64))
+        guard_store(&self.poison, "readPass", || Ok(self.store().read_pass(o::id("id", id)?).map_err(core_err)? as f64))
     }
 
     /// x = round_dtype(f32(x) * f32(coef)), RNE
     #[napi]
     pub fn scale(&mut self, id: f64, coef: f64) -> Result<()> {
-        guard_store(&self.poison, "scale", || self.inner.scale(o::id("id", id)?, coef).map_err(core_err))
+        guard_store(&self.poison, "scale", || self.store().scale(o::id("id", id)?, coef).map_err(core_err))
     }
 
     /// same dtype and numel
     #[napi]
     pub fn copy_from(&mut self, dst: f64, src: f64) -> Result<()> {
-        guard_store(&self.poison, "copyFrom", || self.inner.copy_from(o::id("dst", dst)?, o::id("src", src)?).map_err(core_err))
+        guard_store(&self.poison, "copyFrom", || self.store().copy_from(o::id("dst", dst)?, o::id("src", src)?).map_err(core_err))
     }
 
     /// dst = round_dtype(float32 sum of srcs in list order): one rounding (same dtype and shape)
     #[napi]
     pub fn sum_tensors(&mut self, dst: f64, srcs: Vec<f64>) -> Result<()> {
-        guard_store(&self.poison, "sumTensors", || self.inner.sum_tensors(o::id("dst", dst)?, &o::ids("srcs", &srcs)?).map_err(core_err))
+        guard_store(&self.poison, "sumTensors", || self.store().sum_tensors(o::id("dst", dst)?, &o::ids("srcs", &srcs)?).map_err(core_err))
     }
 
     /// new tensor charged to `rank`
@@ -342,7 +390,7 @@ impl NativeStore {
         guard_store(&self.poison, "narrow", || {
             let (i, d) = (o::id("id", id)?, o::uint("dim", dim)? as usize);
             let (s, l) = (o::uint("start", start)?, o::uint("len", len)?);
-            self.inner.narrow(i, d, s, l, o::rank("rank", rank)?).map_err(core_err)
+            self.store().narrow(i, d, s, l, o::rank("rank", rank)?).map_err(core_err)
         })
     }
 
@@ -351,26 +399,26 @@ impl NativeStore {
     pub fn cat(&mut self, ids: Vec<f64>, dim: f64, rank: f64) -> Result<u32> {
         guard_store(&self.poison, "cat", || {
             let v = o::ids("ids", &ids)?;
-            self.inner.cat(&v, o::uint("dim", dim)? as usize, o::rank("rank", rank)?).map_err(core_err)
+            self.store().cat(&v, o::uint("dim", dim)? as usize, o::rank("rank", rank)?).map_err(core_err)
         })
     }
 
     /// new tensor charged to `rank`
     #[napi]
     pub fn clone(&mut self, id: f64, rank: f64) -> Result<u32> {
-        guard_store(&self.poison, "clone", || self.inner.clone_tensor(o::id("id", id)?, o::rank("rank", rank)?).map_err(core_err))
+        guard_store(&self.poison, "clone", || self.store().clone_tensor(o::id("id", id)?, o::rank("rank", rank)?).map_err(core_err))
     }
 
     /// bitwise (any NaN equals any NaN); first differing element
     #[napi]
     pub fn compare(&self, a: f64, b: f64) -> Result<Option<Mismatch>> {
-        guard_store(&self.poison, "compare", || Ok(self.inner.compare(o::id("a", a)?, o::id("b", b)?).map_err(core_err)?.map(Into::into)))
+        guard_store(&self.poison, "compare", || Ok(self.store().compare(o::id("a", a)?, o::id("b", b)?).map_err(core_err)?.map(Into::into)))
     }
 
     /// 16 hex digits (XXH64 of dtype + shape + content); "meta" on a meta store
     #[napi]
     pub fn hash(&self, id: f64) -> Result<String> {
-        guard_store(&self.poison, "hash", || self.inner.hash(o::id("id", id)?).map_err(core_err))
+        guard_store(&self.poison, "hash", || self.store().hash(o::id("id", id)?).map_err(core_err))
     }
 
     /// first local element that is not bitwise round_dtype(f32(gen(i)) * f32(coef))
@@ -380,7 +428,7 @@ impl NativeStore {
             let i = o::id("id", id)?;
             let g = o::gen_spec(&gen)?;
             let b = o::block(&block)?;
-            Ok(self.inner.verify_scaled(i, &g, &b, coef).map_err(core_err)?.map(Into::into))
+            Ok(self.store().verify_scaled(i, &g, &b, coef).map_err(core_err)?.map(Into::into))
         })
     }
 
@@ -390,7 +438,7 @@ impl NativeStore {
     pub fn verify_scaled_many(&self, #[napi(ts_arg_type = "Array<VerifyItem>")] items: Unknown<'_>) -> Result<Option<ItemMismatch>> {
         guard_store(&self.poison, "verifyScaledMany", || {
             let items = o::verify_items("items", &items)?;
-            Ok(self.inner.verify_scaled_many(&items).map_err(core_err)?.map(|(k, m)| ItemMismatch { item: k as u32, mismatch: m.into() }))
+            Ok(self.store().verify_scaled_many(&items).map_err(core_err)?.map(|(k, m)| ItemMismatch { item: k as u32, mismatch: m.into() }))
         })
     }
 
@@ -408,7 +456,7 @@ impl NativeStore {
                 es.push((e.name.clone(), o::id(&format!("entries[{k}].id"), e.id)?));
             }
             let md: Vec<(String, String)> = metadata.into_iter().collect();
-            self.inner.save_safetensors(&path, &es, &md).map_err(core_err)
+            self.store().save_safetensors(&path, &es, &md).map_err(core_err)
         })
     }
 
@@ -417,7 +465,7 @@ impl NativeStore {
     pub fn load_safetensors(&mut self, path: String, rank: f64) -> Result<Vec<SafetensorsEntry>> {
         guard_store(&self.poison, "loadSafetensors", || {
             let r = o::rank("rank", rank)?;
-            let v = self.inner.load_safetensors(&path, r).map_err(core_err)?;
+            let v = self.store().load_safetensors(&path, r).map_err(core_err)?;
             Ok(v.into_iter().map(|(name, id)| SafetensorsEntry { name, id: id as f64 }).collect())
         })
     }
@@ -455,7 +503,7 @@ impl NativeStore {
             let ids = (o::id("param", param)?, o::id("grad", grad)?, o::id("expAvg", exp_avg)?, o::id("expAvgSq", exp_avg_sq)?);
             let s = o::uint("step", step)?;
             let h = optim::AdamW { lr: hp.lr, beta1: hp.beta1, beta2: hp.beta2, eps: hp.eps, weight_decay: hp.weight_decay };
-            self.inner.adamw_step(ids.0, ids.1, ids.2, ids.3, s, &h).map_err(core_err)
+            self.store().adamw_step(ids.0, ids.1, ids.2, ids.3, s, &h).map_err(core_err)
         })
     }
 
@@ -466,7 +514,7 @@ impl NativeStore {
         guard_store(&self.poison, "copyBlock", || {
             let (d, s) = (o::id("dst", dst)?, o::id("src", src)?);
             let (db, sb) = (o::block(&dst_block)?, o::block(&src_block)?);
-            Ok(self.inner.copy_block(d, &db, s, &sb).map_err(core_err)? as f64)
+            Ok(self.store().copy_block(d, &db, s, &sb).map_err(core_err)? as f64)
         })
     }
 }
