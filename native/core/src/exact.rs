@@ -9,9 +9,11 @@
 //! are flushed into u128 master bins before they can overflow (every 2^16 elements). The bins are
 //! combined into the big integer at the end.
 //!
-//! General p: y = f64(|x|^p) (one rounding, as SPEC section 6 says) is split as M * 2^E with
-//! M < 2^53 and added into a u128 bin per f64 exponent field (2^75 additions before overflow).
+//! General p: y = f64(|x|^p), the correctly rounded value of the exact |x|^p (abspow.rs, SPEC
+//! section 6: the same bits on every CPU), is split as M * 2^E with M < 2^53 and added into a u128
+//! bin per f64 exponent field (2^75 additions before overflow).
 
+use crate::abspow::AbsPow;
 use crate::bail;
 pub use crate::biguint::BigUint;
 use crate::dtype::Elem;
@@ -204,7 +206,7 @@ pub fn exact_sum_abs_pow<T: Elem>(xs: &[T], p: f64) -> Result<BigUint> {
     exact_sum_abs_pow_with(KernelPath::detect(), xs, p)
 }
 
-/// `exact_sum_abs_pow` on the given kernel path (p = 1 and 2; the result is the same on every path).
+/// `exact_sum_abs_pow` on the given kernel path (the result is the same on every path).
 pub fn exact_sum_abs_pow_with<T: Elem>(path: KernelPath, xs: &[T], p: f64) -> Result<BigUint> {
     if p == 2.0 || p == 1.0 {
         let mut acc = ExactF32::with_path(p == 2.0, path);
@@ -215,26 +217,27 @@ pub fn exact_sum_abs_pow_with<T: Elem>(path: KernelPath, xs: &[T], p: f64) -> Re
     if std::mem::size_of::<T>() == 2 && xs.len() >= TABLE_MIN_LEN {
         add_general_table(&mut acc, xs, &AbsPowTable16::new::<T>(p), p)?;
     } else {
-        add_general(&mut acc, xs, p)?;
+        add_general_with(path, &mut acc, xs, p)?;
     }
     Ok(acc.finish())
 }
 
-/// From this many elements on, a 16-bit tensor's general-p sum builds an `AbsPowTable16` (2^15 powf)
-/// instead of calling powf per element.
+/// From this many elements on, a 16-bit tensor's general-p sum builds an `AbsPowTable16` (2^15
+/// values of |x|^p) instead of computing |x|^p per element.
 pub const TABLE_MIN_LEN: usize = 1 << 16;
 
 /// f64(|x|^p) for every magnitude of a 16-bit type (2^15 entries, indexed by the bits without the
-/// sign). The general-p exact sum of a bf16/f16 tensor then costs a lookup per element instead of a
-/// powf, with the same bits: each entry is the very powf the per-element path computes.
+/// sign). The general-p exact sum of a bf16/f16 tensor then costs a lookup per element, with the
+/// same bits as the per-element path: both are the correctly rounded |x|^p.
 pub struct AbsPowTable16(Vec<f64>);
 
 impl AbsPowTable16 {
     pub fn new<T: Elem>(p: f64) -> AbsPowTable16 {
         assert_eq!(std::mem::size_of::<T>(), 2, "AbsPowTable16 is for 16-bit element types");
-        AbsPowTable16((0u32..1 << 15).map(|b| T::from_bits(b).to_f64().abs().powf(p)).collect())
+        let k = AbsPow::new(p);
+        AbsPowTable16((0u32..1 << 15).map(|b| k.of(T::from_bits(b).to_f64())).collect())
     }
-    /// f64(|x|^p) (non-finite x too: inf or NaN, as powf gives them).
+    /// f64(|x|^p) (non-finite x too: inf or NaN).
     #[inline(always)]
     pub fn abs_pow<T: Elem>(&self, x: T) -> f64 {
         self.0[(x.bits() & 0x7fff) as usize]
@@ -258,12 +261,42 @@ pub fn add_general_table<T: Elem>(acc: &mut ExactF64, xs: &[T], table: &AbsPowTa
 
 /// Adds f64(|x|^p) of every finite x into a general accumulator.
 pub fn add_general<T: Elem>(acc: &mut ExactF64, xs: &[T], p: f64) -> Result<()> {
+    add_general_with(KernelPath::detect(), acc, xs, p)
+}
+
+/// `add_general` on the given kernel path (the same values on every path: each is correctly rounded).
+pub fn add_general_with<T: Elem>(path: KernelPath, acc: &mut ExactF64, xs: &[T], p: f64) -> Result<()> {
+    let k = AbsPow::new(p);
+    #[cfg(target_arch = "x86_64")]
+    if path.is_simd() && matches!(k, AbsPow::Three | AbsPow::ThreeHalves) && crate::simd::fma_available() {
+        let mut ys = [0f64; 512];
+        for c in xs.chunks(ys.len()) {
+            let ys = &mut ys[..c.len()];
+            // SAFETY: fma_available() checked AVX2, F16C and FMA.
+            unsafe {
+                if k == AbsPow::Three {
+                    crate::simd::abs_pow_into::<T, false>(c, ys)
+                } else {
+                    crate::simd::abs_pow_into::<T, true>(c, ys)
+                }
+            }
+            for (&x, &y) in c.iter().zip(ys.iter()) {
+                // y is inf or NaN exactly when x is (|x|^3 and |x|^1.5 of a finite f32 are finite)
+                if y.is_finite() {
+                    acc.add(y);
+                } else if !x.is_nonfinite() {
+                    bail!("exact sum: |x|^p overflows f64 for the finite element x = {} with p = {p}", x.to_f64());
+                }
+            }
+        }
+        return Ok(());
+    }
+    let _ = path;
     for &x in xs {
         if x.is_nonfinite() {
             continue;
         }
-        let a = x.to_f64().abs();
-        let y = if p == 2.0 { a * a } else if p == 1.0 { a } else { a.powf(p) };
+        let y = k.of(x.to_f64());
         if !y.is_finite() {
             bail!("exact sum: |x|^p overflows f64 for the finite element x = {} with p = {p}", x.to_f64());
         }
@@ -278,7 +311,7 @@ mod tests {
     use half::{bf16, f16};
 
     #[test]
-    fn general_p_table_matches_powf_bitwise_for_bf16_and_f16() {
+    fn general_p_table_matches_the_per_element_path_for_bf16_and_f16() {
         fn check<T: Elem>(seed: u64) {
             let mut s = seed;
             // every magnitude class: zeros, subnormals, normals, the largest finite, plus non-finite skipped

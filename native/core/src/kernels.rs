@@ -3,6 +3,7 @@
 //! reassociation by the compiler). On x86_64 each kernel is compiled twice, for the baseline and
 //! for AVX2, and picked at run time.
 
+use crate::abspow::AbsPow;
 use crate::dtype::Elem;
 pub use crate::path::KernelPath;
 use crate::path::multiversion;
@@ -72,14 +73,33 @@ pub fn sum_abs_with<T: Elem>(path: KernelPath, xs: &[T]) -> f64 {
     tree_sum(lanes_generic::<T, true>(xs))
 }
 
-/// sum of |x|^p in f64 for general p: powf per element, or (a large 16-bit tensor) a lookup in a
-/// table of the same powf values, so the sum has the same bits either way.
+/// sum of |x|^p in f64 for general p, each |x|^p correctly rounded (abspow.rs): computed per element
+/// (four lanes at a time for p = 3 and 1.5), or for a large 16-bit tensor with p other than those
+/// looked up in a table of the same values, so the sum has the same bits either way.
 pub fn sum_pow<T: Elem>(xs: &[T], p: f64) -> f64 {
-    if std::mem::size_of::<T>() == 2 && xs.len() >= crate::exact::TABLE_MIN_LEN {
+    sum_pow_with(KernelPath::detect(), xs, p)
+}
+
+/// `sum_pow` on the given kernel path (same result on every path).
+pub fn sum_pow_with<T: Elem>(path: KernelPath, xs: &[T], p: f64) -> f64 {
+    let k = AbsPow::new(p);
+    #[cfg(target_arch = "x86_64")]
+    if path.is_simd() && matches!(k, AbsPow::Three | AbsPow::ThreeHalves) && crate::simd::fma_available() {
+        // SAFETY: fma_available() checked AVX2, F16C and FMA.
+        return tree_sum(unsafe {
+            if k == AbsPow::Three {
+                crate::simd::sum_pow_lanes::<T, false>(xs)
+            } else {
+                crate::simd::sum_pow_lanes::<T, true>(xs)
+            }
+        });
+    }
+    let _ = path;
+    if matches!(k, AbsPow::Other(_)) && std::mem::size_of::<T>() == 2 && xs.len() >= crate::exact::TABLE_MIN_LEN {
         let table = crate::exact::AbsPowTable16::new::<T>(p);
         return sum_lanes_of(xs, |x| table.abs_pow(x));
     }
-    sum_lanes_of(xs, |x| (x.to_f32() as f64).abs().powf(p))
+    sum_lanes_of(xs, |x| k.of(x.to_f32() as f64))
 }
 
 /// f(x) summed in f64 over L lanes, then the lanes by `tree_sum` (the order every sum here uses).
@@ -98,7 +118,8 @@ fn sum_lanes_of<T: Elem>(xs: &[T], f: impl Fn(T) -> f64) -> f64 {
     tree_sum(acc)
 }
 
-/// sum |x|^p accumulated in f64 (p == 2: x*x, p == 1: |x|, else powf). NaN/Inf propagate.
+/// sum |x|^p accumulated in f64 (p == 2: x*x, p == 1: |x|, else the correctly rounded |x|^p of
+/// abspow.rs). NaN/Inf propagate.
 pub fn sum_abs_pow<T: Elem>(xs: &[T], p: f64) -> f64 {
     if p == 2.0 {
         sum_sq(xs)
@@ -245,22 +266,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sum_pow_through_the_16_bit_table_is_bitwise_the_powf_sum() {
+    fn sum_pow_is_bitwise_the_same_per_element_on_every_path_and_through_the_16_bit_table() {
         fn check<T: Elem>() {
             let mut s = 0x9e3779b97f4a7c15u64;
             let xs: Vec<T> = (0..100_003)
                 .map(|_| {
                     s = crate::genq::splitmix64(s);
-                    T::from_bits((s & 0xffff) as u32) // every class: subnormal, huge, inf, NaN
+                    // every class: subnormal, huge, inf, NaN
+                    T::from_bits(if std::mem::size_of::<T>() == 4 { (s >> 32) as u32 } else { (s & 0xffff) as u32 })
                 })
                 .collect();
             let finite: Vec<T> = xs.iter().copied().filter(|x| !x.is_nonfinite()).collect();
             for p in [1.5, 3.0, 0.25] {
-                let direct = |v: &[T]| sum_lanes_of(v, |x| (x.to_f32() as f64).abs().powf(p));
-                assert_eq!(sum_pow(&finite, p).to_bits(), direct(&finite).to_bits(), "p = {p}");
-                assert!(sum_pow(&xs, p).is_nan() && direct(&xs).is_nan(), "p = {p}: NaN propagates either way");
+                let direct = |v: &[T]| sum_lanes_of(v, |x| AbsPow::new(p).of(x.to_f32() as f64));
+                for path in KernelPath::all_here() {
+                    assert_eq!(sum_pow_with(path, &finite, p).to_bits(), direct(&finite).to_bits(), "p = {p} {path:?}");
+                    let odd = &finite[..finite.len() - 5]; // a remainder past the 32 lanes
+                    assert_eq!(sum_pow_with(path, odd, p).to_bits(), direct(odd).to_bits(), "p = {p} {path:?}");
+                    assert!(sum_pow_with(path, &xs, p).is_nan() && direct(&xs).is_nan(), "p = {p}: NaN propagates either way");
+                }
             }
         }
+        check::<f32>();
         check::<half::bf16>();
         check::<half::f16>();
     }

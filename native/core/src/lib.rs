@@ -4,13 +4,14 @@
 //! safetensors I/O.
 //!
 //! Layers, bottom up (a module uses only modules of lower layers; no circle):
-//! - error, dtype, json, genq (splitmix64, fnv1a64, q); biguint, hash, pool
+//! - error, dtype, json, genq (splitmix64, fnv1a64, q); biguint, hash, pool; abspow (|x|^p of one element)
 //! - simd (the AVX2 / AVX-512 kernels) < path (KernelPath, multiversion!) < exact < kernels < gen
 //! - optim, reference, safetensors
 //! - ledger (tensor table, ids, ranks, live/peak bytes, argument checks) < store_api (TensorStore,
 //!   the shared safetensors paths) < store (cpu, meta) < cuda/store (CudaStore; cuda/device,
 //!   cuda/kernels, cuda/emu, cuda/nvrtc below it) < cuda < tensor_store (open)
 
+pub mod abspow;
 pub mod biguint;
 pub mod cuda;
 pub mod dtype;

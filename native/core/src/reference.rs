@@ -6,7 +6,7 @@ use half::{bf16, f16};
 use crate::bail;
 use crate::dtype::{pow2, DType, Elem};
 use crate::error::Result;
-use crate::exact::{add_general, add_general_table, AbsPowTable16, BigUint, ExactF32, ExactF64, TABLE_MIN_LEN};
+use crate::exact::{add_general, add_general_table, add_general_with, AbsPowTable16, BigUint, ExactF32, ExactF64, TABLE_MIN_LEN};
 use crate::gen::{GenMode, GenSpec};
 use crate::path::KernelPath;
 
@@ -160,7 +160,7 @@ pub fn exact_full_with(path: KernelPath, spec: &GenSpec, numel: u64, p: f64) -> 
                     } else if let Some(t) = &table {
                         add_general_table(&mut a64, b, t, p)?;
                     } else {
-                        add_general(&mut a64, b, p)?;
+                        add_general_with(path, &mut a64, b, p)?;
                     }
                     i += k as u64;
                 }

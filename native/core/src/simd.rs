@@ -145,6 +145,83 @@ pub unsafe fn sum_abs_lanes<T: Elem>(xs: &[T]) -> [f64; LANES] {
     sum_lanes::<T, true>(xs)
 }
 
+/// Whether the |x|^p kernels below (AVX2 + F16C + FMA) can run on this CPU: a SIMD `KernelPath`
+/// says AVX2 and F16C, not FMA, so their callers ask this too.
+#[inline]
+pub fn fma_available() -> bool {
+    available() && std::is_x86_feature_detected!("fma")
+}
+
+/// |x|^3 (HALVES = false) or |x|^1.5 of four f32 values widened to f64: the operations of
+/// abspow::cube and abspow::three_halves lane-wise, so the same correctly rounded bits.
+#[inline(always)]
+unsafe fn abs_pow4<const HALVES: bool>(x: __m256d) -> __m256d {
+    let a = _mm256_andnot_pd(_mm256_set1_pd(-0.0), x);
+    let sq = _mm256_mul_pd(a, a);
+    let ch = _mm256_mul_pd(sq, a);
+    if !HALVES {
+        return ch;
+    }
+    let cl = _mm256_fmsub_pd(sq, a, ch);
+    let s = _mm256_sqrt_pd(ch);
+    let r = _mm256_add_pd(_mm256_fnmadd_pd(s, s, ch), cl);
+    let t = _mm256_add_pd(s, _mm256_div_pd(r, _mm256_add_pd(s, s)));
+    // 0, inf and NaN are their own results (as in the scalar code)
+    let finite_pos = _mm256_and_pd(
+        _mm256_cmp_pd::<_CMP_GT_OQ>(a, _mm256_setzero_pd()),
+        _mm256_cmp_pd::<_CMP_LT_OQ>(a, _mm256_set1_pd(f64::INFINITY)),
+    );
+    _mm256_blendv_pd(a, t, finite_pos)
+}
+
+/// out[i] = |xs[i]|^3 (HALVES = false) or |xs[i]|^1.5, correctly rounded (abspow.rs);
+/// out.len() == xs.len().
+///
+/// # Safety
+/// The CPU must support AVX2, F16C and FMA ([`fma_available`]).
+#[target_feature(enable = "avx2,f16c,fma")]
+pub unsafe fn abs_pow_into<T: Elem, const HALVES: bool>(xs: &[T], out: &mut [f64]) {
+    assert_eq!(xs.len(), out.len());
+    let n = xs.len() / 4 * 4;
+    let (p, o) = (xs.as_ptr(), out.as_mut_ptr());
+    let mut i = 0;
+    while i < n {
+        _mm256_storeu_pd(o.add(i), abs_pow4::<HALVES>(load4_pd(p.add(i))));
+        i += 4;
+    }
+    let k = if HALVES { crate::abspow::AbsPow::ThreeHalves } else { crate::abspow::AbsPow::Three };
+    for j in n..xs.len() {
+        out[j] = k.of(xs[j].to_f32() as f64);
+    }
+}
+
+/// Lane sums of |x|^3 (HALVES = false) or |x|^1.5 (lane = index mod LANES, as kernels::sum_pow).
+///
+/// # Safety
+/// The CPU must support AVX2, F16C and FMA ([`fma_available`]).
+#[target_feature(enable = "avx2,f16c,fma")]
+pub unsafe fn sum_pow_lanes<T: Elem, const HALVES: bool>(xs: &[T]) -> [f64; LANES] {
+    let mut acc = [_mm256_setzero_pd(); LANES / 4];
+    let n = xs.len() / LANES * LANES;
+    let p = xs.as_ptr();
+    let mut i = 0;
+    while i < n {
+        for (j, a) in acc.iter_mut().enumerate() {
+            *a = _mm256_add_pd(*a, abs_pow4::<HALVES>(load4_pd(p.add(i + 4 * j))));
+        }
+        i += LANES;
+    }
+    let mut out = [0f64; LANES];
+    for (j, a) in acc.iter().enumerate() {
+        _mm256_storeu_pd(out.as_mut_ptr().add(4 * j), *a);
+    }
+    let k = if HALVES { crate::abspow::AbsPow::ThreeHalves } else { crate::abspow::AbsPow::Three };
+    for (j, x) in xs[n..].iter().enumerate() {
+        out[j] += k.of(x.to_f32() as f64);
+    }
+    out
+}
+
 /// Elements per block of the exact kernel: 16 f64 lanes (4 registers), 64 deposits per lane.
 pub const BLOCK: usize = 1024;
 const LOG2_DEPOSITS: i32 = 6;

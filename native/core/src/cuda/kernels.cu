@@ -281,6 +281,24 @@ __device__ void copy_box_impl(T* dst, const T* src, Box b) {
 
 // ---------------------------------------------------------------- reductions
 
+// |x|^p of an f32 value a = |x| >= 0 widened to f64, for p other than 1 and 2: for p = 3 and 1.5 the
+// correctly rounded value by abspow.rs's operations (the same bits as the cpu backend: x*x is exact,
+// the fma and square root are exact-rounding intrinsics); other p the device's pow, which is not
+// correctly rounded (the cpu backend's CORE-MATH pow is): a float64 sum within the fp32 class, as the
+// order of the sums already is.
+CP_FN double abs_pow(double a, double p) {
+  if (p == 3.0) return __dmul_rn(__dmul_rn(a, a), a);
+  if (p == 1.5) {
+    if (!(a > 0.0 && a < __longlong_as_double((i64)0x7ff0000000000000ULL))) return a; // 0, inf, NaN
+    double sq = __dmul_rn(a, a);
+    double ch = __dmul_rn(sq, a);
+    double cl = __fma_rn(sq, a, -ch);
+    double s = __dsqrt_rn(ch);
+    return __dadd_rn(s, __ddiv_rn(__dadd_rn(__fma_rn(-s, s, ch), cl), __dadd_rn(s, s)));
+  }
+  return pow(a, p);
+}
+
 // Deterministic float64 sums: block b sums elements [b*C, (b+1)*C), C = blockDim.x * CP_SUM_ITEMS,
 // thread t the elements b*C + t + k*blockDim.x in increasing k, then a fixed tree over the threads;
 // partial[b] is the block's sum. sum_partials adds the partials the same way in one block.
@@ -304,7 +322,7 @@ __device__ void sum_impl(const typename D::raw* x, u64 n, double p, double* part
       double t;
       if (OP == 0) t = __dmul_rn(v, v);
       else if (OP == 1) t = fabs(v);
-      else t = pow(fabs(v), p);
+      else t = abs_pow(fabs(v), p);
       acc = __dadd_rn(acc, t);
     }
   }
