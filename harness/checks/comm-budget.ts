@@ -2,6 +2,18 @@ import { meshesOf, reductionGroupCount, summedOverPartial, tieGroup } from "../w
 import { defineCheck, fail, pass } from "./types.ts";
 
 /**
+ * Where this check's verdict can go: each branch has its test in suites/checks-branches/branches.test.ts
+ * (named by it), seen to fail with that branch weakened.
+ */
+export const BRANCHES = [
+  "fail: a collective over budget on a rank other than 0",
+  "budget: a Partial gradient's sum is one more",
+  "budget: an optimizer-owned clipper's finalize of a tied parameter is one more",
+  "budget: the matrix's own budget replaces the rule",
+  "pass: within budget",
+] as const;
+
+/**
  * Collectives per rank per clip <= distinct reduction groups + 1 (PP), SPEC §10. A group is a set of
  * ranks: the ranks along a parameter's Shard axes. A rank whose stage holds no parameter still gets
  * one group (the stage), so a subject may always reduce once over its stage. A Partial(sum) gradient

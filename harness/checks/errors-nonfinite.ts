@@ -4,6 +4,19 @@ import { defineCheck, fail, pass, skip } from "./types.ts";
 const NONFINITE_MESSAGE = /non-?finite/i;
 
 /**
+ * Where this check's verdict can go: each branch has its test in suites/checks-branches/branches.test.ts
+ * (named by it), seen to fail with that branch weakened.
+ */
+export const BRANCHES = [
+  "skip: the meta backend holds no values",
+  "skip: the cell asks for no error (finite norm)",
+  "fail: a hang instead of an error",
+  "fail: some ranks raised while the others returned NaN",
+  "fail: a rank other than 0 raised an unrelated error",
+  "pass: every rank raised the non-finite error",
+] as const;
+
+/**
  * With error_if_nonfinite and a non-finite norm, every rank raises the non-finite error: none hangs,
  * none goes on, and none raises something else (an unrelated crash is not the error that was asked for).
  */

@@ -1,6 +1,16 @@
 import type { CheckInfo, CheckResult } from "./types.ts";
 
 /**
+ * Where this check's verdict can go: each branch has its test in suites/checks-branches/branches.test.ts
+ * (named by it), seen to fail with that branch weakened.
+ */
+export const BRANCHES = [
+  "fail: a drift from the golden file",
+  "skip: the golden file has no entry for the cell",
+  "pass: equal to the golden file",
+] as const;
+
+/**
  * The cell's numbers against the committed golden/<matrix>.json (`--golden check`): judged after the run,
  * once every cell's norms and tensor hash are known (harness/run/golden.ts compares them); a drift of any
  * cell's numbers fails it.

@@ -1,5 +1,15 @@
 import { defineCheck, fail, pass, skip } from "./types.ts";
 
+/**
+ * Where this check's verdict can go: each branch has its test in suites/checks-branches/branches.test.ts
+ * (named by it), seen to fail with that branch weakened.
+ */
+export const BRANCHES = [
+  "skip: liveness failed",
+  "fail: a leak on the error path only, on a rank other than 0",
+  "pass: nothing left allocated",
+] as const;
+
 /** The subject frees all it allocates: the ledger is back where it was before the clip. */
 export default defineCheck({
   id: "memory.leak",

@@ -9,6 +9,15 @@ function budgetText(b: Budgets): string {
   return `float32 size of its largest local shard + ${slack === DEFAULT_SCRATCH_SLACK_BYTES ? "1 MiB" : `${fmt(slack)} bytes`}`;
 }
 
+/**
+ * Where this check's verdict can go: each branch has its test in suites/checks-branches/branches.test.ts
+ * (named by it), seen to fail with that branch weakened.
+ */
+export const BRANCHES = [
+  "fail: scratch over budget on a rank other than 0",
+  "pass: scratch within budget",
+] as const;
+
 /** Scratch during the clip within budget: catches O(global params) gradient replication. */
 export default defineCheck({
   id: "memory.peak",

@@ -1,5 +1,22 @@
 import { defineCheck, fail, normTolerance, pass, sameNorm, skip } from "./types.ts";
 
+/**
+ * Where this check's verdict can go: each branch has its test in suites/checks-branches/branches.test.ts
+ * (named by it), seen to fail with that branch weakened.
+ */
+export const BRANCHES = [
+  "skip: the meta backend holds no values",
+  "skip: liveness failed",
+  "fail: a rank other than 0 raised on a cell that asks for no error",
+  "tolerate: every rank raised for a non-finite norm it was asked to refuse",
+  "fail: a rank returned something other than a number",
+  "fail: a norm that is not a float32 value",
+  "fail: outside the tolerance on a rank other than 0",
+  "pass: within the tolerance (an ulp off under fp32)",
+  "exact class: an ulp off fails",
+  "non-finite reference: compared bitwise (Inf is not NaN)",
+] as const;
+
 /** The reported norm against the reference, within the subject's tolerance class (SPEC §6). */
 export default defineCheck({
   id: "parity.norm",

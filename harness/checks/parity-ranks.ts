@@ -1,5 +1,15 @@
 import { defineCheck, fail, notComparable, pass, sameNorm, skip } from "./types.ts";
 
+/**
+ * Where this check's verdict can go: each branch has its test in suites/checks-branches/branches.test.ts
+ * (named by it), seen to fail with that branch weakened.
+ */
+export const BRANCHES = [
+  "skip: a rank raised",
+  "fail: ranks an ulp apart, each within the norm's tolerance",
+  "pass: every rank NaN (NaN equals NaN)",
+] as const;
+
 /** Every rank returns the same norm: a rank that reduced over fewer ranks shows here. */
 export default defineCheck({
   id: "parity.ranks",

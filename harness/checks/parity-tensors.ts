@@ -7,6 +7,18 @@ import { defineCheck, fail, globalIndex, lowPrecisionCoefs, lowPrecisionDtype, n
 const signed = (x: number): string => (Object.is(x, -0) ? "-0" : String(x));
 
 /**
+ * Where this check's verdict can go: each branch has its test in suites/checks-branches/branches.test.ts
+ * (named by it), seen to fail with that branch weakened.
+ */
+export const BRANCHES = [
+  "skip: a rank raised",
+  "fail: a gradient off on a rank other than 0",
+  "exact class: judged by the reference's coefficient, not the rank's own norm",
+  "bf16 class: a coefficient held in the gradients' dtype is accepted there only",
+  "pass: every gradient scaled by its rank's coefficient",
+] as const;
+
+/**
  * Every clipped element equals round(float32(g) * c): c is the reference's coefficient for the
  * `exact` class, else the one the rank's own norm gives (SPEC §6). In the `bf16` class (a subject that
  * reduces in the gradients' own low precision, as PyTorch does for bfloat16 and float16 gradients) a rank

@@ -2,6 +2,18 @@ import { clipCoefficient } from "../subject/api.ts";
 import { defineCheck, fail, notComparable, pass, skip, scaled } from "./types.ts";
 
 /**
+ * Where this check's verdict can go: each branch has its test in suites/checks-branches/branches.test.ts
+ * (named by it), seen to fail with that branch weakened.
+ */
+export const BRANCHES = [
+  "skip: a rank raised",
+  "skip: clip_coef >= 1, nothing to scale",
+  "fail: gradients left unscaled on a rank other than 0",
+  "fail: an optimizer's tied copy left as the raw partial it was given",
+  "pass: every gradient scaled",
+] as const;
+
+/**
  * When clip_coef < 1 every present gradient was really scaled: catches grads passed where
  * parameters were expected, so nothing is scaled while the reported norm still looks right.
  * Absent gradients stay absent by construction: a subject gets frozen views and cannot add one.

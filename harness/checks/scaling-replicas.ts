@@ -1,6 +1,19 @@
 import { clipCoefficient, type Tensor } from "../subject/api.ts";
 import { defineCheck, fail, globalIndex, notComparable, pass, skip, scaled } from "./types.ts";
 
+/**
+ * Where this check's verdict can go: each branch has its test in suites/checks-branches/branches.test.ts
+ * (named by it), seen to fail with that branch weakened.
+ */
+export const BRANCHES = [
+  "skip: a rank raised",
+  "skip: no tied replica",
+  "fail: one replica of several left unscaled, on the middle stage",
+  "fail: one replica of several left unscaled, on the last stage",
+  "fail: a replica whose shards line up with no canonical shard, left unscaled",
+  "pass: every replica scaled like its canonical copy",
+] as const;
+
 /** Every physical copy of a tied parameter is scaled by one coefficient and stays bitwise equal. */
 export default defineCheck({
   id: "scaling.replicas",

@@ -1,0 +1,418 @@
+/**
+ * Issue 42: one test per branch of every check, each branch named as its module's BRANCHES declares it.
+ * The subjects (./subjects.ts) go wrong where a check skips, tolerates or judges part of the ranks: on
+ * a rank other than 0, by an ulp, on the error path, on one tied replica of several. Each test was
+ * seen to fail with its branch weakened in the check (the commits say how).
+ */
+import { describe, expect, it } from "vitest";
+import { parseLayout } from "../../harness/layout/layout.ts";
+import { runCell, type RunCellOptions } from "../../harness/run/cell.ts";
+import type { Cell } from "../../harness/spec/cell.ts";
+import type { CellResult } from "../../harness/results/types.ts";
+import { BUILTIN_SUBJECTS } from "../../harness/subject/registry.ts";
+import { NORM_TOLERANCE } from "../../harness/checks/types.ts";
+import { Replicate, Shard } from "../../harness/model/plan.ts";
+import { fuzzCell, fuzzManifest, fuzzPlan, validateCase, type FuzzCase, type FuzzCopy } from "../../harness/fuzz/case.ts";
+import { isolationCheck } from "../../harness/checks/isolation.ts";
+import { goldenCheck } from "../../harness/checks/golden.ts";
+import * as parityNorm from "../../harness/checks/parity-norm.ts";
+import * as parityRanks from "../../harness/checks/parity-ranks.ts";
+import * as parityTensors from "../../harness/checks/parity-tensors.ts";
+import * as scalingNonempty from "../../harness/checks/scaling-nonempty.ts";
+import * as scalingReplicas from "../../harness/checks/scaling-replicas.ts";
+import * as liveness from "../../harness/checks/liveness.ts";
+import * as errorsNonfinite from "../../harness/checks/errors-nonfinite.ts";
+import * as memoryPeak from "../../harness/checks/memory-peak.ts";
+import * as memoryLeak from "../../harness/checks/memory-leak.ts";
+import * as commBudget from "../../harness/checks/comm-budget.ts";
+import * as isolation from "../../harness/checks/isolation.ts";
+import * as golden from "../../harness/checks/golden.ts";
+import { coefInGradDtype } from "../strength/subjects/coef-in-grad-dtype.ts";
+import {
+  extraCollectiveOnRank1,
+  leaksOnErrorPathOnRank1,
+  nextUp32,
+  raisesAfterCollectivesOnRank1,
+  raisesBeforePp,
+  raisesOnRank0Only,
+  rank1RaisesUnrelated,
+  replicaNeverTouched,
+  replicaUnscaledOnStage,
+  reportsEverywhere,
+  reportsOn,
+  scalesOnRank,
+  scratchOnRank1,
+  skipsPpOnRank1,
+  ulpUpScaledByIt,
+} from "./subjects.ts";
+
+const bucketed = BUILTIN_SUBJECTS.bucketed!;
+const titanMtp = BUILTIN_SUBJECTS["titan-mtp"]!;
+
+const cell = (over: Partial<Cell> = {}): Cell => ({
+  subject: "x",
+  layout: parseLayout("dp_shard2"),
+  model: "llama3-debug",
+  dtype: "f32",
+  normType: 2,
+  regime: "active",
+  seed: 0,
+  ...over,
+});
+const pp2 = { layout: parseLayout("pp2") };
+const nan = { regime: "nonfinite-nan" } as const;
+
+async function verdict(id: string, subject: RunCellOptions["subject"], over: Partial<Cell> = {}, options: Partial<RunCellOptions> = {}) {
+  const r = await runCell(cell(over), { subject, ...options });
+  return { ...r.checks.find((c) => c.id === id)!, result: r };
+}
+
+const check = (r: CellResult, id: string) => r.checks.find((c) => c.id === id)!;
+
+// ---- tied replicas on a synthetic model (the fuzzer's case format) ------------------------------
+
+const copy = (stage: number, axes: FuzzCopy["axes"] = [], placements: FuzzCopy["placements"] = []): FuzzCopy => ({ stage, mesh: "dense", axes, placements });
+
+/** pp3: a weight on stage 0 tied to a replica on stage 1 and one on stage 2, placed alike; an untied one beside it. */
+const threeStages: FuzzCase = validateCase({
+  subject: "x",
+  layout: parseLayout("pp3"),
+  dtype: "f32",
+  normType: 2,
+  regime: "active",
+  seed: 0,
+  params: [
+    { name: "embed", shape: [4, 2], ...copy(0), replicas: [copy(1), copy(2)] },
+    { name: "w", shape: [3], ...copy(1), replicas: [] },
+  ],
+});
+
+/** pp2,dp_shard2: a weight sharded over dp_shard on stage 0, its replica on stage 1 whole: no shard lines up. */
+const misaligned: FuzzCase = validateCase({
+  subject: "x",
+  layout: parseLayout("pp2,dp_shard2"),
+  dtype: "f32",
+  normType: 2,
+  regime: "active",
+  seed: 0,
+  params: [{ name: "embed", shape: [4, 2], ...copy(0, ["dp_shard"], [Shard(0)]), replicas: [copy(1, ["dp_shard"], [Replicate])] }],
+});
+
+/** pp2: a tied weight as trainers tie it (replica on the last stage, placed alike), for an optimizer-owned clipper. */
+const optimizerTied: FuzzCase = validateCase({
+  subject: "x",
+  layout: parseLayout("pp2"),
+  dtype: "f32",
+  normType: 2,
+  regime: "active",
+  seed: 0,
+  params: [{ name: "embed", shape: [4, 2], ...copy(0), replicas: [copy(1)] }],
+});
+
+async function onCase(c: FuzzCase, subject: RunCellOptions["subject"], id: string) {
+  const r = await runCell(fuzzCell(c), { subject, model: fuzzManifest(c), plan: fuzzPlan(c) });
+  return check(r, id);
+}
+
+// ---- the tests, by check and branch ---------------------------------------------------------------
+
+type BranchTests = Record<string, () => Promise<void> | void>;
+
+const TESTS: Record<string, { branches: readonly string[]; tests: BranchTests }> = {
+  "parity.norm": {
+    branches: parityNorm.BRANCHES,
+    tests: {
+      "skip: the meta backend holds no values": async () => {
+        expect((await verdict("parity.norm", bucketed, {}, { backend: "meta" })).status).toBe("skip");
+      },
+      "skip: liveness failed": async () => {
+        const r = await verdict("parity.norm", skipsPpOnRank1, pp2);
+        expect(check(r.result, "liveness").status).toBe("fail");
+        expect(r.status).toBe("skip");
+      },
+      "fail: a rank other than 0 raised on a cell that asks for no error": async () => {
+        const r = await verdict("parity.norm", raisesAfterCollectivesOnRank1);
+        expect(r.status).toBe("fail");
+        expect(r.message).toMatch(/^rank 1 raised on a cell whose reference norm is [\d.]+: rank 1 failed after its collectives/);
+      },
+      "tolerate: every rank raised for a non-finite norm it was asked to refuse": async () => {
+        const r = await verdict("parity.norm", bucketed, nan);
+        expect(r.status).toBe("pass");
+      },
+      "fail: a rank returned something other than a number": async () => {
+        const r = await verdict("parity.norm", reportsOn("returns-undefined-on-rank-1", 1, () => undefined));
+        expect(r.status).toBe("fail");
+        expect(r.message).toMatch(/^rank 1 returned undefined, not a number\n/);
+      },
+      "fail: a norm that is not a float32 value": async () => {
+        const r = await verdict("parity.norm", reportsOn("float64-on-rank-1", 1, (n) => n * (1 + 2 ** -40)));
+        expect(r.status).toBe("fail");
+        expect(r.message).toMatch(/^rank 1 returned [\d.]+, which is not a float32 value/);
+      },
+      "fail: outside the tolerance on a rank other than 0": async () => {
+        const off = (n: number) => Math.fround(n * (1 + 1.5 * NORM_TOLERANCE.fp32));
+        const r = await verdict("parity.norm", reportsOn("off-on-rank-1", 1, off));
+        expect(Math.abs(off(r.result.referenceNorm) - r.result.referenceNorm) / r.result.referenceNorm).toBeLessThan(2 * NORM_TOLERANCE.fp32);
+        expect(r.status).toBe("fail");
+        expect(r.message).toMatch(/^rank 1: total norm .* != reference/);
+      },
+      "pass: within the tolerance (an ulp off under fp32)": async () => {
+        const r = await verdict("parity.norm", reportsEverywhere("ulp-up", nextUp32));
+        expect(r.result.totalNorm).not.toBe(r.result.referenceNorm);
+        expect(r.status).toBe("pass");
+      },
+      "exact class: an ulp off fails": async () => {
+        const r = await verdict("parity.norm", reportsEverywhere("ulp-up-exact", nextUp32, "exact"));
+        expect(r.status).toBe("fail");
+      },
+      "non-finite reference: compared bitwise (Inf is not NaN)": async () => {
+        const inf = { regime: "nonfinite-inf", errorIfNonfinite: false } as const;
+        expect((await verdict("parity.norm", bucketed, inf)).status).toBe("pass");
+        const r = await verdict("parity.norm", reportsEverywhere("nan-for-inf", () => NaN), inf);
+        expect(r.status).toBe("fail");
+      },
+    },
+  },
+  "parity.ranks": {
+    branches: parityRanks.BRANCHES,
+    tests: {
+      "skip: a rank raised": async () => {
+        expect((await verdict("parity.ranks", raisesAfterCollectivesOnRank1)).status).toBe("skip");
+      },
+      "fail: ranks an ulp apart, each within the norm's tolerance": async () => {
+        const r = await verdict("parity.ranks", reportsOn("ulp-up-on-rank-1", 1, nextUp32));
+        expect(check(r.result, "parity.norm").status).toBe("pass");
+        expect(r.status).toBe("fail");
+        expect(r.message).toMatch(/^rank 1 returned .* but rank 0 returned/);
+      },
+      "pass: every rank NaN (NaN equals NaN)": async () => {
+        const r = await verdict("parity.ranks", bucketed, { ...nan, errorIfNonfinite: false });
+        expect(r.result.totalNorm).toBeNaN();
+        expect(r.status).toBe("pass");
+      },
+    },
+  },
+  "parity.tensors": {
+    branches: parityTensors.BRANCHES,
+    tests: {
+      "skip: a rank raised": async () => {
+        expect((await verdict("parity.tensors", raisesAfterCollectivesOnRank1)).status).toBe("skip");
+      },
+      "fail: a gradient off on a rank other than 0": async () => {
+        const r = await verdict("parity.tensors", scalesOnRank("coef-off-on-rank-1", 1, (c) => Math.fround(c * (1 + 2 ** -20))));
+        expect(r.status).toBe("fail");
+        expect(r.message).toMatch(/^rank 1, /);
+      },
+      "exact class: judged by the reference's coefficient, not the rank's own norm": async () => {
+        // an ulp-up norm, scaled by its own coefficient: consistent, so fp32 passes it; exact does not
+        expect((await verdict("parity.tensors", ulpUpScaledByIt("fp32"))).status).toBe("pass");
+        expect((await verdict("parity.tensors", ulpUpScaledByIt("exact"))).status).toBe("fail");
+      },
+      "bf16 class: a coefficient held in the gradients' dtype is accepted there only": async () => {
+        const bf16 = { dtype: "bf16" } as const;
+        expect((await verdict("parity.tensors", coefInGradDtype(), bf16)).status).toBe("pass");
+        expect((await verdict("parity.tensors", { ...coefInGradDtype(), tolerance: "fp32" }, bf16)).status).toBe("fail");
+      },
+      "pass: every gradient scaled by its rank's coefficient": async () => {
+        expect((await verdict("parity.tensors", bucketed)).status).toBe("pass");
+      },
+    },
+  },
+  "scaling.nonempty": {
+    branches: scalingNonempty.BRANCHES,
+    tests: {
+      "skip: a rank raised": async () => {
+        expect((await verdict("scaling.nonempty", raisesAfterCollectivesOnRank1)).status).toBe("skip");
+      },
+      "skip: clip_coef >= 1, nothing to scale": async () => {
+        expect((await verdict("scaling.nonempty", bucketed, { regime: "inactive" })).status).toBe("skip");
+      },
+      "fail: gradients left unscaled on a rank other than 0": async () => {
+        const r = await verdict("scaling.nonempty", scalesOnRank("unscaled-on-rank-1", 1, () => null));
+        expect(r.status).toBe("fail");
+        expect(r.message).toMatch(/^rank 1, .*: the gradient was not scaled/);
+      },
+      "fail: an optimizer's tied copy left as the raw partial it was given": async () => {
+        const r = await onCase({ ...optimizerTied, regime: "finalize", maxNorm: 0.01 }, replicaNeverTouched, "scaling.nonempty");
+        expect(r.status).toBe("fail");
+        expect(r.message).toMatch(/^rank 1, .*: the gradient was not scaled/);
+      },
+      "pass: every gradient scaled": async () => {
+        expect((await verdict("scaling.nonempty", bucketed)).status).toBe("pass");
+      },
+    },
+  },
+  "scaling.replicas": {
+    branches: scalingReplicas.BRANCHES,
+    tests: {
+      "skip: a rank raised": async () => {
+        expect((await onCase(threeStages, raisesAfterCollectivesOnRank1, "scaling.replicas")).status).toBe("skip");
+      },
+      "skip: no tied replica": async () => {
+        expect((await verdict("scaling.replicas", bucketed)).status).toBe("skip");
+      },
+      "fail: one replica of several left unscaled, on the middle stage": async () => {
+        const r = await onCase(threeStages, replicaUnscaledOnStage(1), "scaling.replicas");
+        expect(r.status).toBe("fail");
+        expect(r.message).toMatch(/^rank 1, replica /);
+      },
+      "fail: one replica of several left unscaled, on the last stage": async () => {
+        const r = await onCase(threeStages, replicaUnscaledOnStage(2), "scaling.replicas");
+        expect(r.status).toBe("fail");
+        expect(r.message).toMatch(/^rank 2, replica /);
+      },
+      "fail: a replica whose shards line up with no canonical shard, left unscaled": async () => {
+        const r = await onCase(misaligned, replicaUnscaledOnStage(1), "scaling.replicas");
+        expect(r.status).toBe("fail");
+        expect(r.message).toMatch(/^rank [23], replica .*\(scaled by [\d.e-]+ like its canonical copy\)/);
+      },
+      "pass: every replica scaled like its canonical copy": async () => {
+        const r = await onCase(threeStages, bucketed, "scaling.replicas");
+        expect(r).toMatchObject({ status: "pass", message: "2 replica shards" });
+        expect((await onCase(misaligned, bucketed, "scaling.replicas")).status).toBe("pass");
+      },
+    },
+  },
+  liveness: {
+    branches: liveness.BRANCHES,
+    tests: {
+      "fail: a rank skipped a collective the others wait in": async () => {
+        const r = await verdict("liveness", skipsPpOnRank1, pp2);
+        expect(r.status).toBe("fail");
+        expect(r.message).toMatch(/rank 1 returned without calling it/);
+      },
+      "pass: every collective completed": async () => {
+        expect((await verdict("liveness", bucketed, pp2)).status).toBe("pass");
+      },
+    },
+  },
+  "errors.nonfinite": {
+    branches: errorsNonfinite.BRANCHES,
+    tests: {
+      "skip: the meta backend holds no values": async () => {
+        expect((await verdict("errors.nonfinite", bucketed, nan, { backend: "meta" })).status).toBe("skip");
+      },
+      "skip: the cell asks for no error (finite norm)": async () => {
+        expect((await verdict("errors.nonfinite", bucketed)).status).toBe("skip");
+        expect((await verdict("errors.nonfinite", bucketed, { ...nan, errorIfNonfinite: false })).status).toBe("skip");
+      },
+      "fail: a hang instead of an error": async () => {
+        const r = await verdict("errors.nonfinite", raisesBeforePp, { ...pp2, ...nan });
+        expect(r.status).toBe("fail");
+        expect(r.message).toMatch(/^a non-finite norm led to a hang instead of an error/);
+      },
+      "fail: some ranks raised while the others returned NaN": async () => {
+        const r = await verdict("errors.nonfinite", raisesOnRank0Only, nan);
+        expect(r.status).toBe("fail");
+        expect(r.message).toMatch(/^the norm is NaN but rank\(s\) 1 returned NaN instead of raising/);
+      },
+      "fail: a rank other than 0 raised an unrelated error": async () => {
+        const r = await verdict("errors.nonfinite", rank1RaisesUnrelated, nan);
+        expect(r.status).toBe("fail");
+        expect(r.message).toMatch(/^rank 1 raised, but not for the non-finite norm: cannot format the error/);
+      },
+      "pass: every rank raised the non-finite error": async () => {
+        expect((await verdict("errors.nonfinite", bucketed, nan)).status).toBe("pass");
+      },
+    },
+  },
+  "memory.peak": {
+    branches: memoryPeak.BRANCHES,
+    tests: {
+      "fail: scratch over budget on a rank other than 0": async () => {
+        const r = await verdict("memory.peak", scratchOnRank1(4 << 20));
+        expect(r.status).toBe("fail");
+        expect(r.message).toMatch(/^rank 1: scratch peak 4,194,304 bytes during the clip > budget/);
+      },
+      "pass: scratch within budget": async () => {
+        expect((await verdict("memory.peak", scratchOnRank1(1 << 10))).status).toBe("pass");
+      },
+    },
+  },
+  "memory.leak": {
+    branches: memoryLeak.BRANCHES,
+    tests: {
+      "skip: liveness failed": async () => {
+        expect((await verdict("memory.leak", skipsPpOnRank1, pp2)).status).toBe("skip");
+      },
+      "fail: a leak on the error path only, on a rank other than 0": async () => {
+        expect((await verdict("memory.leak", leaksOnErrorPathOnRank1)).status).toBe("pass");
+        const r = await verdict("memory.leak", leaksOnErrorPathOnRank1, nan);
+        expect(r.status).toBe("fail");
+        expect(r.message).toMatch(/^rank 1: [\d,]+ bytes still allocated after the clip/);
+      },
+      "pass: nothing left allocated": async () => {
+        expect((await verdict("memory.leak", bucketed, nan)).status).toBe("pass");
+      },
+    },
+  },
+  "comm.budget": {
+    branches: commBudget.BRANCHES,
+    tests: {
+      "fail: a collective over budget on a rank other than 0": async () => {
+        const r = await verdict("comm.budget", extraCollectiveOnRank1);
+        expect(r.status).toBe("fail");
+        expect(r.message).toMatch(/^rank 1 issued 3 collectives \(3 all_reduce\) in one clip; budget 2 = /);
+      },
+      "budget: a Partial gradient's sum is one more": async () => {
+        const r = await verdict("comm.budget", bucketed, { layout: parseLayout("tp2"), model: "llama3-debug-sp" });
+        expect(r.status).toBe("pass");
+        expect(check(r.result, "parity.norm").status).toBe("pass");
+      },
+      "budget: an optimizer-owned clipper's finalize of a tied parameter is one more": async () => {
+        expect((await onCase(optimizerTied, titanMtp, "comm.budget")).status).toBe("pass");
+      },
+      "budget: the matrix's own budget replaces the rule": async () => {
+        const r = await verdict("comm.budget", bucketed, {}, { budgets: { collectives: 1 } });
+        expect(r.status).toBe("fail");
+        expect(r.message).toMatch(/budget 1 = the matrix's budget\n/);
+      },
+      "pass: within budget": async () => {
+        expect((await verdict("comm.budget", bucketed, pp2)).status).toBe("pass");
+      },
+    },
+  },
+  isolation: {
+    branches: isolation.BRANCHES,
+    tests: {
+      "fail: the subject's code did not end cleanly, with the command that reruns it": () => {
+        expect(isolationCheck("worker exited with code 3", "npx clip-parity cell ...")).toEqual({
+          id: "isolation",
+          status: "fail",
+          message: "worker exited with code 3\n  reproduce: npx clip-parity cell ...",
+        });
+        expect(isolationCheck("worker exited with code 3").message).toBe("worker exited with code 3");
+      },
+      "pass: it ended cleanly": () => {
+        expect(isolationCheck(null).status).toBe("pass");
+      },
+    },
+  },
+  golden: {
+    branches: golden.BRANCHES,
+    tests: {
+      "fail: a drift from the golden file": () => {
+        expect(goldenCheck("norm 1 != 2", true, "golden/cpu.json", "clip-parity 0.1").status).toBe("fail");
+        expect(goldenCheck("norm 1 != 2", false, "golden/cpu.json", "clip-parity 0.1").message).toBe("drift from golden/cpu.json (clip-parity 0.1): norm 1 != 2");
+      },
+      "skip: the golden file has no entry for the cell": () => {
+        expect(goldenCheck(null, false, "golden/cpu.json", "x")).toMatchObject({ status: "skip", message: "no entry in golden/cpu.json" });
+      },
+      "pass: equal to the golden file": () => {
+        expect(goldenCheck(null, true, "golden/cpu.json", "x").status).toBe("pass");
+      },
+    },
+  },
+};
+
+for (const [id, { tests }] of Object.entries(TESTS)) {
+  describe(id, () => {
+    for (const [branch, test] of Object.entries(tests)) it(branch, test);
+  });
+}
+
+describe("every branch a check module declares has its test here", () => {
+  for (const [id, { branches, tests }] of Object.entries(TESTS)) {
+    it(id, () => expect(Object.keys(tests)).toEqual([...branches]));
+  }
+});
