@@ -17,8 +17,12 @@ export interface FlagSpec {
   value?: string;
   description: string;
   required?: boolean;
-  /** Shown in --help; the parser itself does not apply it (commands know their defaults). */
+  /** Required unless one of these flags is given (cell: unless --file). */
+  requiredUnless?: readonly string[];
+  /** The value the parser gives the flag when it is absent, and what --help shows: the one place it is written. */
   default?: string;
+  /** A default the command works out itself (the cores, half the RAM, the matrix's own): shown in --help, never applied. */
+  defaultText?: string;
 }
 
 export interface CommandSpec {
@@ -48,13 +52,15 @@ function flagUsage(name: string, f: FlagSpec): string {
 export function usageLine(spec: CommandSpec): string {
   const parts = Object.entries(spec.flags)
     .filter(([name]) => name !== "help")
-    .map(([name, f]) => (f.required ? flagUsage(name, f) : `[${flagUsage(name, f)}]`));
+    .map(([name, f]) => (f.required || f.requiredUnless ? flagUsage(name, f) : `[${flagUsage(name, f)}]`));
   return `${spec.name} ${parts.join(" ")}${spec.positionals ? ` ${spec.positionals}` : ""}`;
 }
 
 export function helpText(spec: CommandSpec): string {
   const rows = Object.entries(spec.flags).map(([name, f]) => {
-    const extra = [f.required ? "required" : "", f.default !== undefined ? `default ${f.default}` : ""].filter(Boolean).join("; ");
+    const required = f.required ? "required" : f.requiredUnless ? `required unless ${f.requiredUnless.map((x) => `--${x}`).join(" or ")}` : "";
+    const shownDefault = f.default ?? f.defaultText;
+    const extra = [required, shownDefault !== undefined ? `default ${shownDefault}` : ""].filter(Boolean).join("; ");
     return [flagUsage(name, f), `${f.description}${extra ? ` (${extra})` : ""}`];
   });
   const width = Math.max(...rows.map((r) => r[0]!.length));
@@ -85,12 +91,36 @@ export function parseCommandLine(spec: CommandSpec, argv: string[]): { values: V
     throw new InputError(`${spec.name}: ${e.message}\nusage: clip-parity ${usageLine(spec)}\n(clip-parity ${spec.name} --help for details)`);
   }
   if (values.help) return { values, positionals };
-  for (const [name, f] of Object.entries(spec.flags)) {
-    if (f.required && values[name] === undefined) {
-      throw new InputError(`${spec.name}: --${name} is required\nusage: clip-parity ${usageLine(spec)}`);
-    }
+  const given = new Set(Object.keys(values).filter((k) => values[k] !== undefined));
+  // every missing flag at once: one round trip, not one per flag
+  const missing = Object.entries(spec.flags).filter(([name, f]) => {
+    if (given.has(name)) return false;
+    if (f.required) return true;
+    return f.requiredUnless !== undefined && !f.requiredUnless.some((other) => given.has(other));
+  });
+  if (missing.length) {
+    const unless = [...new Set(missing.flatMap(([, f]) => f.requiredUnless ?? []))];
+    const names = missing.map(([name]) => `--${name}`).join(", ");
+    throw new InputError(
+      `${spec.name}: missing ${names} (required${unless.length ? ` unless ${unless.map((x) => `--${x}`).join(" or ")} is given` : ""})\nusage: clip-parity ${usageLine(spec)}`,
+    );
   }
+  for (const [name, f] of Object.entries(spec.flags)) if (f.default !== undefined && values[name] === undefined) values[name] = f.default;
+  GIVEN.set(values, given);
   return { values, positionals };
+}
+
+const GIVEN = new WeakMap<Values, ReadonlySet<string>>();
+
+/** Whether a flag was on the command line (its default, if any, does not count). */
+export function given(v: Values, flag: string): boolean {
+  const set = GIVEN.get(v);
+  return set ? set.has(flag) : v[flag] !== undefined;
+}
+
+/** The flags given on the command line, in the spec's order. */
+export function givenFlags(v: Values): string[] {
+  return Object.keys(v).filter((k) => given(v, k));
 }
 
 /** Edits (insert, delete, replace, swap of neighbours) that turn `a` into `b`. */
@@ -137,12 +167,6 @@ export function list(v: Values, flag: string): string[] | undefined {
   const x = v[flag];
   if (x === undefined || typeof x === "boolean") return undefined;
   return Array.isArray(x) ? x : [x];
-}
-
-export function need(v: Values, flag: string, command: string): string {
-  const x = str(v, flag);
-  if (x === undefined) throw new InputError(`${command}: --${flag} is required`);
-  return x;
 }
 
 const INTEGER = /^[0-9]+$/;
@@ -196,7 +220,7 @@ export function parseChoice<T extends string>(text: string, flag: string, allowe
  * cell flag given beside it is refused instead of silently ignored.
  */
 export function assertOnlyJsonWithMatrix(v: Values, positionals: readonly string[], section: string): void {
-  const other = Object.keys(v).filter((k) => k !== "matrix" && k !== "json" && k !== "subject" && v[k] !== undefined);
+  const other = givenFlags(v).filter((k) => k !== "matrix" && k !== "json" && k !== "subject");
   if (other.length || positionals.length) {
     throw new InputError(`--matrix runs a whole ${section} section; it takes only --json and --subject (got ${other.map((o) => `--${o}`).concat(positionals).join(", ")})`);
   }

@@ -10,19 +10,19 @@ import { DTYPES, type Case } from "../harness/spec/cell.ts";
 import { summaryLine } from "../harness/results/summary.ts";
 import { jsonReport } from "../harness/results/json.ts";
 import { assertWritableDir, assertWritableFile, humanOutput, writeOutputFile } from "../harness/util/fs.ts";
-import { EXIT_STATUS, parseBoolean, parseChoice, parseCommand, parseInteger, parseNormType, parsePositiveReal, str, type CommandSpec } from "./args.ts";
+import { EXIT_STATUS, givenFlags, parseBoolean, parseChoice, parseCommand, parseInteger, parseNormType, parsePositiveReal, str, type CommandSpec } from "./args.ts";
 import { memoryTable, printCell } from "./print.ts";
 
 export const spec: CommandSpec = {
   name: "cell",
   summary: "Runs one cell and prints every check, the time per phase and the memory per rank.",
   flags: {
-    subject: { type: "string", value: "NAME|PATH", description: "a built-in subject, a module path or torch:<module>:<function>" },
-    layout: { type: "string", value: "SPEC", description: "e.g. pp2,dp_shard2,ep2 (axes left out are 1; single = all ones)" },
-    model: { type: "string", value: "NAME", description: "clip-parity list models" },
-    dtype: { type: "string", value: "f32|bf16|f16", description: "gradient dtype" },
-    norm: { type: "string", value: "2|1|inf|P", description: "the p of the p-norm" },
-    regime: { type: "string", value: "NAME", description: "clip-parity list regimes" },
+    subject: { type: "string", value: "NAME|PATH", description: "a built-in subject, a module path or torch:<module>:<function>", requiredUnless: ["file"] },
+    layout: { type: "string", value: "SPEC", description: "e.g. pp2,dp_shard2,ep2 (axes left out are 1; single = all ones)", requiredUnless: ["file"] },
+    model: { type: "string", value: "NAME", description: "clip-parity list models", requiredUnless: ["file"] },
+    dtype: { type: "string", value: "f32|bf16|f16", description: "gradient dtype", requiredUnless: ["file"] },
+    norm: { type: "string", value: "2|1|inf|P", description: "the p of the p-norm", requiredUnless: ["file"] },
+    regime: { type: "string", value: "NAME", description: "clip-parity list regimes", requiredUnless: ["file"] },
     "max-norm": { type: "string", value: "X", description: "override the regime's max_norm" },
     seed: { type: "string", value: "N", description: "generator seed", default: "0" },
     "error-if-nonfinite": { type: "string", value: "true|false", description: "override the regime's default" },
@@ -36,36 +36,30 @@ export const spec: CommandSpec = {
   notes: EXIT_STATUS,
 };
 
-function required(v: Record<string, unknown>, flag: string): string {
-  const x = str(v as never, flag);
-  if (x === undefined) throw new InputError(`cell: --${flag} is required (or --file FUZZ_CASE.json)`);
-  return x;
-}
-
 export async function run(argv: string[]): Promise<number> {
   const v = parseCommand(spec, argv);
   const caseFile = str(v, "file");
   if (caseFile !== undefined) {
-    const other = Object.keys(spec.flags).filter((f) => f !== "file" && f !== "subject" && v[f] !== undefined);
+    const other = givenFlags(v).filter((f) => f !== "file" && f !== "subject");
     if (other.length) throw new InputError(`--file: the case file fixes the cell; only --subject may be given with it (got --${other.join(", --")})`);
     const { printReplay } = await import("../harness/fuzz/replay.ts");
     return printReplay(caseFile, { subject: str(v, "subject"), memoryTable });
   }
-  const model = required(v, "model");
+  const model = str(v, "model")!;
   getModel(model);
   const errText = str(v, "error-if-nonfinite");
   const maxNormText = str(v, "max-norm");
   const c: Case = {
-    layout: parseLayout(required(v, "layout")),
+    layout: parseLayout(str(v, "layout")!),
     model,
-    dtype: parseChoice(required(v, "dtype"), "--dtype", DTYPES),
-    normType: parseNormType(required(v, "norm")),
-    regime: parseChoice(required(v, "regime"), "--regime", ALL_REGIMES) as Regime,
-    seed: str(v, "seed") === undefined ? 0 : parseInteger(str(v, "seed")!, "--seed"),
+    dtype: parseChoice(str(v, "dtype")!, "--dtype", DTYPES),
+    normType: parseNormType(str(v, "norm")!),
+    regime: parseChoice(str(v, "regime")!, "--regime", ALL_REGIMES) as Regime,
+    seed: parseInteger(str(v, "seed")!, "--seed"),
     ...(maxNormText !== undefined ? { maxNorm: parsePositiveReal(maxNormText, "--max-norm") } : {}),
     ...(errText !== undefined ? { errorIfNonfinite: parseBoolean(errText, "--error-if-nonfinite") } : {}),
   };
-  const subject = required(v, "subject");
+  const subject = str(v, "subject")!;
   const jsonPath = str(v, "json");
   if (jsonPath !== undefined) assertWritableFile(jsonPath, "--json");
   const dumpDir = str(v, "dump");
@@ -73,11 +67,11 @@ export async function run(argv: string[]): Promise<number> {
   const output = await runMatrix(
     { name: "cell", description: "one cell from the command line", backend: "cpu", cases: [c], subjects: [subject] },
     {
-      backend: parseBackend(str(v, "backend") ?? "cpu"),
+      backend: parseBackend(str(v, "backend")!),
       golden: "off",
       dumpDir,
-      ...(str(v, "timeout-s") !== undefined ? { timeoutMs: parseInteger(str(v, "timeout-s")!, "--timeout-s", { min: 1, max: 86_400 }) * 1000 } : {}),
-      limits: { maxWorld: str(v, "max-world") === undefined ? undefined : parseInteger(str(v, "max-world")!, "--max-world", { min: 1 }) },
+      timeoutMs: parseInteger(str(v, "timeout-s")!, "--timeout-s", { min: 1, max: 86_400 }) * 1000,
+      limits: { maxWorld: parseInteger(str(v, "max-world")!, "--max-world", { min: 1 }) },
     },
   );
   const result = output.results[0]!;

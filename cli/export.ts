@@ -9,7 +9,7 @@ import { getModel } from "../harness/model/models.ts";
 import { REGIMES, type Regime } from "../harness/gradients/regimes.ts";
 import { DTYPES, type Cell } from "../harness/spec/cell.ts";
 import { exportCell, parseCellId } from "../harness/external/torch/export.ts";
-import { parseBoolean, parseChoice, parseCommand, parseInteger, parseNormType, parsePositiveReal, str, type CommandSpec } from "./args.ts";
+import { given, parseBoolean, parseChoice, parseCommand, parseInteger, parseNormType, parsePositiveReal, str, type CommandSpec } from "./args.ts";
 
 export const spec: CommandSpec = {
   name: "export",
@@ -51,7 +51,7 @@ function cellFromFlags(s: (flag: string) => string | undefined): Cell {
     dtype: parseChoice(need("dtype"), "--dtype", DTYPES),
     normType: parseNormType(need("norm")),
     regime: parseChoice(need("regime"), "--regime", REGIMES) as Regime,
-    seed: s("seed") === undefined ? 0 : parseInteger(s("seed")!, "--seed"),
+    seed: parseInteger(s("seed")!, "--seed"),
   };
   if (s("max-norm") !== undefined) cell.maxNorm = parsePositiveReal(s("max-norm")!, "--max-norm");
   if (s("error-if-nonfinite") !== undefined) cell.errorIfNonfinite = parseBoolean(s("error-if-nonfinite")!, "--error-if-nonfinite");
@@ -66,7 +66,7 @@ export async function run(argv: string[]): Promise<number> {
   let cell: Cell;
   const id = s("cell");
   if (id !== undefined) {
-    const extra = CELL_FLAGS.filter((f) => s(f) !== undefined);
+    const extra = CELL_FLAGS.filter((f) => given(v, f));
     if (extra.length) throw new InputError(`export: --cell fixes the cell; --${extra.join(", --")} cannot be given with it`);
     cell = parseCellId(id);
     if (s("subject") !== undefined) cell.subject = s("subject")!;

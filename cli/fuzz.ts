@@ -25,8 +25,8 @@ export const spec: CommandSpec = {
     "also tie groups in the finalize regime and 2-3 step training runs), each case judged by every check; a failure is shrunk and " +
     "written as a replayable case file. --self-test checks that every known-bad subject is caught.",
   flags: {
-    runs: { type: "string", value: "N", description: "cases per subject", default: `${DEFAULT_RUNS}; ${SELF_TEST_RUNS} with --self-test` },
-    seed: { type: "string", value: "S|random", description: "fast-check seed, an integer in (-2^31, 2^31)", default: "CLIP_PARITY_FUZZ_SEED or the CI seed" },
+    runs: { type: "string", value: "N", description: "cases per subject", defaultText: `${DEFAULT_RUNS}; ${SELF_TEST_RUNS} with --self-test` },
+    seed: { type: "string", value: "S|random", description: "fast-check seed, an integer in (-2^31, 2^31)", defaultText: "CLIP_PARITY_FUZZ_SEED or the CI seed" },
     subject: { type: "string", multiple: true, value: "NAME|PATH", description: "subjects to fuzz (default: the correct built-in ones; with --self-test the known-bad ones)" },
     replay: { type: "string", value: "FILE", description: "replay a counterexample file" },
     "self-test": { type: "boolean", description: "each known-bad subject must fail one of its own checks" },
@@ -60,7 +60,7 @@ export async function run(argv: string[]): Promise<number> {
     return await printReplay(v.replay, { subject: subjects?.[0], memoryTable });
   }
   const seed = parseSeed(str(v, "seed"));
-  const outDir = (v.out as string | undefined) ?? DEFAULT_OUT_DIR;
+  const outDir = str(v, "out")!;
   const quiet = Boolean(v.quiet);
   if (subjects?.length) await probeSubjects(subjects.filter((n) => !Object.hasOwn(BUILTIN_SUBJECTS, n)), DEFAULT_TIMEOUT_MS);
 

@@ -5,7 +5,8 @@
  */
 import { terminalText } from "../harness/results/controls.ts";
 import { ClipParityError, InputError } from "../harness/errors.ts";
-import { helpText, usageLine, type CommandSpec } from "./args.ts";
+import { EXIT_STATUS, helpText, usageLine, type CommandSpec } from "./args.ts";
+import { clipParityVersion } from "../harness/run/golden.ts";
 import * as runCmd from "./run.ts";
 import * as cellCmd from "./cell.ts";
 import * as planCmd from "./plan.ts";
@@ -40,12 +41,16 @@ export const COMMANDS: readonly Command[] = [
 
 export function usage(): string {
   const lines = COMMANDS.map((c) => `  ${c.spec.name.padEnd(9)} ${usageLine(c.spec).slice(c.spec.name.length + 1)}`);
-  return `usage: clip-parity <command> [options]   (clip-parity <command> --help for each)\n\ncommands:\n${lines.join("\n")}\n\nexit status: 0 every check passed, 1 a check failed, 2 bad input`;
+  return `usage: clip-parity <command> [options]   (clip-parity <command> --help for each; clip-parity --version)\n\ncommands:\n${lines.join("\n")}\n\n${EXIT_STATUS}`;
 }
 
 export async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
   try {
+    if (name === "--version" || name === "-V") {
+      process.stdout.write(`clip-parity ${clipParityVersion()}\n`);
+      return 0;
+    }
     if (name === undefined || name === "help" || name === "--help" || name === "-h") {
       process.stdout.write(`${usage()}\n`);
       return name === undefined ? 2 : 0;

@@ -65,8 +65,8 @@ export const report = {
   spec: reportSpec,
   async run(argv: string[]): Promise<number> {
     const v = parseCommand(reportSpec, argv);
-    const reporters = parseReporters(str(v, "report") ?? REPORTER_NAMES.join(","));
-    const outDir = str(v, "out") ?? DEFAULT_OUT_DIR;
+    const reporters = parseReporters(str(v, "report")!);
+    const outDir = str(v, "out")!;
     assertWritableDir(outDir, "--out");
     const data = readResultFile(str(v, "results")!);
     const title = str(v, "title");

@@ -30,9 +30,9 @@ const gb = (n: number) => `${(n / 1e9).toFixed(3)} GB`;
 
 export async function run(argv: string[]): Promise<number> {
   const v = parseCommand(spec, argv);
-  const dtype = parseChoice(str(v, "dtype") ?? "bf16", "--dtype", DTYPES);
+  const dtype = parseChoice(str(v, "dtype")!, "--dtype", DTYPES);
   const layout = parseLayout(str(v, "layout")!);
-  const maxWorld = str(v, "max-world") === undefined ? PLAN_MAX_WORLD : parseInteger(str(v, "max-world")!, "--max-world", { min: 1 });
+  const maxWorld = parseInteger(str(v, "max-world")!, "--max-world", { min: 1 });
   assertWorld({ layout }, maxWorld, "--max-world");
   const jsonPath = str(v, "json");
   if (jsonPath !== undefined) assertWritableFile(jsonPath, "--json");

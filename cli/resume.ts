@@ -14,7 +14,7 @@ import { LOADER_NAMES } from "../harness/training/loaders.ts";
 import { INIT_MODES, type InitMode } from "../harness/training/train.ts";
 import { DEFAULT_STEPS, resumeCellId, validateResumeCell, type ResumeCell, type ResumeResult } from "../harness/training/resume.ts";
 import { assertWritableFile, humanOutput, toJsonText, writeOutputFile } from "../harness/util/fs.ts";
-import { assertOnlyJsonWithMatrix, parseChoice, parseCommand, parseInteger, parseNormType, str, type CommandSpec } from "./args.ts";
+import { assertOnlyJsonWithMatrix, given, parseChoice, parseCommand, parseInteger, parseNormType, str, type CommandSpec } from "./args.ts";
 import { runSection, sectionExitCode } from "./section.ts";
 import type { SectionResult } from "../harness/results/sections.ts";
 
@@ -31,13 +31,13 @@ export const spec: CommandSpec = {
     model: { type: "string", value: "NAME", description: "clip-parity list models" },
     dtype: { type: "string", value: "f32|bf16|f16", description: "gradient dtype (parameters and optimizer state are float32)" },
     steps: { type: "string", value: "T", description: "training steps in all", default: String(DEFAULT_STEPS) },
-    "save-at": { type: "string", value: "K", description: "checkpoint after step K", default: "T/2" },
+    "save-at": { type: "string", value: "K", description: "checkpoint after step K", defaultText: "T/2 (with --from-existing: the checkpoint's step)" },
     norm: { type: "string", value: "2|1|inf|P", description: "the clip's norm type", default: "2" },
     regime: { type: "string", value: "NAME", description: "gradient regime", default: "active" },
     seed: { type: "string", value: "N", description: "generator seed", default: "0" },
     dir: { type: "string", value: "DIR", description: "keep the checkpoint in DIR (format: docs/checkpoint.md); default a temporary folder" },
     "from-existing": { type: "boolean", description: "resume from the checkpoint already in --dir; one that does not match the cell is refused (exit 2)" },
-    init: { type: "string", value: INIT_MODES.join("|"), description: "initial values of the uninterrupted run (train: docs/train.md)", default: "same" },
+    init: { type: "string", value: INIT_MODES.join("|"), description: "initial values of the uninterrupted run (train: docs/train.md)", defaultText: "same" },
     loader: { type: "string", value: LOADER_NAMES.join("|"), description: "a known-bad loader that resume.equal must catch", default: "correct" },
     json: { type: "string", value: "FILE", description: "write the result as JSON" },
     matrix: { type: "string", value: "NAME", description: "run the resume section of a matrix (cpu): correct cells must pass, known-bad loaders fail; with --subject, every correct cell's configuration with that subject" },
@@ -53,7 +53,7 @@ export async function run(argv: string[]): Promise<number> {
   const matrix = s("matrix");
   if (matrix !== undefined) {
     assertOnlyJsonWithMatrix(v, [], "resume");
-    return sectionExitCode(await runResumeMatrix(matrix, jsonPath, s("subject")));
+    return sectionExitCode(await runResumeMatrix(matrix, jsonPath, given(v, "subject") ? s("subject") : undefined));
   }
   const fromExisting = v["from-existing"] === true;
   const dir = s("dir");
@@ -67,9 +67,9 @@ export async function run(argv: string[]): Promise<number> {
   };
   const model = need("model");
   getModel(model);
-  const loader = parseChoice(s("loader") ?? "correct", "--loader", LOADER_NAMES);
+  const loader = parseChoice(s("loader")!, "--loader", LOADER_NAMES);
   const layout = parseLayout(s("layout") ?? existing?.layoutSpec ?? need("layout"));
-  const steps = s("steps") === undefined ? DEFAULT_STEPS : parseInteger(s("steps")!, "--steps", { min: 1, max: 1000 });
+  const steps = parseInteger(s("steps")!, "--steps", { min: 1, max: 1000 });
   const saveAt = s("save-at") !== undefined ? parseInteger(s("save-at")!, "--save-at") : (existing?.step ?? Math.floor(steps / 2));
   const resumeText = s("resume-layout");
   const cell: ResumeCell = {
@@ -78,9 +78,9 @@ export async function run(argv: string[]): Promise<number> {
     ...(resumeText !== undefined ? { resumeLayout: parseLayout(resumeText) } : {}),
     model,
     dtype: parseChoice(need("dtype"), "--dtype", DTYPES),
-    normType: parseNormType(s("norm") ?? "2"),
-    regime: parseChoice(s("regime") ?? "active", "--regime", ALL_REGIMES) as Regime,
-    seed: s("seed") === undefined ? 0 : parseInteger(s("seed")!, "--seed"),
+    normType: parseNormType(s("norm")!),
+    regime: parseChoice(s("regime")!, "--regime", ALL_REGIMES) as Regime,
+    seed: parseInteger(s("seed")!, "--seed"),
     steps,
     saveAt,
     ...(loader !== "correct" ? { loader } : {}),

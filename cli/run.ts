@@ -1,6 +1,8 @@
 /** `clip-parity run`: a matrix (built in or a file) through the library runner, with reports. */
-import { combineHooks, runMatrix, type RunMatrixOptions } from "../harness/run/runner.ts";
-import { parseBackend } from "../harness/run/policy.ts";
+import { combineHooks, runMatrix, DEFAULT_TIMEOUT_MS, type RunMatrixOptions } from "../harness/run/runner.ts";
+import { DEFAULT_HEAP_MB } from "../harness/run/pool.ts";
+import { GOLDEN_MODES } from "../harness/run/golden.ts";
+import { DEFAULT_LIMITS, parseBackend } from "../harness/run/policy.ts";
 import { formatShard, parseShard } from "../harness/run/shard.ts";
 import { verdictOf, summaryLine } from "../harness/results/summary.ts";
 import { jsonReport } from "../harness/results/json.ts";
@@ -22,21 +24,21 @@ export const spec: CommandSpec = {
   summary: "Runs a matrix: every subject on every case, every check; prints the failures and a summary line.",
   flags: {
     matrix: { type: "string", value: "NAME|FILE", description: "a built-in matrix (clip-parity list matrices) or a matrix JSON file", default: "cpu" },
-    backend: { type: "string", value: "cpu|cuda|meta", description: "the backend; default: the matrix's own (cuda matrices need CUDA)" },
+    backend: { type: "string", value: "cpu|cuda|meta", description: "the backend (cuda matrices need CUDA)", defaultText: "the matrix's own" },
     subject: { type: "string", multiple: true, value: "NAME|PATH", description: "subjects to run instead of the matrix's (built-in name, module path or torch:...)" },
     filter: { type: "string", value: "TEXT", description: "only the cells whose id contains TEXT" },
     seed: { type: "string", value: "N", description: "run every case with this seed" },
     shard: { type: "string", value: "I/N", description: "only shard I of N (by a hash of the cell id)" },
     json: { type: "string", value: "FILE", description: "write every result as JSON (the --json shape)" },
     report: { type: "string", value: REPORTER_NAMES.join(","), description: "reporters to write (with --out)" },
-    out: { type: "string", value: "DIR", description: "folder for the reports", default: DEFAULT_OUT_DIR },
-    golden: { type: "string", value: "check|update|off", description: "compare with (or rewrite) golden/<matrix>.json; default: check under CI when it exists" },
-    "timeout-s": { type: "string", value: "S", description: "wall-clock limit of one cell in seconds", default: "60" },
-    "max-cells": { type: "string", value: "N", description: "refuse a run of more cells", default: "100000" },
-    "max-world": { type: "string", value: "N", description: "refuse a cell of more ranks", default: "4096" },
-    jobs: { type: "string", value: "N", description: "worker threads that run cells", default: "the cores" },
-    "memory-budget-mb": { type: "string", value: "MB", description: "bytes the cells in flight may hold together", default: "half the RAM" },
-    "worker-heap-mb": { type: "string", value: "MB", description: "JavaScript heap of a worker (a subject past it fails isolation)", default: "2048" },
+    out: { type: "string", value: "DIR", description: "folder for the reports (--out alone writes every report)", defaultText: `${DEFAULT_OUT_DIR} when --report is given` },
+    golden: { type: "string", value: GOLDEN_MODES.join("|"), description: "compare with (or rewrite) golden/<matrix>.json", defaultText: "check under CI when it exists for the backend" },
+    "timeout-s": { type: "string", value: "S", description: "wall-clock limit of one cell in seconds", default: String(DEFAULT_TIMEOUT_MS / 1000) },
+    "max-cells": { type: "string", value: "N", description: "refuse a run of more cells", default: String(DEFAULT_LIMITS.maxCells) },
+    "max-world": { type: "string", value: "N", description: "refuse a cell of more ranks", default: String(DEFAULT_LIMITS.maxWorld) },
+    jobs: { type: "string", value: "N", description: "worker threads that run cells", defaultText: "the cores" },
+    "memory-budget-mb": { type: "string", value: "MB", description: "bytes the cells in flight may hold together", defaultText: "half the RAM" },
+    "worker-heap-mb": { type: "string", value: "MB", description: "JavaScript heap of a worker (a subject past it fails isolation)", default: String(DEFAULT_HEAP_MB) },
     quiet: { type: "boolean", description: "no progress display" },
   },
   notes: EXIT_STATUS,
@@ -93,11 +95,11 @@ export function runOptions(v: Record<string, unknown>, flag = (f: string) => `--
 export async function run(argv: string[]): Promise<number> {
   const v = parseCommand(spec, argv);
   const options = runOptions(v);
-  const matrix = resolveMatrix(str(v, "matrix") ?? "cpu", options.limits?.maxCells);
+  const matrix = resolveMatrix(str(v, "matrix")!, options.limits?.maxCells);
   const jsonPath = str(v, "json");
   if (jsonPath !== undefined) assertWritableFile(jsonPath, "--json");
   if (str(v, "out") !== undefined) assertWritableDir(str(v, "out")!, "--out");
-  options.rerun = `clip-parity run --matrix ${str(v, "matrix") ?? "cpu"}`;
+  options.rerun = `clip-parity run --matrix ${str(v, "matrix")!}`;
   const reports = reportSession(str(v, "report"), str(v, "out"), { matrix: matrix.name, shard: options.shard && formatShard(options.shard) });
   const output = await runMatrix(matrix, options, combineHooks(v.quiet ? undefined : progressHooks(process.stderr), reports?.hooks));
   const out = humanOutput(jsonPath);

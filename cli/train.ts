@@ -14,7 +14,7 @@ import { ADAMW } from "../harness/training/adamw.ts";
 import { INIT_MODES, type InitMode } from "../harness/training/train.ts";
 import { DEFAULT_TRAIN_STEPS, trainId, validateTrainCell, type TrainCell, type TrainResult } from "../harness/training/train-parity.ts";
 import { assertWritableFile, humanOutput, toJsonText, writeOutputFile } from "../harness/util/fs.ts";
-import { assertOnlyJsonWithMatrix, list, parseChoice, parseCommandLine, parseInteger, parseNormType, str, type CommandSpec } from "./args.ts";
+import { assertOnlyJsonWithMatrix, given, list, parseChoice, parseCommandLine, parseInteger, parseNormType, str, type CommandSpec } from "./args.ts";
 import { runSection, sectionExitCode } from "./section.ts";
 import type { SectionResult } from "../harness/results/sections.ts";
 
@@ -49,24 +49,24 @@ export async function run(argv: string[]): Promise<number> {
   const matrix = s("matrix");
   if (matrix !== undefined) {
     assertOnlyJsonWithMatrix(v, positionals, "train");
-    return sectionExitCode(await runTrainMatrix(matrix, jsonPath, s("subject")));
+    return sectionExitCode(await runTrainMatrix(matrix, jsonPath, given(v, "subject") ? s("subject") : undefined));
   }
   const layoutTexts = [...(list(v, "layouts") ?? []), ...positionals];
   if (list(v, "layouts") === undefined) {
     throw new InputError(positionals.length ? `train: "${positionals[0]}" is not a flag; layouts follow --layouts` : "train: --layouts is required (e.g. --layouts pp2,dp_shard2,ep2 pp4)");
   }
-  const model = s("model") ?? "deepseek-v3-debug";
+  const model = s("model")!;
   getModel(model);
   const cell: TrainCell = {
-    subject: s("subject") ?? "exact",
+    subject: s("subject")!,
     layouts: layoutTexts.map((t) => parseLayout(t)),
     model,
-    dtype: parseChoice(s("dtype") ?? "f32", "--dtype", DTYPES),
-    normType: parseNormType(s("norm") ?? "2"),
-    regime: parseChoice(s("regime") ?? "finalize", "--regime", ALL_REGIMES) as Regime,
-    seed: s("seed") === undefined ? 0 : parseInteger(s("seed")!, "--seed"),
-    steps: s("steps") === undefined ? DEFAULT_TRAIN_STEPS : parseInteger(s("steps")!, "--steps", { min: 1, max: 1000 }),
-    init: parseChoice(s("init") ?? "per-stage", "--init", INIT_MODES) as InitMode,
+    dtype: parseChoice(s("dtype")!, "--dtype", DTYPES),
+    normType: parseNormType(s("norm")!),
+    regime: parseChoice(s("regime")!, "--regime", ALL_REGIMES) as Regime,
+    seed: parseInteger(s("seed")!, "--seed"),
+    steps: parseInteger(s("steps")!, "--steps", { min: 1, max: 1000 }),
+    init: parseChoice(s("init")!, "--init", INIT_MODES) as InitMode,
   };
   validateTrainCell(cell);
   const [o] = await trainIsolated([cell]);

@@ -125,6 +125,40 @@ describe("output paths", () => {
 });
 
 describe("clip-parity flags", () => {
+  it("--version prints the package's version", async () => {
+    const r = await cli("--version");
+    expect(r.exitCode).toBe(0);
+    expect(r.stdout.trim()).toBe(`clip-parity ${JSON.parse(readFileSync("package.json", "utf8")).version}`);
+  });
+
+  it("cell --help marks the cell's flags required (unless --file), and every missing one is reported at once", async () => {
+    const help = await cli("cell", "--help");
+    expect(help.stdout).toMatch(/^usage: clip-parity cell --subject NAME\|PATH --layout SPEC --model NAME --dtype \S+ --norm \S+ --regime NAME \[/);
+    expect(help.stdout).toMatch(/--layout SPEC .*\(required unless --file\)/);
+    const r = await cli("cell", "--subject", "bucketed", "--model", "llama3-debug");
+    expect(r.exitCode).toBe(2);
+    expect(r.stderr.split("\n")[0]).toBe("clip-parity: cell: missing --layout, --dtype, --norm, --regime (required unless --file is given)");
+  });
+
+  it("each default is written once: in the flag table, applied by the parser, never restated by the command", async () => {
+    const { COMMANDS } = await import("../cli/main.ts");
+    const { parseCommandLine } = await import("../cli/args.ts");
+    const restated: string[] = [];
+    for (const { spec } of COMMANDS) {
+      const needed = Object.entries(spec.flags).flatMap(([name, f]) => (f.required || f.requiredUnless ? [`--${name}`, "x"] : []));
+      const { values } = parseCommandLine(spec, needed);
+      const file = ["merge", "report"].includes(spec.name) ? "merge" : spec.name;
+      const source = readFileSync(`cli/${file}.ts`, "utf8");
+      for (const [name, f] of Object.entries(spec.flags)) {
+        if (f.default === undefined) continue;
+        expect(values[name], `${spec.name} --${name}`).toBe(f.default);
+        const quoted = name.replace(/[-]/g, "\\-");
+        if (new RegExp(`\\((?:v, )?"${quoted}"\\)(?:\\s*\\?\\?|\\s*===\\s*undefined)`).test(source)) restated.push(`${spec.name} --${name}`);
+      }
+    }
+    expect(restated).toEqual([]);
+  });
+
   it("an unknown flag is one line, exit 2, naming the nearest flag", async () => {
     const r = await cli("run", "--matrx", "cpu");
     expect(r.exitCode).toBe(2);

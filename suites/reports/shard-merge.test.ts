@@ -133,7 +133,7 @@ describe("merge", () => {
     expect(none.stderr).toContain("merge: no result files given");
     const noOut = await cli(["merge", a]);
     expect(noOut.code).toBe(2);
-    expect(noOut.stderr).toContain("merge: --out is required");
+    expect(noOut.stderr).toContain("merge: missing --out (required)");
     writeFileSync(b, JSON.stringify({ cells: [{ id: "x" }], summary: {} }));
     const bad = await cli(["merge", "--out", join(dir, "m.json"), a, b]);
     expect(bad.code).toBe(2);
