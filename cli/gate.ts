@@ -45,10 +45,22 @@ const KIND_TITLE: Record<RegressionKind, string> = {
 };
 
 
+/** The results' own state beside the comparison: a gate with no regression over failing cells is not a green run. */
+function cellsState(r: GateResult): string {
+  const parts = [
+    r.failingCells ? `${r.failingCells} cell${r.failingCells === 1 ? "" : "s"} failing` : "",
+    r.failingSections ? `${r.failingSections} section${r.failingSections === 1 ? "" : "s"} failing` : "",
+  ].filter(Boolean);
+  return parts.length ? `${parts.join(", ")} in the results` : "every cell of the results passes (known-bad subjects aside)";
+}
+
+/** The headline says both: regressions against the baseline, and the results' own failures; the tick only when both are clean. */
 function headline(r: GateResult): string {
   const n = r.regressions.length;
   if (r.judged === 0) return `## clip-parity gate: ⛔ NO VERDICT: nothing was judged${n ? ` (and ${n} regression${n === 1 ? "" : "s"})` : ""}`;
-  return n ? `## clip-parity gate: ❌ ${n} regression${n === 1 ? "" : "s"}` : `## clip-parity gate: ✅ no regression`;
+  if (n) return `## clip-parity gate: ❌ ${n} regression${n === 1 ? "" : "s"}; ${cellsState(r)}`;
+  const clean = r.failingCells === 0 && r.failingSections === 0;
+  return clean ? `## clip-parity gate: ✅ no regression; ${cellsState(r)}` : `## clip-parity gate: ⚠️ no regression, but ${cellsState(r)} (not regressions: the baseline fails them too or does not hold them)`;
 }
 
 /** Why nothing was judged, in the words of the files. */
@@ -96,8 +108,8 @@ export async function run(argv: string[]): Promise<number> {
   const baselinePath = str(v, "baseline")!;
   const resultsPath = str(v, "results")!;
   const options: GateOptions = {
-    memorySlack: parseSlack(str(v, "memory-slack") ?? DEFAULT_SLACK.memory, "--memory-slack"),
-    commSlack: parseSlack(str(v, "comm-slack") ?? DEFAULT_SLACK.comm, "--comm-slack"),
+    memorySlack: parseSlack(str(v, "memory-slack")!, "--memory-slack"),
+    commSlack: parseSlack(str(v, "comm-slack")!, "--comm-slack"),
   };
   const md = str(v, "md");
   if (md !== undefined) assertWritableFile(md, "--md");

@@ -5,6 +5,7 @@
  */
 import type { CellJson, ResultFile } from "./schema.ts";
 import { firstLine, formatBytes } from "./text.ts";
+import { sectionVerdict } from "./sections.ts";
 
 export type RegressionKind = "new-failure" | "now-skipped" | "missing-check" | "disappeared" | "memory" | "collectives";
 
@@ -32,6 +33,13 @@ export interface GateResult {
   compared: number;
   /** Checks that ran (passed or failed) in the compared cells of the results: 0 is no verdict. */
   judged: number;
+  /**
+   * The results' own state, which a comparison alone does not show: cells failing now (a failure the
+   * baseline shares is no regression, but still a failure) outside the known-bad subjects of its catchBy,
+   * and sections with an expectation not met.
+   */
+  failingCells: number;
+  failingSections: number;
 }
 
 
@@ -120,7 +128,10 @@ export function compareResults(baseline: ResultFile, results: ResultFile, option
   if (backends(baseline) && backends(results) && backends(baseline) !== backends(results)) {
     notes.push(`the baseline ran on ${backends(baseline)}, the results on ${backends(results)}`);
   }
-  return { regressions, notes, compared, judged };
+  const knownBad = new Set(Object.keys(results.catchBy ?? {}));
+  const failingCells = results.cells.filter((c) => !knownBad.has(c.subject) && c.checks.some((x) => x.status === "fail")).length;
+  const failingSections = (results.sections ?? []).filter((s) => sectionVerdict(s) === "fail").length;
+  return { regressions, notes, compared, judged, failingCells, failingSections };
 }
 
 /** A gate fails on a regression, and on a comparison in which no check ran: that is no verdict at all. */

@@ -41,10 +41,11 @@ async function gate(base: ResultFile, now: ResultFile, ...extra: string[]) {
 
 describe("gate", () => {
   it("passes a clean comparison with 'no regression' (exit 0)", async () => {
-    const r = await gate(baseline(), baseline());
+    const clean = synthFile([synthCell(A), synthCell(B)]);
+    const r = await gate(clean, clean);
     expect(r.code).toBe(0);
     expect(r.stdout).toContain("## clip-parity gate: ✅ no regression");
-    expect(r.stdout).toContain("3 cells of");
+    expect(r.stdout).toContain("2 cells of");
   });
 
   it("also passes a real run against itself, and one where a known failure persists", async () => {
@@ -52,6 +53,18 @@ describe("gate", () => {
     const r = await gate(real, real);
     expect(r.code).toBe(0);
     expect(real.summary.failed).toBeGreaterThan(0);
+  });
+
+  it("says both: no regression, but cells failing in the results, is no green tick (issue 45)", async () => {
+    // C fails in the baseline and in the results: no regression, but a failing cell
+    const r = await gate(baseline(), baseline());
+    expect(r.code).toBe(0); // the gate judges regressions: a failure the baseline shares is none
+    expect(r.stdout).not.toContain("✅");
+    expect(r.stdout).toContain("## clip-parity gate: ⚠️ no regression, but 1 cell failing in the results");
+    // the same failure of a known-bad subject (the file's catchBy) is what it is for
+    const knownBad = { ...baseline(), catchBy: { "hf-replicate": ["memory.peak"] } };
+    const expected = await gate(knownBad, knownBad);
+    expect(expected.stdout).toContain("## clip-parity gate: ✅ no regression; every cell of the results passes (known-bad subjects aside)");
   });
 
   it("fails on a new failure, naming the cell, the check and the message", async () => {
@@ -136,7 +149,7 @@ describe("gate", () => {
     expect(r2.stderr).toContain("summary");
     const r3 = await cli(["gate", "--baseline", good]);
     expect(r3.code).toBe(2);
-    expect(r3.stderr).toContain("gate: --results is required");
+    expect(r3.stderr).toContain("gate: missing --results (required)");
     const r4 = await cli(["gate", "--baseline", good, "--results", good, "--memory-slack", "5"]);
     expect(r4.code).toBe(2);
     expect(r4.stderr).toContain('--memory-slack: "5" is ambiguous');
