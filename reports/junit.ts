@@ -3,12 +3,16 @@
  * subject, one <testcase> per cell (classname = the subject, name = the cell id), a failing cell's
  * <failure> naming its failing checks in the message attribute and carrying each one's full message as
  * text; a cell in which every check skipped is <skipped> with the reasons. A run in which no check ran
- * gets one <testcase> with an <error>, so that a CI page never shows it green. The run's regression, train
+ * gets one <testcase> with an <error>, so that a CI page never shows it green. A known-bad subject's failing
+ * cells (meta.catchBy) are expected: passed testcases with an expected-failure property naming the checks,
+ * so that CI shows them green; its suite has one more testcase, "caught by <its checks>", that fails when
+ * none of them caught it. The run's regression, train
  * and resume sections follow, a <testsuite> each (sectionSuite).
  */
 import type { RunSummary } from "../harness/results/types.ts";
 import { describeRun, NOTHING_JUDGED, runVerdict, summaryText, VERDICT_TEXT, type ReportMeta } from "./common.ts";
 import { firstLine } from "../harness/results/text.ts";
+import { failureDigest, missedText } from "./groups.ts";
 import type { CellJson } from "../harness/results/schema.ts";
 import { sectionCounts, sectionTitle, type SectionResult } from "../harness/results/sections.ts";
 
@@ -84,7 +88,12 @@ export function renderJunit(cells: readonly CellJson[], summary: RunSummary, met
       n.time += time;
       const open = `    <testcase name="${attr(cell.id)}" classname="${attr(subject)}" time="${time.toFixed(3)}"`;
       const failed = cell.checks.filter((x) => x.status === "fail");
-      if (failed.length) {
+      const declared = meta.catchBy?.[subject];
+      if (failed.length && declared !== undefined) {
+        // a known-bad subject failing is what it is for: green in CI, the checks that caught it kept as a property
+        const caught = failed.map((x) => `${x.id}${declared.includes(x.id) ? "" : " (not in its catchBy)"}: ${firstLine(x.message)}`).join("; ");
+        cases.push(`${open}>\n      <properties><property name="expected-failure" value="${attr(caught)}"/></properties>\n    </testcase>`);
+      } else if (failed.length) {
         n.failures++;
         const message = failed.map((x) => `${x.id}: ${firstLine(x.message)}`).join("; ");
         const text = failed.map((x) => `${x.id}: ${x.message}`).join("\n\n");
@@ -96,6 +105,16 @@ export function renderJunit(cells: readonly CellJson[], summary: RunSummary, met
       } else {
         cases.push(`${open}/>`);
       }
+    }
+    const missed = meta.catchBy?.[subject] === undefined ? undefined : failureDigest(list, meta.catchBy).missed[0];
+    if (meta.catchBy?.[subject] !== undefined) {
+      // the one test a known-bad subject can fail: none of the checks it declares caught it
+      n.tests++;
+      const open = `    <testcase name="${attr(`caught by ${meta.catchBy[subject]!.join(" or ")}`)}" classname="${attr(subject)}" time="0.000"`;
+      if (missed) {
+        n.failures++;
+        cases.push(`${open}>\n      <failure message="${attr(missedText(missed))}" type="missed"/>\n    </testcase>`);
+      } else cases.push(`${open}/>`);
     }
     total.tests += n.tests;
     total.failures += n.failures;
