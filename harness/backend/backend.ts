@@ -92,6 +92,11 @@ export const DEFAULT_MAX_LIVE_BYTES = 16 * 1024 ** 3;
 export interface BackendOptions {
   /** See DEFAULT_MAX_LIVE_BYTES. */
   maxLiveBytes?: number;
+  /**
+   * Open the store another thread offered under this ticket (`share()`) instead of a new one: the judge's
+   * handle on a cell's tensors and ledgers (harness/judge).
+   */
+  sharedTicket?: string;
 }
 
 export class Backend {
@@ -122,7 +127,8 @@ export class Backend {
     this.kind = kind;
     this.ranks = ranks;
     try {
-      this.store = new (native().NativeStore)(kind, ranks);
+      const { NativeStore } = native();
+      this.store = options.sharedTicket !== undefined ? NativeStore.openShared(options.sharedTicket) : new NativeStore(kind, ranks);
     } catch (err) {
       if (kind !== "cuda") throw err;
       throw new ClipParityError("E_NO_CUDA", `backend cuda: ${(err as Error).message}`);
@@ -132,6 +138,38 @@ export class Backend {
 
   get isMeta(): boolean {
     return this.kind === "meta";
+  }
+
+  /**
+   * Offers this backend's store to another thread (the judge): the ticket opens it there once, as
+   * `new Backend(kind, ranks, { sharedTicket })`.
+   */
+  share(): string {
+    return this.store.share();
+  }
+
+  /** Takes back an offer `share()` made that no thread redeemed (the judge died first). */
+  withdraw(ticket: string): void {
+    native().NativeStore.withdraw(ticket);
+  }
+
+  /**
+   * A handle on a tensor another thread's handle of this store allocated (the judge reading a cell's
+   * gradients), after checking that the store holds it on `rank` with this dtype and shape. It is not
+   * this handle's to free: freeAll leaves it to the thread that allocated it.
+   */
+  adopt(id: number, rank: number, dtype: DType, shape: readonly number[]): Tensor {
+    const what = `tensor ${id} (expected on rank ${rank}, ${dtype} [${shape.join(", ")}])`;
+    let held: { owner: number; dtype: string; shape: number[] };
+    try {
+      held = { owner: this.store.owner(id), dtype: this.store.dtype(id), shape: this.store.shape(id) };
+    } catch (err) {
+      throw new Error(`${what}: not in the store (${(err as Error).message})`);
+    }
+    if (held.owner !== rank || held.dtype !== dtype || held.shape.join() !== shape.join()) {
+      throw new Error(`${what}: the store holds it on rank ${held.owner}, ${held.dtype} [${held.shape.join(", ")}]`);
+    }
+    return new TensorHandle(id, dtype, shape, rank);
   }
 
   /**

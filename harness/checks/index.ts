@@ -13,6 +13,7 @@ import errorsNonfinite from "./errors-nonfinite.ts";
 import memoryPeak from "./memory-peak.ts";
 import memoryLeak from "./memory-leak.ts";
 import commBudget from "./comm-budget.ts";
+import commReach from "./comm-reach.ts";
 import { isolation } from "./isolation.ts";
 import { golden } from "./golden.ts";
 
@@ -29,6 +30,7 @@ export const CHECKS: readonly Check[] = [
   memoryPeak,
   memoryLeak,
   commBudget,
+  commReach,
 ];
 
 export const CHECK_IDS: readonly string[] = CHECKS.map((c) => c.id);

@@ -17,7 +17,8 @@ export type { CheckResult, CheckStatus } from "../results/types.ts";
 export interface CheckContext {
   cell: Cell;
   backend: Backend;
-  subject: Subject;
+  /** What the subject said of itself (the judge never holds the subject's code). */
+  subject: Pick<Subject, "name" | "tolerance" | "shape">;
   tolerance: ToleranceClass;
   maxNorm: number;
   errorIfNonfinite: boolean;
@@ -31,6 +32,8 @@ export interface CheckContext {
   liveness: string | null;
   memory: RankMemory[];
   comm: CommRecord[];
+  /** Per rank, the ranks whose data reached it through collectives (World.reach); null from an external runtime. */
+  reach: number[][] | null;
   /**
    * What p's copy must hold, scaled, after the clip: the logical gradient of its logical parameter, or
    * for a copy placed Partial(sum) its own partial (DTensor scales a Partial tensor's local partial).

@@ -2,6 +2,7 @@
  * Regimes (SPEC §5): which logical parameters have a gradient, the gradient scale exponent `e`,
  * special values, and how max_norm is chosen relative to the norm.
  */
+import { deepFreeze } from "../util/freeze.ts";
 import { InputError } from "../errors.ts";
 import { formatLayout, type Layout } from "../layout/layout.ts";
 
@@ -55,7 +56,8 @@ export interface RegimeSpec {
 
 const all = () => true;
 
-const SPECS: Record<Regime, RegimeSpec> = {
+// frozen: shared by every cell of the thread (a subject that sets a mode would change the cells after it)
+const SPECS: Record<Regime, RegimeSpec> = deepFreeze({
   // e = 0 puts every debug model's 2-norm in the hundreds to thousands: far above max_norm 1.
   active: { exp: 0, mode: "gen", hasGrad: all, special: null, maxNorm: 1, errorIfNonfinite: false },
   // e = -20 puts the norm near 1e-3: far below max_norm 1, so clip_coef clamps to 1.
@@ -71,7 +73,7 @@ const SPECS: Record<Regime, RegimeSpec> = {
   empty: { exp: 0, mode: "gen", hasGrad: () => false, special: null, maxNorm: 1, errorIfNonfinite: false },
   // untied params as in `active`; tied copies' partials at e = -1, so that two of them add exactly
   finalize: { exp: 0, mode: "gen", hasGrad: all, special: null, maxNorm: 1, errorIfNonfinite: false, tiedExp: -1 },
-};
+});
 
 export function regimeSpec(regime: string): RegimeSpec {
   if (!Object.hasOwn(SPECS, regime)) throw new InputError(`regime: "${regime}" is not one of ${ALL_REGIMES.join(", ")}`);

@@ -23,6 +23,7 @@
  * the MTP layer's own copy of the embedding and its shared head (norm + output, 2 x 926,679,040 + 7,168),
  * which torchtitan shares with the main model.
  */
+import { deepFreeze } from "../util/freeze.ts";
 import { ModelError } from "../errors.ts";
 import { ManifestBuilder, type ModelManifest, type ParamKind } from "./manifest.ts";
 import type { AxisName } from "../layout/mesh.ts";
@@ -295,7 +296,8 @@ export function getModel(name: string): ModelManifest {
   if (!build) {
     throw new ModelError(`Unknown model "${String(name)}": allowed models are ${MODEL_NAMES.join(", ")}`);
   }
-  const m = build();
+  // frozen: every cell of the thread shares it, so a subject that edits it would change the cells after its own
+  const m = deepFreeze(build());
   cache.set(name, m);
   return m;
 }

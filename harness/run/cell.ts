@@ -2,32 +2,23 @@
  * One cell: one subject on one layout, model, dtype, norm type and regime (SPEC §2).
  *
  * The data takes one road: plan the shards, fill each rank's gradients from the generator, run the
- * subject on every rank at once, then judge the outcome with every check against the reference.
- * Each phase is timed (CellResult.timings), so a slow cell says where its time went.
+ * subject on every rank at once, then hand the store to the judge (harness/judge), which computes the
+ * reference and judges the outcome with every check in a realm the subject's code cannot reach. Each
+ * phase is timed (CellResult.timings), so a slow cell says where its time went.
  */
-import { createHash } from "node:crypto";
-import type { ParamView, Subject, Tensor } from "../subject/api.ts";
-import { clipCoefficient } from "../subject/api.ts";
-import { Backend, DTYPE_BYTES, type BackendKind } from "../backend/backend.ts";
-import { validateLayout, worldSize } from "../layout/layout.ts";
-import { getModel } from "../model/models.ts";
+import type { Subject, Tensor } from "../subject/api.ts";
+import { Backend, type BackendKind } from "../backend/backend.ts";
 import type { ModelManifest } from "../model/manifest.ts";
-import { planWorld, type LocalParam } from "../model/plan.ts";
-import { maxNormOf, regimeSpec } from "../gradients/regimes.ts";
-import { computeReference, type Reference } from "../gradients/reference.ts";
+import type { LocalParam } from "../model/plan.ts";
 import { World } from "../world/world.ts";
 import { clipArgs, meshesOf, rankContext } from "../world/context.ts";
-import { CHECKS } from "../checks/index.ts";
-import type { CheckContext } from "../checks/types.ts";
-import { skip } from "../checks/types.ts";
-import { InputError } from "../errors.ts";
-import { DEFAULT_SCRATCH_SLACK_BYTES, DTYPES, cellId, reproCommand, type Budgets, type Cell } from "../spec/cell.ts";
-import type { CellResult, CellTimings, RankMemory } from "../results/types.ts";
-import { deepFreeze } from "../util/freeze.ts";
-import { dumpCell } from "./dump.ts";
-import { gradSpecs } from "../gradients/specs.ts";
+import { cellId, type Budgets, type Cell } from "../spec/cell.ts";
+import type { CellResult, CellTimings } from "../results/types.ts";
 import { subjectRunning } from "../util/watch.ts";
 import { describeValue } from "./thrown.ts";
+import { cellSetup, paramViews, type JudgeCellInput } from "../judge/setup.ts";
+import type { JudgeRequest, RankReport } from "../judge/judge.ts";
+import { currentJudge } from "../judge/client.ts";
 
 export interface RunCellOptions {
   budgets?: Budgets;
@@ -35,8 +26,11 @@ export interface RunCellOptions {
   /** The subject, when the caller already loaded it. */
   subject: Subject;
   timeoutMs?: number;
-  /** Called with everything the checks saw, before the cell's tensors are freed (e.g. --dump). */
-  inspect?: (ctx: CheckContext) => void;
+  /**
+   * Called on the caller's side with each rank's gradients (null where a copy has none) after the clip
+   * and the verdict, before the tensors are freed (the fuzzer's bucket oracle, the cuda parity hashes).
+   */
+  inspect?: (cell: { grads: (Tensor | null)[][]; backend: Backend }) => void;
   /** Hash every local gradient after the clip into CellResult.tensorHash (goldens). */
   hashTensors?: boolean;
   /** Write the cell's tensors to this folder (`cell --dump`): gradients, reference, subject's result. */
@@ -54,40 +48,6 @@ export interface RunCellOptions {
   maxLiveBytes?: number;
 }
 
-/** The meta backend holds no values: no reference, only shapes, bytes and collectives. */
-const NO_REFERENCE: Reference = { powerSum: NaN, totalNorm: NaN, paramsWithGrad: 0, elementsWithGrad: 0 };
-
-/**
- * The default plan of a built-in model on a layout, computed once per process: the plan is a pure
- * function of both, and a matrix runs many cells (subjects, regimes, dtypes) on each pair.
- */
-const planCache = new Map<string, LocalParam[][]>();
-const PLAN_CACHE_LIMIT = 64;
-
-function defaultPlan(model: ModelManifest, cell: Cell): LocalParam[][] {
-  const key = `${model.name}|${JSON.stringify(cell.layout)}`;
-  let plan = planCache.get(key);
-  if (!plan) {
-    plan = deepFreeze(planWorld(model, cell.layout));
-    if (planCache.size >= PLAN_CACHE_LIMIT) planCache.delete(planCache.keys().next().value!);
-    planCache.set(key, plan);
-  }
-  return plan;
-}
-
-/** One hash of every local gradient of the cell after the clip; null on the meta backend. */
-export function cellTensorHash(ctx: Pick<CheckContext, "backend" | "plan" | "grads">): string | null {
-  if (ctx.backend.isMeta) return null;
-  const h = createHash("sha256");
-  ctx.plan.forEach((params, rank) =>
-    params.forEach((p, i) => {
-      const g = ctx.grads[rank][i];
-      h.update(`${rank}\t${i}\t${p.fqn}\t${g ? ctx.backend.hash(g) : "-"}\n`);
-    }),
-  );
-  return h.digest("hex").slice(0, 16);
-}
-
 /** An external subject's run, held to the subject's wall-clock limit like a clip on the simulated world. */
 async function runExternal(external: NonNullable<Subject["external"]>, cell: Parameters<NonNullable<Subject["external"]>>[0]) {
   subjectRunning(true);
@@ -96,6 +56,14 @@ async function runExternal(external: NonNullable<Subject["external"]>, cell: Par
   } finally {
     subjectRunning(false);
   }
+}
+
+/** What a rank raised, as it crosses to the judge: its name and message (never the object itself). */
+function reportOf(o: { rank: number; value?: unknown; error?: Error }): RankReport {
+  if (!o.error) return { rank: o.rank, value: o.value };
+  const e = o.error as unknown;
+  const error = e instanceof Error ? { name: String(e.name), message: String(e.message) } : { name: "Error", message: describeValue(e) };
+  return { rank: o.rank, error };
 }
 
 export async function runCell(cell: Cell, options: RunCellOptions): Promise<CellResult> {
@@ -110,30 +78,16 @@ export async function runCell(cell: Cell, options: RunCellOptions): Promise<Cell
   const backendKind = options.backend ?? "cpu";
   const subject = options.subject;
   // A cell that crossed a thread or a file is plain data again: validated here, once.
-  const layout = validateLayout(cell.layout);
-  cell = cell.layout === layout ? cell : { ...cell, layout };
-  const world = worldSize(layout);
-  const model = options.model ?? getModel(cell.model);
-  if (options.model && options.model.name !== cell.model) {
-    throw new InputError(`cell.model "${cell.model}" does not name the model given to runCell ("${options.model.name}")`);
-  }
-  if (!DTYPES.includes(cell.dtype)) throw new InputError(`dtype: "${cell.dtype}" is not one of ${DTYPES.join(", ")}`);
-  if (!(cell.normType > 0)) throw new InputError(`norm: ${cell.normType} must be a positive number or inf`);
-  const regime = regimeSpec(cell.regime);
-  const step = cell.step ?? 0;
-  const seed = BigInt(cell.seed);
-  // the logical gradient, what each copy must hold scaled (a Partial copy: its partial) and what it is filled with (gradients/specs.ts)
-  const { logical: logicalSpec, held: genSpec, input: inputSpec } = gradSpecs(model, { dtype: cell.dtype, regime: cell.regime, seed, step, pp: layout.pp, shape: subject.shape });
-
-  const plan = options.plan ? deepFreeze(options.plan) : defaultPlan(model, cell);
-  if (plan.length !== world) throw new InputError(`the plan given to runCell has ${plan.length} ranks; the layout has ${world}`);
+  const input: JudgeCellInput = { cell, backend: backendKind, model: options.model, plan: options.plan, shape: subject.shape };
+  const setup = cellSetup(input);
+  const { layout, world, regime, plan } = setup;
+  cell = setup.cell;
+  input.cell = cell;
+  const { input: inputSpec } = setup.specs;
   lap("plan");
 
-  const reference =
-    backendKind === "meta" ? NO_REFERENCE : computeReference(model, cell.dtype, cell.normType, cell.regime, cell.seed, step);
-  const maxNorm = maxNormOf(cell, reference.totalNorm);
-  const errorIfNonfinite = cell.errorIfNonfinite ?? regime.errorIfNonfinite;
-  const clipCoef = clipCoefficient(maxNorm, reference.totalNorm);
+  const judge = currentJudge();
+  const { maxNorm, errorIfNonfinite } = await judge.prepare(input);
   lap("reference");
 
   const backend = new Backend(backendKind, world, { maxLiveBytes: options.maxLiveBytes });
@@ -155,25 +109,7 @@ export async function runCell(cell: Cell, options: RunCellOptions): Promise<Cell
     });
     lap("allocate");
     timings.allocate -= timings.generate;
-    const views: ParamView[][] = plan.map((params, rank) =>
-      params.map((p, i) =>
-        Object.freeze({
-          fqn: p.fqn,
-          name: p.name,
-          canonical: p.canonical,
-          tieGroup: p.tieGroup,
-          kind: p.kind,
-          layer: p.layer,
-          stage: p.stage,
-          mesh: p.mesh,
-          meshAxes: p.meshAxes,
-          placements: p.placements,
-          globalShape: p.block.globalShape,
-          block: p.block,
-          grad: grads[rank][i],
-        }),
-      ),
-    );
+    const views = paramViews(plan, grads);
     backend.markStage("after grads");
     const before = plan.map((_, r) => backend.liveBytes(r));
     for (let r = 0; r < world; r++) backend.resetPeak(r);
@@ -184,7 +120,7 @@ export async function runCell(cell: Cell, options: RunCellOptions): Promise<Cell
     // An external subject (the PyTorch adapter) runs the whole cell itself, outside the simulated world.
     const external = subject.external ? await runExternal(subject.external.bind(subject), { cell, layout, world, params: views, maxNorm, normType: cell.normType, errorIfNonfinite, backend, timeoutMs: options.timeoutMs }) : undefined;
     const run = external
-      ? { ranks: external.ranks, liveness: external.liveness, comm: external.comm }
+      ? { ranks: external.ranks, liveness: external.liveness, comm: external.comm, reach: null }
       : await sim.run(
           (rank) =>
             subject.clip(rankContext(rank, layout, meshes, sim, backend, plan), clipArgs(views[rank], { maxNorm, normType: cell.normType, errorIfNonfinite })),
@@ -197,73 +133,50 @@ export async function runCell(cell: Cell, options: RunCellOptions): Promise<Cell
     timings.collectives = sim.collectiveMs;
     timings.subject -= sim.collectiveMs;
 
-    const memory: RankMemory[] = plan.map((params, rank) => {
-      let largest = 0;
-      for (const p of params) largest = Math.max(largest, p.numel);
-      return {
-        rank,
-        gradBytes: before[rank],
-        scratchPeakBytes: external?.memory?.[rank]?.scratchPeakBytes ?? backend.peakBytes(rank) - before[rank],
-        budgetBytes: options.budgets?.scratchBytes ?? external?.scratchBudget?.bytes[rank] ?? largest * DTYPE_BYTES.f32 + (options.budgets?.scratchSlackBytes ?? DEFAULT_SCRATCH_SLACK_BYTES),
-        ...(options.budgets?.scratchBytes === undefined && external?.scratchBudget ? { budgetRule: external.scratchBudget.rule } : {}),
-        leakedBytes: external?.memory?.[rank]?.leakedBytes ?? backend.liveBytes(rank) - before[rank],
-        stages: [...backend.stageProfile(rank)],
-      };
-    });
-
-    const repro = options.repro ?? reproCommand(cell, backendKind);
-    const ctx: CheckContext = {
-      cell,
-      backend,
-      subject,
-      tolerance: external?.tolerance ?? subject.tolerance ?? "fp32",
-      maxNorm,
-      errorIfNonfinite,
-      reference,
-      clipCoef,
-      plan,
-      grads,
-      views,
-      outcomes: run.ranks,
+    const request: JudgeRequest = {
+      ...input,
+      grads: grads.map((row) => row.map((g) => (g ? g.id : null))),
+      before,
+      stages: plan.map((_, r) => [...backend.stageProfile(r)]),
+      outcomes: run.ranks.map(reportOf),
       liveness: run.liveness,
-      memory,
       comm: run.comm,
-      genSpec,
-      logicalSpec,
-      inputSpec,
-      repro,
-      budgets: options.budgets ?? {},
+      reach: run.reach,
+      subjectName: subject.name,
+      tolerance: subject.tolerance ?? "fp32",
+      ...(external
+        ? { external: { memory: external.memory, tolerance: external.tolerance, scratchBudget: external.scratchBudget, notApplicable: external.notApplicable } }
+        : {}),
+      budgets: options.budgets,
+      hashTensors: options.hashTensors,
+      dumpDir: options.dumpDir,
+      repro: options.repro,
     };
-    const notApplicable = external?.notApplicable;
-    const checks = CHECKS.map((check) => {
-      if (notApplicable !== undefined) return skip(check.id, `not applicable: ${notApplicable}`);
-      const r = check.judge(ctx);
-      return r.status === "fail" ? { ...r, message: `${r.message}\n  reproduce: ${repro}` } : r;
-    });
-    const tensorHash = options.hashTensors ? cellTensorHash(ctx) : undefined;
-    if (options.dumpDir) dumpCell(options.dumpDir, ctx);
-    options.inspect?.(ctx);
-    lap("checks");
+    const verdict = await judge.judge(request, backend);
+    options.inspect?.({ grads, backend });
+    timings.reference += verdict.referenceMs;
+    timings.checks += verdict.checksMs;
+    mark = performance.now();
     const norm0 = run.ranks[0]?.value;
     result = {
       id: cellId(cell),
       cell,
       backend: backendKind,
       subjectName: subject.name,
-      maxNorm,
-      errorIfNonfinite,
+      maxNorm: verdict.maxNorm,
+      errorIfNonfinite: verdict.errorIfNonfinite,
       totalNorm: typeof norm0 === "number" ? norm0 : null,
-      referenceNorm: reference.totalNorm,
-      clipCoef,
-      checks,
+      referenceNorm: verdict.referenceNorm,
+      clipCoef: verdict.clipCoef,
+      checks: verdict.checks,
       ranks: run.ranks.map((o) => ({ rank: o.rank, norm: o.value, error: o.error?.message })),
-      memory,
+      memory: verdict.memory,
       comm: run.comm,
       liveness: run.liveness,
-      repro,
+      repro: verdict.repro,
       durationMs: 0,
       timings,
-      ...(tensorHash !== undefined ? { tensorHash } : {}),
+      ...(verdict.tensorHash !== undefined ? { tensorHash: verdict.tensorHash } : {}),
     };
     return result;
   } finally {

@@ -26,6 +26,7 @@ import type { FuzzCase } from "../fuzz/case.ts";
 import type { PlanJobInput } from "./plan.ts";
 import { watchSubject } from "../util/watch.ts";
 import { runCell } from "./cell.ts";
+import { installJudge, startJudgeThread } from "../judge/client.ts";
 import type { CellJobInput, Job, SubjectInfo, WorkerMessage } from "./pool.ts";
 import { sealWorker } from "./seal.ts";
 import { harnessModules } from "./harness-modules.ts";
@@ -149,6 +150,8 @@ async function run(job: Job): Promise<void> {
 }
 
 watchSubject((on) => index.running(on));
+// The judge's thread starts before any subject code loads: cells are judged there, out of this realm.
+installJudge(startJudgeThread());
 sealWorker(await harnessModules());
 
 port.on("message", (m: { type: "run"; job: Job }) => {

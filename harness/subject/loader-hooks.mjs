@@ -8,7 +8,7 @@
 // - load: a .ts or .js subject outside a `"type": "module"` package is still an ES module (the
 //   README's examples use import/export); without this, Node would treat it as CommonJS.
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { dirname, join, resolve as resolvePath, sep } from "node:path";
+import { dirname, join, relative, resolve as resolvePath, sep } from "node:path";
 import { existsSync, readFileSync } from "node:fs";
 
 const ROOT = resolvePath(dirname(fileURLToPath(import.meta.url)), "../..");
@@ -17,14 +17,30 @@ const PREFIX = "clip-parity/";
 const RANK_QUERY = "clip-parity-rank";
 const HARNESS = join(ROOT, "harness") + sep;
 
+function relativeToRoot(path) {
+  return relative(ROOT, path).split(sep).join("/");
+}
+
 /** The rank query of a parent module's URL, or null. */
 function rankOf(parentURL) {
   if (!parentURL || !parentURL.startsWith("file:")) return null;
   return new URL(parentURL).searchParams.get(RANK_QUERY);
 }
 
+/**
+ * The judge's code (issue 41): a subject module may not import it, so that no subject can ask for the
+ * answer it is judged against. Harness modules may (their exports are sealed in the worker; the judge runs
+ * in a thread of its own), so the rule reads the importing module: one of a rank's instance of a subject
+ * module (the rank query below), which every module of a subject's own files is.
+ */
+const JUDGE_ONLY = [join(ROOT, "harness", "gradients", "reference.ts"), join(ROOT, "harness", "judge", "judge.ts"), join(ROOT, "harness", "judge", "judge-worker.ts")];
+
 export async function resolve(specifier, context, next) {
   const resolved = await resolveOwn(specifier, context, next);
+  if (resolved.url.startsWith("file:") && JUDGE_ONLY.includes(fileURLToPath(new URL(resolved.url))) && rankOf(context.parentURL) !== null) {
+    const what = relativeToRoot(fileURLToPath(new URL(resolved.url)));
+    throw new Error(`${specifier}: ${what} is the judge's code (the reference a cell is judged against); a subject module may not import it`);
+  }
   const rank = rankOf(context.parentURL);
   if (rank === null || !resolved.url.startsWith("file:")) return resolved;
   const url = new URL(resolved.url);

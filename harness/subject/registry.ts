@@ -214,5 +214,15 @@ export async function loadSubject(spec: string, options: { rank?: number } = {})
   if (exported === undefined) {
     throw new InputError(`subject module ${spec}: it has no default export and no export named "subject" (exports: ${Object.keys(mod).join(", ") || "none"})`);
   }
-  return validateSubject(exported, `subject module ${spec}`);
+  const subject = validateSubject(exported, `subject module ${spec}`);
+  // `external` is the PyTorch adapter's hook (torch: subjects): its self-reported memory, collectives and
+  // liveness replace the ledger's and the world's. A module's subject runs on the simulated world, counted
+  // below its code, or not at all.
+  if (subject.external !== undefined) {
+    throw new InputError(
+      `subject module ${spec}: field "external" is reserved for the registered PyTorch adapter (torch:<module>:<function> subjects); ` +
+        "a subject module implements clip (and afterInit) on the simulated world, where the harness counts memory and collectives itself",
+    );
+  }
+  return subject;
 }

@@ -56,6 +56,8 @@ export interface WorldResult<T> {
   /** The first liveness failure, or null. */
   liveness: string | null;
   comm: CommRecord[];
+  /** Per rank, the ranks whose data reached it through collectives (World.reach). */
+  reach: number[][];
 }
 
 export interface WorldOptions {
@@ -76,6 +78,11 @@ export class World {
   private readonly slots = new Map<string, Slot>();
   private failure: string | null = null;
   readonly comm: CommRecord[];
+  /**
+   * Per rank, the ranks whose data has reached it through completed collectives (itself first): a rank
+   * can know of another's gradients only through them (comm.budget's lower bound, checks/reach.ts).
+   */
+  private readonly reached: Set<number>[];
   /** Wall time spent completing collectives (reductions, gathers), for the cell's profile. */
   collectiveMs = 0;
 
@@ -85,6 +92,12 @@ export class World {
   ) {
     this.states = Array.from({ length: size }, () => ({ state: "running" }) as RankState);
     this.comm = Array.from({ length: size }, emptyComm);
+    this.reached = Array.from({ length: size }, (_, r) => new Set([r]));
+  }
+
+  /** Per rank, the ranks whose data reached it through collectives, ascending. */
+  get reach(): number[][] {
+    return this.reached.map((s) => [...s].sort((a, b) => a - b));
   }
 
   get livenessFailure(): string | null {
@@ -131,6 +144,7 @@ export class World {
     return this.arrive(rank, group, "broadcast", `broadcast(src ${srcRank})`, value, 8, (arrivals) => {
       const src = arrivals.find((a) => a.rank === srcRank);
       if (!src) throw new LivenessError(`broadcast source rank ${srcRank} is not in group [${group.ranks.join(",")}]`);
+      this.spread(arrivals.map((a) => a.rank), srcRank);
       return arrivals.map(() => src.payload);
     }) as Promise<number>;
   }
@@ -162,6 +176,7 @@ export class World {
     return this.arrive(rank, group, "broadcast", `broadcast(src ${srcRank}, tensor ${t.dtype} [${t.shape.join(", ")}])`, t, bytes, (arrivals) => {
       const src = arrivals.find((a) => a.rank === srcRank);
       if (!src) throw new LivenessError(`broadcast source rank ${srcRank} is not in group [${group.ranks.join(",")}]`);
+      this.spread(arrivals.map((a) => a.rank), srcRank);
       for (const a of arrivals) if (a !== src) backend.copyTensor(a.payload as Tensor, src.payload as Tensor);
       return arrivals.map(() => undefined);
     }) as Promise<void>;
@@ -197,7 +212,7 @@ export class World {
     );
     await Promise.race([all, timeout]).finally(() => subjectRunning(false));
     clearTimeout(timer);
-    return { ranks: outcomes, liveness: this.failure, comm: this.comm };
+    return { ranks: outcomes, liveness: this.failure, comm: this.comm, reach: this.reach };
   }
 
   private arrive(
@@ -251,6 +266,8 @@ export class World {
         } finally {
           this.collectiveMs += performance.now() - t0;
         }
+        // a broadcast spreads its source's data only (its completion does that)
+        if (kind !== "broadcast") this.spread(arrivals.map((a) => a.rank), null);
         arrivals.forEach((a, i) => {
           this.states[a.rank] = { state: "running" };
           a.resolve(results[i]);
@@ -260,6 +277,14 @@ export class World {
       this.checkProgress();
     }
     return promise;
+  }
+
+  /** What a completed collective carried: every member's data to every member, or a broadcast's source's. */
+  private spread(members: number[], source: number | null): void {
+    const from = source === null ? members : [source];
+    const union = new Set<number>();
+    for (const r of from) for (const x of this.reached[r]!) union.add(x);
+    for (const r of members) for (const x of union) this.reached[r]!.add(x);
   }
 
   /** No rank running and some rank blocked: nobody can ever complete that collective. */

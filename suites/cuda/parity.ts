@@ -13,7 +13,6 @@
  */
 import { BUILTIN_SUBJECTS } from "../../harness/subject/registry.ts";
 import type { CellResult } from "../../harness/results/types.ts";
-import type { CheckContext } from "../../harness/checks/types.ts";
 import { cellId, type Cell } from "../../harness/spec/cell.ts";
 import { runCell } from "../../harness/run/cell.ts";
 import type { BackendKind } from "../../harness/backend/backend.ts";
@@ -45,7 +44,7 @@ async function runOn(cell: Cell, backend: BackendKind): Promise<Run> {
   const result = await runCell(cell, {
     backend,
     subject,
-    inspect: (ctx: CheckContext) => {
+    inspect: (ctx) => {
       hashes = ctx.grads.map((gs) => gs.map((g) => (g ? ctx.backend.hash(g) : "-")));
     },
   });

@@ -1,0 +1,66 @@
+/**
+ * A verdict no subject can reach (issue 41): the reference and every check run in the judge's own thread,
+ * which reads the cell's store through its own addon instance; what the subject's thread holds is frozen
+ * or refused. Each subject here forged a pass on the code before the judge moved out (seen): a poisoned
+ * reference cache, an addon prototype that verifies nothing, a TypeScript subject claiming the PyTorch
+ * adapter's self-reported hook, a manifest and a regime mutated in the worker, a norm computed from the
+ * generator with no collective at all.
+ */
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { cli } from "./run-cli.ts";
+
+const S = (name: string) => `./suites/isolation/subjects/${name}`;
+const FSDP = { layout: "dp_shard2", model: "llama3-debug", dtype: "f32", norm: 2, regime: "active" };
+
+interface Cell {
+  subject: string;
+  checks: { id: string; status: string; message: string }[];
+}
+
+async function run(subjects: string[], cases: object[], extra: string[] = []) {
+  const dir = mkdtempSync(join(tmpdir(), "cp-judge-"));
+  const matrix = join(dir, "m.json");
+  writeFileSync(matrix, JSON.stringify({ name: "judge", subjects, cases }));
+  const json = join(dir, "out.json");
+  const r = await cli(["run", "--matrix", matrix, "--json", json, "--timeout-s", "20", "--quiet", ...extra]);
+  let cells: Cell[] = [];
+  try {
+    cells = (JSON.parse(readFileSync(json, "utf8")) as { cells: Cell[] }).cells;
+  } catch {
+    // no JSON: the assertions say so
+  }
+  const failing = (subject: string) =>
+    cells
+      .filter((c) => c.subject === subject)
+      .flatMap((c) => c.checks.filter((k) => k.status === "fail").map((k) => `${k.id}: ${k.message}`))
+      .join("\n");
+  return { ...r, cells, failing };
+}
+
+describe("the judge's realm: a subject's thread cannot change the verdict", () => {
+  it.each([
+    ["patches-store.js", /parity\.tensors: rank \d, [\w.]+, element \d+: got .* expected/],
+    ["mutates-manifest.js", /rank \d raised .*both refused: Cannot assign to read only property 'mode'.*; Cannot assign to read only property 'length'/],
+    ["no-collective-oracle.js", /comm\.reach: rank \d returned a norm \([\d.]+\), but the collectives it completed joined it only to ranks \[\d\], which hold [\d,]+ of the [\d,]+ elements of [\w.]+/],
+  ])("%s fails its own cell; bucketed after it in the same worker passes", { timeout: 180_000 }, async (file, message) => {
+    const r = await run([S(file), "bucketed"], [FSDP], ["--jobs", "1"]);
+    expect(r.cells.length, r.stdout + r.stderr).toBe(2);
+    expect(r.code, r.stdout + r.stderr).toBe(1);
+    expect(r.failing(S(file))).toMatch(message);
+    expect(r.failing("bucketed")).toBe("");
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+  });
+
+  it.each([
+    ["poisons-reference.js", /could not be loaded: clip-parity\/harness\/gradients\/reference\.ts: harness\/gradients\/reference\.ts is the judge's code \(the reference a cell is judged against\); a subject module may not import it/],
+    ["external-hook.js", /field "external" is reserved for the registered PyTorch adapter/],
+  ])("%s is refused before any cell runs: one line, exit 2", { timeout: 120_000 }, async (file, message) => {
+    const r = await run([S(file), "bucketed"], [FSDP]);
+    expect(r.code, r.stdout + r.stderr).toBe(2);
+    expect(r.stderr).toMatch(message);
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+  });
+});
