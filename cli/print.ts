@@ -1,13 +1,40 @@
 /** What the command line prints about cells: failures, one cell in full, memory per rank. */
 import type { CellResult } from "../harness/results/types.ts";
-import { cellFailed } from "../harness/results/summary.ts";
+import type { CellJson } from "../harness/results/schema.ts";
 import { escapeControls, terminalText } from "../harness/results/controls.ts";
+import { expectedHeading, failureDigest, groupKindText, missedText, unexpectedHeading, type FailureGroup } from "../reports/groups.ts";
+import type { CatchBy } from "../reports/common.ts";
 
-export function printFailures(results: readonly CellResult[], out: NodeJS.WritableStream): void {
-  for (const r of results) {
-    if (!cellFailed(r)) continue;
-    out.write(`FAIL ${escapeControls(r.id)}\n`);
-    for (const c of r.checks) if (c.status === "fail") out.write(`  ${c.id}: ${terminalText(c.message).replace(/\n/g, "\n    ")}\n`);
+/** One group as the terminal shows it: subject x check, how many cells, the first message, one reproduce line. */
+function groupText(g: FailureGroup, mark: string): string {
+  const first = g.cells[0]!;
+  const n = g.cells.length;
+  const lines = [`${mark} ${escapeControls(g.subject)} x ${escapeControls(g.check)}: ${n} cell${n === 1 ? "" : "s"}${g.kind === "also" ? ` (${groupKindText(g)})` : ""}`];
+  lines.push(`     first: ${escapeControls(first.id)}`);
+  lines.push(`     ${terminalText(g.firstMessage).replace(/\n/g, "\n     ")}`);
+  if (g.messages.length > 1) lines.push(`     (${g.messages.length} distinct messages beyond numbers; the reports list them)`);
+  if (first.repro) lines.push(`     reproduce: ${escapeControls(first.repro)}`);
+  return `${lines.join("\n")}\n`;
+}
+
+/**
+ * The failures of a run grouped as the reports group them (reports/groups.ts): unexpected ones first, one
+ * block per subject x check with the first message and one reproduce line; a known-bad subject failing
+ * as expected apart, one line per group; a known-bad subject that nothing caught as MISSED.
+ */
+export function printFailures(cells: readonly CellJson[], out: NodeJS.WritableStream, catchBy: CatchBy = {}): void {
+  const d = failureDigest(cells, catchBy);
+  if (d.unexpected.length || d.missed.length) {
+    out.write(`${unexpectedHeading(d)}\n`);
+    for (const m of d.missed) out.write(`MISSED ${escapeControls(missedText(m))}\n`);
+    for (const g of d.unexpected) out.write(groupText(g, "FAIL"));
+  }
+  if (d.expected.length) {
+    out.write(`${expectedHeading(d)}\n`);
+    for (const g of d.expected) {
+      const n = g.cells.length;
+      out.write(`  expected ${escapeControls(g.subject)} x ${escapeControls(g.check)}: ${n} cell${n === 1 ? "" : "s"} (${groupKindText(g)})\n`);
+    }
   }
 }
 

@@ -5,7 +5,8 @@ import { GOLDEN_MODES } from "../harness/run/golden.ts";
 import { DEFAULT_LIMITS, parseBackend } from "../harness/run/policy.ts";
 import { formatShard, parseShard } from "../harness/run/shard.ts";
 import { verdictOf, summaryLine } from "../harness/results/summary.ts";
-import { jsonReport } from "../harness/results/json.ts";
+import { cellJson, jsonReport } from "../harness/results/json.ts";
+import type { CellJson } from "../harness/results/schema.ts";
 import { assertWritableDir, assertWritableFile, humanOutput, writeOutputFile } from "../harness/util/fs.ts";
 import { resolveMatrix } from "../matrix/index.ts";
 import { DEFAULT_OUT_DIR, REPORTER_NAMES, reportSession } from "../reports/index.ts";
@@ -103,7 +104,7 @@ export async function run(argv: string[]): Promise<number> {
   const reports = reportSession(str(v, "report"), str(v, "out"), { matrix: matrix.name, shard: options.shard && formatShard(options.shard) });
   const output = await runMatrix(matrix, options, combineHooks(v.quiet ? undefined : progressHooks(process.stderr), reports?.hooks));
   const out = humanOutput(jsonPath);
-  printFailures(output.results, out);
+  printFailures(output.results.map((r) => cellJson(r) as CellJson), out, output.catchBy);
   out.write(`${summaryLine(output.summary)}\n`);
   // the result file and the reports are written once every section has run, so that they hold its verdict too
   const whole = str(v, "filter") === undefined && options.shard === undefined;

@@ -84,6 +84,27 @@ describe("clip-parity cell", () => {
   });
 });
 
+describe("failures on the terminal", () => {
+  it("are grouped as the reports group them: subject x check, first message, one reproduce line; known-bad apart", async () => {
+    const { printFailures } = await import("../cli/print.ts");
+    const { synthCell } = await import("./reports/fixtures.ts");
+    const fail = (subject: string, layout: string, check: string, n: number) =>
+      synthCell(`${subject}/${layout}/llama3-debug/f32/n2/active/s0`, { checks: [{ id: check, status: "fail", message: `rank 1: norm ${n} != reference 3.5\n  reproduce: npx clip-parity cell ...` }] });
+    const cells = [
+      ...["tp2", "tp4", "pp2", "dp_shard2", "pp2,tp2"].map((l, i) => fail("mine", l, "parity.norm", i)),
+      ...["tp2", "pp2"].map((l, i) => fail("no-pp-reduce", l, "parity.norm", i)),
+    ];
+    const lines: string[] = [];
+    printFailures(cells, { write: (t: string) => (lines.push(t), true) } as never, { "no-pp-reduce": ["parity.norm"] });
+    const text = lines.join("");
+    expect(text.match(/^FAIL /gm)).toHaveLength(1);
+    expect(text).toContain("FAIL mine x parity.norm: 5 cells\n     first: mine/tp2/llama3-debug/f32/n2/active/s0\n     rank 1: norm 0 != reference 3.5\n");
+    expect(text.match(/reproduce: /g)).toHaveLength(1);
+    expect(text).toContain("Known-bad subjects, failing as expected: 2 (cell, check) pairs in 1 groups\n  expected no-pp-reduce x parity.norm: 2 cells (expected: a check its catchBy names)\n");
+    expect(text).not.toMatch(/FAIL no-pp-reduce/);
+  });
+});
+
 describe("output paths", () => {
   const quick = ["cell", "--subject", "bucketed", "--layout", "tp2", "--model", "llama3-debug", "--dtype", "f32", "--norm", "2", "--regime", "active"];
 
