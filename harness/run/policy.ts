@@ -46,7 +46,10 @@ export function resolveBackend(matrix: Pick<Matrix, "name" | "backend">, request
 
 export interface Selection {
   subjects?: readonly string[];
-  filter?: string;
+  /** Cells whose id contains this text, or matches this expression (`--filter RE`). */
+  filter?: string | RegExp;
+  /** Cells whose id matches it are left out (`--exclude RE`). */
+  exclude?: RegExp;
   shard?: Shard;
   seed?: number;
   limits?: Partial<RunLimits>;
@@ -77,9 +80,16 @@ export function selectCells(matrix: Matrix, selection: Selection = {}): Cell[] {
   let cells = cellsOf(matrix, subjects);
   if (selection.seed !== undefined) cells = cells.map((c) => ({ ...c, seed: selection.seed! }));
   cells = selectShard(cells, selection.shard);
-  if (selection.filter) cells = cells.filter((c) => cellId(c).includes(selection.filter!));
+  const { filter, exclude } = selection;
+  if (filter) cells = cells.filter((c) => (typeof filter === "string" ? cellId(c).includes(filter) : filter.test(cellId(c))));
+  if (exclude) cells = cells.filter((c) => !exclude.test(cellId(c)));
   if (cells.length === 0) {
-    const why = matrix.cases.length === 0 ? `matrix ${matrix.name} has no cases` : selection.filter ? `no cell id contains "${selection.filter}"` : "the shard holds no cell";
+    const why =
+      matrix.cases.length === 0
+        ? `matrix ${matrix.name} has no cases`
+        : filter || exclude
+          ? `no cell id ${[filter && (typeof filter === "string" ? `contains "${filter}"` : `matches ${filter}`), exclude && `is left by --exclude ${exclude}`].filter(Boolean).join(" and ")}`
+          : "the shard holds no cell";
     throw new InputError(`nothing to run: ${why} (a run that checks nothing must not pass)`);
   }
   for (const c of cells) assertWorld(c, limits.maxWorld, "--max-world");

@@ -38,7 +38,9 @@ export interface RunMatrixOptions {
   /** The backend asked for; undefined = the matrix's own (cuda matrices need CUDA). */
   backend?: BackendKind;
   subjects?: readonly string[];
-  filter?: string;
+  /** Cells whose id contains this text or matches this expression; `exclude` leaves out those matching it. */
+  filter?: string | RegExp;
+  exclude?: RegExp;
   shard?: Shard;
   seed?: number;
   limits?: Partial<RunLimits>;
@@ -118,7 +120,7 @@ export interface PreparedRun {
 export async function prepareRun(matrix: Matrix, options: RunMatrixOptions = {}): Promise<PreparedRun> {
   const backend = resolveBackend(matrix, options.backend, options.rerun ?? `clip-parity run --matrix ${matrix.name}`);
   const cells = selectCells(matrix, options);
-  const partial = Boolean(options.shard || options.filter || options.subjects || options.seed !== undefined);
+  const partial = Boolean(options.shard || options.filter || options.exclude || options.subjects || options.seed !== undefined);
   const golden = goldenSession({ mode: options.golden, matrix: matrix.name, backend, partial, dir: options.goldenDir, env: options.env, out: options.goldenOut });
   const specs = [...new Set(cells.map((c) => c.subject))];
   // A user module runs its top level when imported: only ever inside a worker, under a time limit.
