@@ -209,6 +209,15 @@ export function parseBoolean(text: string, flag: string): boolean {
   throw new InputError(`${flag}: "${text}" is not true or false`);
 }
 
+/** A regular expression from a flag (`--filter RE`); one that does not compile is bad input naming the flag and the value. */
+export function parseRegExp(text: string, flag: string): RegExp {
+  try {
+    return new RegExp(text);
+  } catch (err) {
+    throw new InputError(`${flag}: "${text}" is not a regular expression (${(err as Error).message})`);
+  }
+}
+
 /** A value that must be one of `allowed`. */
 export function parseChoice<T extends string>(text: string, flag: string, allowed: readonly T[]): T {
   if (!(allowed as readonly string[]).includes(text)) throw new InputError(`${flag}: "${text}" is not one of ${allowed.join(", ")}`);

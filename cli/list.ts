@@ -1,4 +1,8 @@
-/** `clip-parity list [matrices|subjects|models|checks|regimes]`. */
+/**
+ * `clip-parity list [matrices|subjects|models|checks|regimes]`, and `list cells --matrix M [--filter RE]
+ * [--exclude RE] [--subject S]...`: the cell ids a run would run, one a line (as `vitest list` or
+ * `pytest --collect-only`), the count on stderr.
+ */
 import { InputError } from "../harness/errors.ts";
 import { BUILTIN_SUBJECTS, CORRECT_SUBJECTS, KNOWN_BAD_SUBJECTS, OPTIMIZER_KNOWN_BAD_SUBJECTS, OPTIMIZER_SUBJECTS } from "../harness/subject/registry.ts";
 import { ALL_REGIMES } from "../harness/gradients/regimes.ts";
@@ -6,7 +10,11 @@ import { CHECKS, RUN_CHECKS } from "../harness/checks/index.ts";
 import { getModel, MODEL_NAMES } from "../harness/model/models.ts";
 import { builtinMatrices } from "../matrix/index.ts";
 import { listFrameworkSubjects } from "../harness/external/torch/frameworks.ts";
-import { parseCommandLine, type CommandSpec } from "./args.ts";
+import { given, list, parseCommandLine, parseRegExp, str, type CommandSpec, type Values } from "./args.ts";
+import { resolveMatrix } from "../matrix/index.ts";
+import { selectCells } from "../harness/run/policy.ts";
+import { cellId } from "../harness/spec/cell.ts";
+import { escapeControls } from "../harness/results/controls.ts";
 
 export const spec: CommandSpec = {
   name: "list",
@@ -15,33 +23,63 @@ export const spec: CommandSpec = {
     "`list matrices --coverage` adds what each matrix covers (matrix/coverage.ts): the requirements and the cases meeting each.",
   flags: {
     coverage: { type: "boolean", description: "with `list matrices`: the requirements each matrix meets and the cases meeting each" },
+    matrix: { type: "string", value: "NAME|FILE", description: "with `list cells`: the matrix", default: "cpu" },
+    subject: { type: "string", multiple: true, value: "NAME|PATH", description: "with `list cells`: subjects instead of the matrix's" },
+    filter: { type: "string", value: "RE", description: "with `list cells`: only the ids matching RE (as run --filter)" },
+    exclude: { type: "string", value: "RE", description: "with `list cells`: leave out the ids matching RE (as run --exclude)" },
   },
-  positionals: "[matrices|subjects|models|checks|regimes]",
+  positionals: "[matrices|subjects|models|checks|regimes|cells]",
 };
 
 export const LIST_SECTIONS = ["matrices", "subjects", "models", "checks", "regimes"] as const;
 
+/** Rows as aligned columns, each as wide as its longest entry (a long subject name moves the next column, never into it). */
+export function columns(rows: readonly (readonly string[])[]): string {
+  const widths = rows.reduce<number[]>((w, row) => row.map((cell, i) => Math.max(w[i] ?? 0, cell.length)), []);
+  return rows.map((row) => row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]!))).join("  ").trimEnd() + "\n").join("");
+}
+
+/** The ids of the cells a run of the matrix would run, after --subject, --filter and --exclude. */
+function listCells(v: Values, out: NodeJS.WritableStream): void {
+  const matrix = resolveMatrix(str(v, "matrix")!);
+  const cells = selectCells(matrix, {
+    ...(list(v, "subject") ? { subjects: list(v, "subject") } : {}),
+    ...(str(v, "filter") !== undefined ? { filter: parseRegExp(str(v, "filter")!, "--filter") } : {}),
+    ...(str(v, "exclude") !== undefined ? { exclude: parseRegExp(str(v, "exclude")!, "--exclude") } : {}),
+  });
+  for (const c of cells) out.write(`${escapeControls(cellId(c))}\n`);
+  process.stderr.write(`${cells.length} cells of matrix ${matrix.name}\n`);
+}
+
 function section(what: (typeof LIST_SECTIONS)[number], out: NodeJS.WritableStream): void {
   switch (what) {
     case "matrices":
-      for (const [name, m] of Object.entries(builtinMatrices())) out.write(`${name.padEnd(10)} ${String(m.cases.length).padStart(5)} cases  ${m.backend}  ${m.description}\n`);
+      out.write(columns(Object.entries(builtinMatrices()).map(([name, m]) => [name, `${m.cases.length} cases`, m.backend, m.description])));
       return;
     case "subjects":
-      for (const name of [...CORRECT_SUBJECTS, ...KNOWN_BAD_SUBJECTS, ...OPTIMIZER_SUBJECTS, ...OPTIMIZER_KNOWN_BAD_SUBJECTS]) {
-        const s = BUILTIN_SUBJECTS[name]!;
-        const tag = CORRECT_SUBJECTS.includes(name) || OPTIMIZER_SUBJECTS.includes(name) ? `passes (${s.tolerance ?? "fp32"})` : `caught by ${s.catchBy?.join(", ")}`;
-        out.write(`${name.padEnd(20)} ${tag.padEnd(40)} ${s.description}\n`);
-      }
-      // Real frameworks' clips, run through the PyTorch adapter (npm run setup:torch): docs/frameworks.md.
-      for (const f of listFrameworkSubjects()) out.write(`${f.spec.padEnd(20)} ${"framework (docs/frameworks.md)".padEnd(40)} ${f.description}\n`);
+      out.write(
+        columns([
+          ...[...CORRECT_SUBJECTS, ...KNOWN_BAD_SUBJECTS, ...OPTIMIZER_SUBJECTS, ...OPTIMIZER_KNOWN_BAD_SUBJECTS].map((name) => {
+            const s = BUILTIN_SUBJECTS[name]!;
+            const tag = CORRECT_SUBJECTS.includes(name) || OPTIMIZER_SUBJECTS.includes(name) ? `passes (${s.tolerance ?? "fp32"})` : `caught by ${s.catchBy?.join(", ")}`;
+            return [name, tag, s.description];
+          }),
+          // Real frameworks' clips, run through the PyTorch adapter (npm run setup:torch): docs/frameworks.md.
+          ...listFrameworkSubjects().map((f) => [f.spec, "framework (docs/frameworks.md)", f.description]),
+        ]),
+      );
       return;
     case "models":
-      for (const name of MODEL_NAMES) out.write(`${name.padEnd(18)} ${getModel(name).totalParams.toLocaleString("en-US").padStart(16)}\n`);
+      out.write(columns(MODEL_NAMES.map((name) => [name, getModel(name).totalParams.toLocaleString("en-US")])));
       return;
     case "checks":
-      for (const c of [...CHECKS, ...RUN_CHECKS]) out.write(`${c.id.padEnd(18)} ${c.description}\n`);
-      // Judged across a training run rather than one clip: `clip-parity resume`, not `run`.
-      out.write(`${"resume.equal".padEnd(18)} a resumed run ends bitwise equal to the uninterrupted one (clip-parity resume)\n`);
+      out.write(
+        columns([
+          ...[...CHECKS, ...RUN_CHECKS].map((c) => [c.id, c.description]),
+          // Judged across a training run rather than one clip: `clip-parity resume`, not `run`.
+          ["resume.equal", "a resumed run ends bitwise equal to the uninterrupted one (clip-parity resume)"],
+        ]),
+      );
       return;
     case "regimes":
       for (const r of ALL_REGIMES) out.write(`${r}\n`);
@@ -61,6 +99,12 @@ export async function run(argv: string[]): Promise<number> {
   const { values, positionals } = parseCommandLine(spec, argv);
   if (positionals.length > 1) throw new InputError(`list: takes at most one of ${LIST_SECTIONS.join(", ")}; got ${positionals.join(" ")}`);
   const what = positionals[0];
+  if (what === "cells") {
+    listCells(values, out);
+    return 0;
+  }
+  const cellFlags = ["subject", "filter", "exclude"].filter((f) => given(values, f)).concat(given(values, "matrix") ? ["matrix"] : []);
+  if (cellFlags.length) throw new InputError(`list: --${cellFlags.join(", --")} go with \`list cells\`; got list ${argv.join(" ")}`);
   if (values.coverage) {
     if (what !== "matrices") throw new InputError(`list: --coverage goes with \`list matrices\`; got list ${argv.join(" ")}`);
     section("matrices", out);
@@ -74,7 +118,7 @@ export async function run(argv: string[]): Promise<number> {
     }
     return 0;
   }
-  if (!(LIST_SECTIONS as readonly string[]).includes(what)) throw new InputError(`list: "${what}" is not one of ${LIST_SECTIONS.join(", ")}`);
+  if (!(LIST_SECTIONS as readonly string[]).includes(what)) throw new InputError(`list: "${what}" is not one of ${[...LIST_SECTIONS, "cells"].join(", ")}`);
   section(what as (typeof LIST_SECTIONS)[number], out);
   return 0;
 }

@@ -4,13 +4,13 @@ import { DEFAULT_HEAP_MB } from "../harness/run/pool.ts";
 import { GOLDEN_MODES } from "../harness/run/golden.ts";
 import { DEFAULT_LIMITS, parseBackend } from "../harness/run/policy.ts";
 import { formatShard, parseShard } from "../harness/run/shard.ts";
-import { verdictOf, summaryLine } from "../harness/results/summary.ts";
+import { cellFailed, verdictOf, summaryLine } from "../harness/results/summary.ts";
 import { cellJson, jsonReport } from "../harness/results/json.ts";
 import type { CellJson } from "../harness/results/schema.ts";
 import { assertWritableDir, assertWritableFile, humanOutput, writeOutputFile } from "../harness/util/fs.ts";
 import { resolveMatrix } from "../matrix/index.ts";
 import { DEFAULT_OUT_DIR, REPORTER_NAMES, reportSession } from "../reports/index.ts";
-import { EXIT_STATUS, list, parseCommand, parseInteger, str, type CommandSpec } from "./args.ts";
+import { EXIT_STATUS, list, parseCommand, parseInteger, parseRegExp, str, type CommandSpec } from "./args.ts";
 import { progressHooks } from "./progress.ts";
 import { printFailures } from "./print.ts";
 import { runTrainMatrix } from "./train.ts";
@@ -18,7 +18,7 @@ import { runResumeMatrix } from "./resume.ts";
 import { runRegressionSection } from "./regressions.ts";
 import { sectionsFailed, sectionSummaryText, type SectionResult } from "../harness/results/sections.ts";
 import { subjectInfo } from "../harness/run/isolated.ts";
-import { isExternalSpec } from "../harness/subject/registry.ts";
+import { BUILTIN_SUBJECTS, isExternalSpec } from "../harness/subject/registry.ts";
 
 export const spec: CommandSpec = {
   name: "run",
@@ -27,7 +27,9 @@ export const spec: CommandSpec = {
     matrix: { type: "string", value: "NAME|FILE", description: "a built-in matrix (clip-parity list matrices) or a matrix JSON file", default: "cpu" },
     backend: { type: "string", value: "cpu|cuda|meta", description: "the backend (cuda matrices need CUDA)", defaultText: "the matrix's own" },
     subject: { type: "string", multiple: true, value: "NAME|PATH", description: "subjects to run instead of the matrix's (built-in name, module path or torch:...)" },
-    filter: { type: "string", value: "TEXT", description: "only the cells whose id contains TEXT" },
+    filter: { type: "string", value: "RE", description: "only the cells whose id matches the regular expression RE (clip-parity list cells shows them)" },
+    exclude: { type: "string", value: "RE", description: "leave out the cells whose id matches RE" },
+    bail: { type: "boolean", description: "stop at the first cell that fails unexpectedly (a known-bad subject's failures do not stop it)" },
     seed: { type: "string", value: "N", description: "run every case with this seed" },
     shard: { type: "string", value: "I/N", description: "only shard I of N (by a hash of the cell id)" },
     json: { type: "string", value: "FILE", description: "write every result as JSON (the --json shape)" },
@@ -78,7 +80,8 @@ export function runOptions(v: Record<string, unknown>, flag = (f: string) => `--
   if (s("backend") !== undefined) opts.backend = parseBackend(s("backend")!, flag("backend"));
   const subjects = list(v as never, "subject");
   if (subjects) opts.subjects = subjects;
-  if (s("filter") !== undefined) opts.filter = s("filter");
+  if (s("filter") !== undefined) opts.filter = parseRegExp(s("filter")!, flag("filter"));
+  if (s("exclude") !== undefined) opts.exclude = parseRegExp(s("exclude")!, flag("exclude"));
   if (s("seed") !== undefined) opts.seed = parseInteger(s("seed")!, flag("seed"));
   if (s("shard") !== undefined) opts.shard = parseShard(s("shard")!, flag("shard"));
   if (s("golden") !== undefined) opts.golden = s("golden");
@@ -101,13 +104,16 @@ export async function run(argv: string[]): Promise<number> {
   if (jsonPath !== undefined) assertWritableFile(jsonPath, "--json");
   if (str(v, "out") !== undefined) assertWritableDir(str(v, "out")!, "--out");
   options.rerun = `clip-parity run --matrix ${str(v, "matrix")!}`;
+  // known-bad subjects fail on purpose: only another subject's failure is one to stop at
+  if (v.bail) options.stopWhen = (r) => cellFailed(r) && BUILTIN_SUBJECTS[r.cell.subject]?.catchBy === undefined;
   const reports = reportSession(str(v, "report"), str(v, "out"), { matrix: matrix.name, shard: options.shard && formatShard(options.shard) });
   const output = await runMatrix(matrix, options, combineHooks(v.quiet ? undefined : progressHooks(process.stderr), reports?.hooks));
   const out = humanOutput(jsonPath);
   printFailures(output.results.map((r) => cellJson(r) as CellJson), out, output.catchBy);
   out.write(`${summaryLine(output.summary)}\n`);
   // the result file and the reports are written once every section has run, so that they hold its verdict too
-  const whole = str(v, "filter") === undefined && options.shard === undefined;
+  if (output.stopped) out.write(`--bail: stopped at the first unexpected failure, after ${output.results.length} cells\n`);
+  const whole = str(v, "filter") === undefined && str(v, "exclude") === undefined && options.shard === undefined && !output.stopped;
   const sections = whole ? await runSections(matrix.name, output.results, out) : [];
   for (const s of sections) out.write(`${sectionSummaryText(s)}\n`);
   if (jsonPath) writeOutputFile(jsonPath, JSON.stringify(jsonReport(output.results, output.summary, output.catchBy, sections), null, 2) + "\n");

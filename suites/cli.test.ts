@@ -105,6 +105,41 @@ describe("failures on the terminal", () => {
   });
 });
 
+describe("selecting cells: list cells, --filter RE, --exclude RE, --bail", () => {
+  it("list cells prints the ids a run would run, filtered by regular expressions, the count on stderr", async () => {
+    const r = await cli("list", "cells", "--matrix", "cpu", "--filter", "^titan-mtp/tp4/", "--exclude", "bf16|deepseek");
+    expect(r.exitCode, r.stderr).toBe(0);
+    const ids = r.stdout.trim().split("\n");
+    expect(ids.length).toBeGreaterThan(1);
+    for (const id of ids) expect(id).toMatch(/^titan-mtp\/tp4\/llama3-debug[a-z-]*\/(f32|f16)\//);
+    expect(r.stderr).toContain(`${ids.length} cells of matrix cpu`);
+    const bad = await cli("list", "cells", "--filter", "(");
+    expect(bad.exitCode).toBe(2);
+    expect(bad.stderr).toMatch(/--filter: "\(" is not a regular expression/);
+    const none = await cli("run", "--matrix", "cpu", "--filter", "^nothing-matches$");
+    expect(none.exitCode).toBe(2);
+    expect(none.stderr).toContain("no cell id matches /^nothing-matches$/");
+  });
+
+  it("--bail stops at the first unexpected failure", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "cp-bail-"));
+    const file = join(dir, "m.json");
+    const layouts = ["pp2", "pp2,tp2", "pp2,dp_shard2", "pp4", "pp2,dp_replicate2", "pp4,tp2"];
+    writeFileSync(file, JSON.stringify({ name: "bail", subjects: [join(process.cwd(), "examples/forgets-pp.js")], sweep: { layouts, models: ["llama3-debug"] } }));
+    const r = await cli("run", "--matrix", file, "--bail", "--jobs", "1", "--quiet");
+    expect(r.exitCode).toBe(1);
+    expect(r.stdout).toMatch(/--bail: stopped at the first unexpected failure, after [12] cells/);
+  }, 120_000);
+
+  it("list columns are as wide as their longest entry", async () => {
+    const { columns } = await import("../cli/list.ts");
+    const text = columns([["a-very-long-subject-name-indeed-yes", "passes", "desc"], ["short", "caught by x", "desc"]]);
+    const [a, b] = text.split("\n");
+    expect(a!.indexOf("passes")).toBe(b!.indexOf("caught by"));
+    expect(a!.indexOf("passes")).toBeGreaterThan("a-very-long-subject-name-indeed-yes".length);
+  });
+});
+
 describe("output paths", () => {
   const quick = ["cell", "--subject", "bucketed", "--layout", "tp2", "--model", "llama3-debug", "--dtype", "f32", "--norm", "2", "--regime", "active"];
 
