@@ -11,7 +11,7 @@ import { defineConfig } from "vitest/config";
 
 export default defineConfig({
   test: {
-    include: ["suites/mutation/**/*.test.ts", "suites/unit/optimizer.test.ts", "suites/unit/comm-budget.test.ts", "suites/unit/partial.test.ts", "suites/unit/grad-specs.test.ts"],
+    include: ["suites/mutation/**/*.test.ts", "suites/unit/optimizer.test.ts", "suites/unit/comm-budget.test.ts", "suites/unit/partial.test.ts", "suites/unit/grad-specs.test.ts", "suites/checks-branches/**/*.test.ts", "suites/fuzz/bucket-oracle.test.ts"],
     testTimeout: 120_000,
     hookTimeout: 120_000,
   },

@@ -43,27 +43,18 @@ import {
   scalesOnRank,
   scratchOnRank1,
   skipsPpOnRank1,
+  testCell,
   ulpUpScaledByIt,
 } from "./subjects.ts";
 
 const bucketed = BUILTIN_SUBJECTS.bucketed!;
 const titanMtp = BUILTIN_SUBJECTS["titan-mtp"]!;
 
-const cell = (over: Partial<Cell> = {}): Cell => ({
-  subject: "x",
-  layout: parseLayout("dp_shard2"),
-  model: "llama3-debug",
-  dtype: "f32",
-  normType: 2,
-  regime: "active",
-  seed: 0,
-  ...over,
-});
 const pp2 = { layout: parseLayout("pp2") };
 const nan = { regime: "nonfinite-nan" } as const;
 
 async function verdict(id: string, subject: RunCellOptions["subject"], over: Partial<Cell> = {}, options: Partial<RunCellOptions> = {}) {
-  const r = await runCell(cell(over), { subject, ...options });
+  const r = await runCell(testCell(over), { subject, ...options });
   return { ...r.checks.find((c) => c.id === id)!, result: r };
 }
 

@@ -9,6 +9,20 @@ import { clipCoefficient, defineSubject, normFromPowerSum, type ClipArgs, type R
 import { bucketedClip, bucketedPowerSum, type BucketedSteps } from "../../harness/subject/builtin/bucketed-core.ts";
 import { checkFinite, exactPowerSum, scaleAll } from "../../harness/subject/common.ts";
 import titanMtp from "../../harness/subject/builtin/titan-mtp.ts";
+import { parseLayout } from "../../harness/layout/layout.ts";
+import type { Cell } from "../../harness/spec/cell.ts";
+
+/** The suites' small cell: llama3-debug on dp_shard2, f32, norm 2, active, seed 0, with `over` changed. */
+export const testCell = (over: Partial<Cell> = {}): Cell => ({
+  subject: "x",
+  layout: parseLayout("dp_shard2"),
+  model: "llama3-debug",
+  dtype: "f32",
+  normType: 2,
+  regime: "active",
+  seed: 0,
+  ...over,
+});
 
 /** The next float32 above a positive float32 value: one ulp up. */
 export function nextUp32(x: number): number {
