@@ -5,7 +5,7 @@ import { GOLDEN_MODES } from "../harness/run/golden.ts";
 import { DEFAULT_LIMITS, parseBackend } from "../harness/run/policy.ts";
 import { formatShard, parseShard } from "../harness/run/shard.ts";
 import { cellFailed, verdictOf, summaryLine } from "../harness/results/summary.ts";
-import { cellJson, jsonReport } from "../harness/results/json.ts";
+import { cellJson, jsonReport, shownCatchBy } from "../harness/results/json.ts";
 import type { CellJson } from "../harness/results/schema.ts";
 import { assertWritableDir, assertWritableFile, humanOutput, writeOutputFile } from "../harness/util/fs.ts";
 import { resolveMatrix } from "../matrix/index.ts";
@@ -109,7 +109,8 @@ export async function run(argv: string[]): Promise<number> {
   const reports = reportSession(str(v, "report"), str(v, "out"), { matrix: matrix.name, shard: options.shard && formatShard(options.shard) });
   const output = await runMatrix(matrix, options, combineHooks(v.quiet ? undefined : progressHooks(process.stderr), reports?.hooks));
   const out = humanOutput(jsonPath);
-  printFailures(output.results.map((r) => cellJson(r) as CellJson), out, output.catchBy);
+  const catchBy = shownCatchBy(output.results, output.catchBy);
+  printFailures(output.results.map((r) => cellJson(r) as CellJson), out, catchBy);
   out.write(`${summaryLine(output.summary)}\n`);
   // the result file and the reports are written once every section has run, so that they hold its verdict too
   if (output.stopped) out.write(`--bail: stopped at the first unexpected failure, after ${output.results.length} cells\n`);
@@ -117,7 +118,7 @@ export async function run(argv: string[]): Promise<number> {
   const sections = whole ? await runSections(matrix.name, output.results, out) : [];
   for (const s of sections) out.write(`${sectionSummaryText(s)}\n`);
   if (jsonPath) writeOutputFile(jsonPath, JSON.stringify(jsonReport(output.results, output.summary, output.catchBy, sections), null, 2) + "\n");
-  for (const path of (await reports?.finish(output.results, output.summary, output.notes, { backend: output.backend, catchBy: output.catchBy, sections })) ?? []) {
+  for (const path of (await reports?.finish(output.results, output.summary, output.notes, { backend: output.backend, catchBy, sections })) ?? []) {
     process.stderr.write(`wrote ${path}\n`);
   }
   if (output.summary.failed || sectionsFailed(sections)) return 1;

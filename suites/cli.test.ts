@@ -140,6 +140,21 @@ describe("selecting cells: list cells, --filter RE, --exclude RE, --bail", () =>
   });
 });
 
+describe("user subjects", () => {
+  it("are named by defineSubject's name in ids, results and JUnit classnames; the path stays for reproducing", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "cp-name-"));
+    const file = join(dir, "m.json");
+    writeFileSync(file, JSON.stringify({ name: "named", subjects: ["./examples/forgets-pp.js"], cases: [{ layout: "pp2", model: "llama3-debug", dtype: "f32", norm: 2, regime: "active" }] }));
+    const r = await cli("run", "--matrix", file, "--json", join(dir, "r.json"), "--report", "junit", "--out", join(dir, "out"), "--quiet");
+    expect(r.exitCode, r.stderr).toBe(1);
+    const c = JSON.parse(readFileSync(join(dir, "r.json"), "utf8")).cells[0];
+    expect(c).toMatchObject({ id: "forgets-pp/pp2/llama3-debug/f32/n2/active/s0", subject: "forgets-pp", subjectPath: "./examples/forgets-pp.js" });
+    expect(c.repro).toContain("--subject ./examples/forgets-pp.js");
+    expect(r.stdout).toContain("FAIL forgets-pp x parity.norm");
+    expect(readFileSync(join(dir, "out", "junit.xml"), "utf8")).toContain(`classname="forgets-pp"`);
+  }, 120_000);
+});
+
 describe("output paths", () => {
   const quick = ["cell", "--subject", "bucketed", "--layout", "tp2", "--model", "llama3-debug", "--dtype", "f32", "--norm", "2", "--regime", "active"];
 

@@ -3,6 +3,7 @@
  * { cells: [{ id, subject, layout, model, dtype, normType, regime, seed, maxNorm, totalNorm,
  *   referenceNorm, clipCoef, checks: [{ id, status, message }] }], summary: { cells, passed, failed, skipped } }
  * normType is a number or "inf"; non-finite norms are written as the strings "inf", "-inf" and "nan".
+ * A user's subject module is named by its defineSubject `name` in `id` and `subject`, its path in `subjectPath`.
  * Each cell also carries ranks, memory (per rank: gradBytes, scratchPeakBytes, budgetBytes, leakedBytes),
  * comm (per rank: collectives, bytes, byKind), repro, durationMs and, when measured, timings (ms per phase)
  * and tensorHash. Beside cells and summary, `catchBy` names the run's known-bad subjects and the checks that
@@ -21,10 +22,25 @@ export function jsonNumber(x: number | null): number | string | null {
   return x;
 }
 
+/** Whether a subject spec names a module file (harness/subject/registry.ts's rule; restated here, results sit below the registry). */
+const MODULE_PATH = (spec: string) => /^(\.{1,2}[\\/]|\/)/.test(spec) || /\.(ts|js|mjs)$/.test(spec);
+
+/**
+ * How a cell's subject is shown: a user's module by the `name` its defineSubject gives (in the id, the
+ * grid and JUnit classnames: a path is no name), the path kept as subjectPath (and in the reproduce line).
+ */
+function shownSubject(r: Pick<CellResult, "id" | "cell" | "subjectName">): { id: string; subject: string; subjectPath?: string } {
+  const spec = r.cell.subject;
+  if (!MODULE_PATH(spec) || !r.subjectName || !r.id.startsWith(`${spec}/`)) return { id: r.id, subject: spec };
+  return { id: `${r.subjectName}/${r.id.slice(spec.length + 1)}`, subject: r.subjectName, subjectPath: spec };
+}
+
 export function cellJson(r: CellResult) {
+  const shown = shownSubject(r);
   return {
-    id: r.id,
-    subject: r.cell.subject,
+    id: shown.id,
+    subject: shown.subject,
+    ...(shown.subjectPath !== undefined ? { subjectPath: shown.subjectPath } : {}),
     layout: { ...r.cell.layout },
     model: r.cell.model,
     dtype: r.cell.dtype,
@@ -72,7 +88,13 @@ export function jsonReport(
   catchBy?: Readonly<Record<string, readonly string[]>>,
   sections?: readonly SectionResult[],
 ) {
-  return { cells: results.map(cellJson), summary, ...catchByField(catchBy), ...sectionsField(sections) };
+  return { cells: results.map(cellJson), summary, ...catchByField(catchBy && shownCatchBy(results, catchBy)), ...sectionsField(sections) };
+}
+
+/** A run's catchBy (keyed by subject spec) keyed as cellJson shows the subjects: a user module by its name. */
+export function shownCatchBy(results: readonly CellResult[], catchBy: Readonly<Record<string, readonly string[]>>): Record<string, readonly string[]> {
+  const names = new Map(results.map((r) => [r.cell.subject, shownSubject(r).subject]));
+  return Object.fromEntries(Object.entries(catchBy).map(([spec, checks]) => [names.get(spec) ?? spec, checks]));
 }
 
 /** A result file's `catchBy` field: written only when the run had a known-bad subject, so older readers and diffs are unchanged otherwise. */
