@@ -2,7 +2,7 @@
 import { combineHooks, runMatrix, DEFAULT_TIMEOUT_MS, type RunMatrixOptions } from "../harness/run/runner.ts";
 import { DEFAULT_HEAP_MB } from "../harness/run/pool.ts";
 import { GOLDEN_MODES } from "../harness/run/golden.ts";
-import { DEFAULT_LIMITS, parseBackend } from "../harness/run/policy.ts";
+import { DEFAULT_LIMITS, parseBackend, selectCells } from "../harness/run/policy.ts";
 import { formatShard, parseShard } from "../harness/run/shard.ts";
 import { cellFailed, verdictOf, summaryLine } from "../harness/results/summary.ts";
 import { cellJson, jsonReport, shownCatchBy } from "../harness/results/json.ts";
@@ -43,6 +43,7 @@ export const spec: CommandSpec = {
     "memory-budget-mb": { type: "string", value: "MB", description: "bytes the cells in flight may hold together", defaultText: "half the RAM" },
     "worker-heap-mb": { type: "string", value: "MB", description: "JavaScript heap of a worker (a subject past it fails isolation)", default: String(DEFAULT_HEAP_MB) },
     quiet: { type: "boolean", description: "no progress display" },
+    progress: { type: "boolean", description: "progress on stderr even when it is not a terminal (a line every 5%)" },
   },
   notes: EXIT_STATUS,
 };
@@ -107,7 +108,10 @@ export async function run(argv: string[]): Promise<number> {
   // known-bad subjects fail on purpose: only another subject's failure is one to stop at
   if (v.bail) options.stopWhen = (r) => cellFailed(r) && BUILTIN_SUBJECTS[r.cell.subject]?.catchBy === undefined;
   const reports = reportSession(str(v, "report"), str(v, "out"), { matrix: matrix.name, shard: options.shard && formatShard(options.shard) });
-  const output = await runMatrix(matrix, options, combineHooks(v.quiet ? undefined : progressHooks(process.stderr), reports?.hooks));
+  const progress = v.quiet ? null : progressHooks(process.stderr, { cells: selectCells(matrix, options), force: v.progress === true });
+  // loading the subjects and starting the workers takes a while on a cold start: say so before it
+  if (progress) process.stderr.write(`preparing the ${matrix.name} matrix (loading subjects, starting workers)...\n`);
+  const output = await runMatrix(matrix, options, combineHooks(progress, reports?.hooks));
   const out = humanOutput(jsonPath);
   const catchBy = shownCatchBy(output.results, output.catchBy);
   printFailures(output.results.map((r) => cellJson(r) as CellJson), out, catchBy);

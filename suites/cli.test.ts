@@ -155,6 +155,39 @@ describe("user subjects", () => {
   }, 120_000);
 });
 
+describe("progress", () => {
+  it("estimates the time left from the cost of the cells done, not their count", async () => {
+    const { CostEstimate, cellWeight } = await import("../cli/progress.ts");
+    const { parseLayout } = await import("../harness/layout/layout.ts");
+    const small = { layout: parseLayout("tp2"), model: "llama3-debug" };
+    const big = { layout: parseLayout("pp2,dp_shard4,ep2"), model: "deepseek-v3-debug" };
+    const e = new CostEstimate([small, small, small, big]);
+    expect(e.secondsLeft(1)).toBeUndefined(); // nothing measured yet: no made-up figure
+    [0, 1, 2].forEach((i) => e.cellDone(i));
+    // 3 small cells took 3 s: the big one is worth cellWeight(big)/cellWeight(small) of them (a count would say 1 s)
+    expect(e.secondsLeft(3)).toBeCloseTo(cellWeight(big) / cellWeight(small), 6);
+    expect(e.secondsLeft(3)!).toBeGreaterThan(10);
+  });
+
+  it("is quiet when stderr is not a terminal unless --progress; says when torchrun starts", async () => {
+    const { progressHooks } = await import("../cli/progress.ts");
+    const { parseLayout } = await import("../harness/layout/layout.ts");
+    const lines: string[] = [];
+    const stream = { isTTY: false, write: (t: string) => (lines.push(t), true) } as never;
+    const cell = { subject: "torch:torchtitan", layout: parseLayout("tp2"), model: "llama3-debug" };
+    expect(progressHooks(stream, { cells: [cell] })).toBeNull();
+    const hooks = progressHooks(stream, { cells: [cell], force: true })!;
+    hooks.onRunStart!({ matrix: "m", backend: "cpu", total: 1 });
+    hooks.onCellStart!(cell as never, 0, 1);
+    expect(lines.join("")).toBe("running 1 cells of m on cpu...\nstarting torchrun for torch:torchtitan on 2 ranks (about 15-20 s of start-up)...\n");
+    const piped = await cli("run", "--matrix", "gpu4", "--backend", "cpu", "--filter", "^bucketed/tp4/llama3-debug/f32/n2/active/s0$");
+    expect(piped.exitCode, piped.stderr).toBe(0);
+    expect(piped.stderr).not.toMatch(/\[1\/1\]/);
+    const asked = await cli("run", "--matrix", "gpu4", "--backend", "cpu", "--filter", "^bucketed/tp4/llama3-debug/f32/n2/active/s0$", "--progress");
+    expect(asked.stderr).toMatch(/preparing the gpu4 matrix[\s\S]*\[1\/1\] 0 failed/);
+  }, 120_000);
+});
+
 describe("output paths", () => {
   const quick = ["cell", "--subject", "bucketed", "--layout", "tp2", "--model", "llama3-debug", "--dtype", "f32", "--norm", "2", "--regime", "active"];
 
