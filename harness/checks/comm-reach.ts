@@ -2,6 +2,19 @@ import { defineCheck, fail, pass, skip } from "./types.ts";
 import type { CheckContext } from "./types.ts";
 
 /**
+ * Where this check's verdict can go: each branch has its test in suites/checks-branches/branches.test.ts
+ * (named by it), seen to fail with that branch weakened.
+ */
+export const BRANCHES = [
+  "skip: no reach reported (an external runtime)",
+  "skip: the meta backend holds no values",
+  "fail: a rank other than 0 returned a norm its collectives could not have told it",
+  "tolerate: a rank that raised is not judged",
+  "tolerate: ranks that hold every element need no collective",
+  "pass: every rank's norm reached it",
+] as const;
+
+/**
  * A rank's norm can only come from the gradients whose data reached it: its own, and those of the ranks
  * it is joined to by completed collectives (World.reach: an all_reduce or all_gather joins every member,
  * a broadcast brings its source's). A rank that returned a norm although those ranks together hold less

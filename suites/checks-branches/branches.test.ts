@@ -25,6 +25,8 @@ import * as errorsNonfinite from "../../harness/checks/errors-nonfinite.ts";
 import * as memoryPeak from "../../harness/checks/memory-peak.ts";
 import * as memoryLeak from "../../harness/checks/memory-leak.ts";
 import * as commBudget from "../../harness/checks/comm-budget.ts";
+import * as commReach from "../../harness/checks/comm-reach.ts";
+import type { CheckContext } from "../../harness/checks/types.ts";
 import * as isolation from "../../harness/checks/isolation.ts";
 import * as golden from "../../harness/checks/golden.ts";
 import { coefInGradDtype } from "../strength/subjects/coef-in-grad-dtype.ts";
@@ -33,6 +35,7 @@ import {
   leaksOnErrorPathOnRank1,
   nextUp32,
   raisesAfterCollectivesOnRank1,
+  raisesAtOnce,
   raisesBeforePp,
   raisesOnRank0Only,
   rank1RaisesUnrelated,
@@ -42,6 +45,7 @@ import {
   reportsOn,
   scalesOnRank,
   scratchOnRank1,
+  sideChannelToRank1,
   skipsPpOnRank1,
   testCell,
   ulpUpScaledByIt,
@@ -360,6 +364,33 @@ const TESTS: Record<string, { branches: readonly string[]; tests: BranchTests }>
       },
       "pass: within budget": async () => {
         expect((await verdict("comm.budget", bucketed, pp2)).status).toBe("pass");
+      },
+    },
+  },
+  "comm.reach": {
+    branches: commReach.BRANCHES,
+    tests: {
+      "skip: no reach reported (an external runtime)": () => {
+        expect(commReach.default.judge({ reach: null } as unknown as CheckContext)).toMatchObject({ status: "skip" });
+      },
+      "skip: the meta backend holds no values": async () => {
+        expect((await verdict("comm.reach", bucketed, {}, { backend: "meta" })).status).toBe("skip");
+      },
+      "fail: a rank other than 0 returned a norm its collectives could not have told it": async () => {
+        const r = await verdict("comm.reach", sideChannelToRank1(), pp2);
+        expect(check(r.result, "parity.norm").status).toBe("pass");
+        expect(r.status).toBe("fail");
+        expect(r.message).toMatch(/^rank 1 returned a norm \([\d.]+\), but the collectives it completed joined it only to ranks \[1\]/);
+      },
+      "tolerate: a rank that raised is not judged": async () => {
+        expect((await verdict("comm.reach", raisesAtOnce, pp2)).status).toBe("pass");
+      },
+      "tolerate: ranks that hold every element need no collective": async () => {
+        // every gradient is Replicate over dp_replicate: bucketed reduces over groups of one rank, joining none
+        expect((await verdict("comm.reach", bucketed, { layout: parseLayout("dp_replicate2") })).status).toBe("pass");
+      },
+      "pass: every rank's norm reached it": async () => {
+        expect((await verdict("comm.reach", bucketed, pp2)).status).toBe("pass");
       },
     },
   },

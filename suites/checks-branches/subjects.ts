@@ -157,3 +157,26 @@ export const ulpUpScaledByIt = (tolerance: ToleranceClass): Subject =>
     scaleAll(rank, args.params, clipCoefficient(args.maxNorm, norm));
     return norm;
   }, tolerance);
+
+/**
+ * pp2: stage 1 broadcasts its power sum to stage 0, which adds its own and hands the total to stage 1
+ * outside any collective (a variable both ranks share, as a file or a cache would be): rank 1 returns the
+ * right norm although no collective brought it stage 0's gradients.
+ */
+export function sideChannelToRank1(): Subject {
+  let tell!: (total: number) => void;
+  const told = new Promise<number>((resolve) => (tell = resolve));
+  return bucketedWith("side-channel-to-rank-1", {
+    reduceOverPp: async (rank, stageTotal) => {
+      const last = await rank.broadcast(rank.group("pp"), stageTotal, 1);
+      if (rank.rank === 1) return told; // BUG: stage 0's share never reached this rank through a collective
+      tell(stageTotal + last);
+      return stageTotal + last;
+    },
+  });
+}
+
+/** Raises on every rank before any collective. */
+export const raisesAtOnce = testSubject("raises-at-once", async () => {
+  throw new Error("raised before any collective");
+});

@@ -9,26 +9,17 @@ import { clipCoefficient, type Subject, type ToleranceClass } from "../../harnes
 import { toBf16 } from "../../harness/subject/common.ts";
 import { clipCoefficientIn, toF16 } from "../../harness/checks/low-precision.ts";
 import { loadSubject } from "../../harness/subject/registry.ts";
-import { parseLayout } from "../../harness/layout/layout.ts";
 import { runCell } from "../../harness/run/cell.ts";
 import { runMatrix } from "../../harness/run/runner.ts";
 import type { CellResult } from "../../harness/results/types.ts";
 import { cellId, type Case, type Cell } from "../../harness/spec/cell.ts";
 import { builtinMatrices } from "../../matrix/index.ts";
 import { coefInGradDtype } from "./subjects/coef-in-grad-dtype.ts";
+import { testCell } from "../checks-branches/subjects.ts";
 
 const SUBJECTS = "./suites/strength/subjects";
 const load = (name: string) => loadSubject(`${SUBJECTS}/${name}.ts`);
-const single = (over: Partial<Cell> = {}): Cell => ({
-  subject: "x",
-  layout: parseLayout("dp_shard2"),
-  model: "llama3-debug",
-  dtype: "f32",
-  normType: 2,
-  regime: "active",
-  seed: 0,
-  ...over,
-});
+const single = testCell;
 const check = (r: CellResult, id: string) => r.checks.find((c) => c.id === id)!;
 const failing = (r: CellResult) => r.checks.filter((c) => c.status === "fail").map((c) => c.id);
 
