@@ -9,6 +9,7 @@
  *   the replay commands, and a `clip-parity cell` command line on a built-in model when the same
  *   failure shows there too. Used by suites/fuzz (through @fast-check/vitest) and by `npm run fuzz`.
  */
+import { InputError } from "../errors.ts";
 import { commandLine, shellQuote } from "../util/shell.ts";
 import { createHash } from "node:crypto";
 import { mkdirSync, writeFileSync } from "node:fs";
@@ -39,7 +40,7 @@ export function envSeed(): number {
   const text = envValue("CLIP_PARITY_FUZZ_SEED");
   if (text === undefined) return DEFAULT_SEED;
   const n = Number(text);
-  if (!Number.isSafeInteger(n)) throw new Error(`CLIP_PARITY_FUZZ_SEED: "${text}" is not an integer`);
+  if (!Number.isSafeInteger(n)) throw new InputError(`CLIP_PARITY_FUZZ_SEED: "${text}" is not an integer (the fuzz seed when --seed is not given)`);
   return n;
 }
 

@@ -17,8 +17,8 @@
  * backend's 16-hex content hash (content, dtype and shape) or "-" for an absent gradient. Norms are
  * stored as JSON numbers (exact float64 values of the float32 norms) or "nan" / "inf" / "-inf".
  */
-import { existsSync, readFileSync } from "node:fs";
-import { join, relative, resolve } from "node:path";
+import { accessSync, constants, existsSync, readFileSync, statSync } from "node:fs";
+import { dirname, join, relative, resolve } from "node:path";
 import { z } from "zod";
 import { InputError } from "../errors.ts";
 import { goldenCheck } from "../checks/golden.ts";
@@ -181,6 +181,25 @@ export interface GoldenSession {
   finish(results: CellResult[]): { summary: RunSummary; notes: string[] };
 }
 
+/**
+ * Refuses, before any cell runs, a golden path whose folder cannot be written: the nearest existing
+ * folder on the way must be a writable folder (a file there would end a whole matrix's run in a crash).
+ */
+function writableFolderFor(path: string): void {
+  for (let dir = dirname(path); ; dir = dirname(dir)) {
+    if (existsSync(dir)) {
+      if (!statSync(dir).isDirectory()) throw new InputError(`--golden update: ${shown(dir)} is not a folder, so ${shown(path)} cannot be written (CLIP_PARITY_GOLDEN_DIR names the golden folder)`);
+      try {
+        accessSync(dir, constants.W_OK);
+      } catch {
+        throw new InputError(`--golden update: the folder ${shown(dir)} is not writable, so ${shown(path)} cannot be written`);
+      }
+      return;
+    }
+    if (dirname(dir) === dir) return;
+  }
+}
+
 /** Validates --golden before anything runs (bad mode, update under CI, check without a file: exit 2). */
 export function goldenSession(o: GoldenSessionOptions): GoldenSession | null {
   const env = o.env ?? process.env;
@@ -206,6 +225,7 @@ export function goldenSession(o: GoldenSessionOptions): GoldenSession | null {
         `Run it on a developer machine without CI set, review the diff of ${where} and commit it.`,
     );
   }
+  if (mode === "update") writableFolderFor(path);
   if (mode === "check" && !golden) {
     if (!existsSync(path)) throw new InputError(`--golden check: ${where} does not exist; create it with --golden update (not in CI)`);
     golden = readGolden(path);

@@ -4,6 +4,7 @@
  * the rule that says whether a section's case met its expectation, written once for the command line
  * and the suites.
  */
+import { ownScratch, releaseScratch } from "../util/scratch.ts";
 import type { CheckResult } from "../results/types.ts";
 import type { ResumeCell, ResumeResult } from "../training/resume.ts";
 import type { TrainCell, TrainResult } from "../training/train-parity.ts";
@@ -54,9 +55,29 @@ export async function resumeIsolated(
   options: IsolatedOptions = {},
 ): Promise<Isolated<ResumeResult>[]> {
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-  // the uninterrupted run, the run to the checkpoint and the resumed run: about three trainings
-  const jobs: Job[] = inputs.map((input, index) => ({ index, kind: "resume", input, deadlineMs: timeoutMs * (input.cell.steps + 2) * 3 }));
-  return (await runJobs(jobs, { timeoutMs, heapMb: options.heapMb, workers: options.workers })).map((o) => outcome<ResumeResult>(o));
+  // A checkpoint that is not kept goes to a scratch folder this thread owns, so that it is removed
+  // whatever the job's end: a subject that exits or hangs after the save leaves nothing behind.
+  const scratch = new Map<number, string>();
+  try {
+    // the uninterrupted run, the run to the checkpoint and the resumed run: about three trainings
+    const jobs: Job[] = inputs.map((input, index) => {
+      if (!input.dir) scratch.set(index, ownScratch("clip-parity-resume-"));
+      return { index, kind: "resume", input: { ...input, scratchDir: scratch.get(index) }, deadlineMs: timeoutMs * (input.cell.steps + 2) * 3 };
+    });
+    return (
+      await runJobs(jobs, {
+        timeoutMs,
+        heapMb: options.heapMb,
+        workers: options.workers,
+        onOutcome: (job) => {
+          const dir = scratch.get(job.index);
+          if (dir !== undefined) releaseScratch(dir);
+        },
+      })
+    ).map((o) => outcome<ResumeResult>(o));
+  } finally {
+    for (const dir of scratch.values()) releaseScratch(dir);
+  }
 }
 
 /**

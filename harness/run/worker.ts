@@ -108,9 +108,9 @@ const HANDLERS: Record<Job["kind"], Handler> = {
     const { runTrain } = await import("../training/train-parity.ts");
     return runTrain(cell, { subject: await subjectFor(cell.subject) });
   },
-  resume: async (input: { cell: ResumeCell; dir?: string; fromExisting?: boolean }) => {
+  resume: async (input: { cell: ResumeCell; dir?: string; fromExisting?: boolean; scratchDir?: string }) => {
     const { runResume } = await import("../training/resume.ts");
-    return runResume(input.cell, { subject: await subjectFor(input.cell.subject), dir: input.dir, fromExisting: input.fromExisting });
+    return runResume(input.cell, { subject: await subjectFor(input.cell.subject), dir: input.dir, fromExisting: input.fromExisting, scratchDir: input.scratchDir });
   },
   replay: async (input: { path: string; subject?: string }) => {
     const { replayCaseFile } = await import("../fuzz/replay.ts");

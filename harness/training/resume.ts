@@ -10,8 +10,8 @@
  * difference, since its norm may legitimately depend on the partition.
  */
 import { commandLine } from "../util/shell.ts";
-import { mkdtempSync, rmSync, statfsSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdtempSync, rmSync } from "node:fs";
+import { scratchRoot } from "../util/scratch.ts";
 import { join, resolve } from "node:path";
 import type { Subject } from "../subject/api.ts";
 import { Backend } from "../backend/backend.ts";
@@ -27,7 +27,6 @@ import { readCheckpoint, saveCheckpoint, type CheckpointIndex } from "./checkpoi
 import { loaderNamed } from "./loaders.ts";
 import { compareStates } from "./compare.ts";
 import { afterInit, freeGrads, freeState, initState, INIT_MODES, trainSteps, TrainingError, type InitMode, type TrainConfig, type TrainingCase, type TrainState } from "./train.ts";
-import { envValue } from "../util/env.ts";
 
 export const RESUME_CHECK = "resume.equal";
 export const DEFAULT_STEPS = 6;
@@ -68,6 +67,11 @@ export interface ResumeOptions {
   dir?: string;
   /** Do not run the first run's checkpointing: resume from the checkpoint already in `dir`. */
   fromExisting?: boolean;
+  /**
+   * A scratch folder the caller owns and removes (the main thread, for a worker's job: harness/util/scratch.ts),
+   * used instead of a temporary folder of this thread's own when `dir` is not given.
+   */
+  scratchDir?: string;
   /** Wall-clock limit of each step's clip, in ms. */
   timeoutMs?: number;
 }
@@ -121,23 +125,6 @@ export function validateResumeCell(c: ResumeCell): void {
   if (c.init !== undefined && !INIT_MODES.includes(c.init)) throw new InputError(`init: "${String(c.init)}" is not one of ${INIT_MODES.join(", ")}`);
 }
 
-/**
- * Where a checkpoint that is not kept goes: $CLIP_PARITY_SCRATCH when set, else /dev/shm when it is a
- * filesystem with at least 4 GiB free (a RAM disk: the shards' fsyncs cost nothing), else the OS
- * temporary directory.
- */
-export function scratchRoot(): string {
-  const env = envValue("CLIP_PARITY_SCRATCH");
-  if (env) return env;
-  try {
-    const s = statfsSync("/dev/shm");
-    if (s.bavail * s.bsize >= 4 * 2 ** 30) return "/dev/shm";
-  } catch {
-    // no /dev/shm here
-  }
-  return tmpdir();
-}
-
 const sameBits = (a: number, b: number) => Object.is(a, b) || (Number.isNaN(a) && Number.isNaN(b));
 
 export async function runResume(cell: ResumeCell, options: ResumeOptions): Promise<ResumeResult> {
@@ -150,7 +137,7 @@ export async function runResume(cell: ResumeCell, options: ResumeOptions): Promi
   if (options.fromExisting && !options.dir) throw new InputError("--from-existing needs --dir: the directory of the checkpoint to resume from");
   const tolerance = subject.tolerance ?? "fp32";
   const cfg: TrainConfig = { subject, model, dtype: cell.dtype, normType: cell.normType, regime: cell.regime, seed: cell.seed, timeoutMs: options.timeoutMs, init: cell.init };
-  const dir = options.dir ? resolve(options.dir) : mkdtempSync(join(scratchRoot(), "clip-parity-resume-"));
+  const dir = options.dir ? resolve(options.dir) : (options.scratchDir ?? mkdtempSync(join(scratchRoot(), "clip-parity-resume-")));
   const repro = resumeRepro(cell, options.dir);
   const backend = new Backend("cpu", Math.max(worldSize(layoutA), worldSize(layoutB)));
   const expect = { model, dtype: cell.dtype, seed: cell.seed, layout: layoutA, step: cell.saveAt, normType: cell.normType, regime: cell.regime };

@@ -16,7 +16,7 @@ import { CheckpointError } from "../../harness/training/errors.ts";
 import { freeState, initState, trainSteps, type TrainConfig, type TrainState } from "../../harness/training/train.ts";
 import { readCheckpoint, restoreCheckpoint, saveCheckpoint, sha256File, type CheckpointIndex, type Expectation } from "../../harness/training/checkpoint.ts";
 import { compareStates } from "../../harness/training/compare.ts";
-import { scratchRoot } from "../../harness/training/resume.ts";
+import { scratchRoot } from "../../harness/util/scratch.ts";
 
 const model = getModel("llama3-debug");
 const cfg: TrainConfig = { subject: BUILTIN_SUBJECTS.exact!, model, dtype: "f32", normType: 2, regime: "active", seed: 0 };

@@ -5,6 +5,7 @@
  * or after a crash. Every session is killed by pid: on replacement, on a timeout, at exit and on
  * SIGINT/SIGTERM; none outlives the harness.
  */
+import { onExitOrSignal } from "../../util/exit.ts";
 import { execa } from "execa";
 import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -276,24 +277,13 @@ export class TorchSession {
 
 const live = new Set<TorchSession>();
 let current: TorchSession | null = null;
-let exitHook = false;
 
 function killAll(): void {
   for (const s of [...live]) s.kill();
 }
 
 function installExitHook(): void {
-  if (exitHook) return;
-  exitHook = true;
-  process.on("exit", killAll);
-  for (const sig of ["SIGINT", "SIGTERM"] as const) {
-    const handler = () => {
-      killAll();
-      process.off(sig, handler);
-      process.kill(process.pid, sig);
-    };
-    process.on(sig, handler);
-  }
+  onExitOrSignal(killAll);
 }
 
 /**
