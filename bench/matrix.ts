@@ -21,7 +21,9 @@
  * one rank to eight, subject `bucketed`), run in this thread through runCell, the reference cached (it
  * is measured once, cold, beside them), tinybench over interleaved rounds with the read pass in each
  * round. Part 2 (skip with --no-matrix): the whole `cpu` matrix with one subject through the library
- * runner (runMatrix, workers: 1), every reference computed once.
+ * runner (runMatrix, workers: 1), every reference computed once; then the same table over its general-p
+ * cells alone (p other than 1, 2, inf: the cells that compute |x|^p per element, issue 44), whose figures
+ * close the output beside the two lines above them.
  *
  * Part 3 (--scale, opt-in: 3 GB and about a minute): the cost growth with model size, one cell per model
  * from llama3-debug to qwen3-0.6b (f32, tp8, 2-norm, active, subject bucketed) as cells/s against the
@@ -257,6 +259,9 @@ console.log(
 // ---- part 2: the whole cpu matrix, one subject, one worker ----
 
 let wholeRatio: number | null = null;
+/** The general-p cells' share of part 2 (p other than 1, 2, inf: |x|^p per element, abspow.rs). */
+let generalRatio: { cells: number; ratio: number; reference: number } | null = null;
+const isGeneralP = (p: number) => p !== 1 && p !== 2 && p !== Infinity;
 
 if (!args["no-matrix"]) {
   const bwBefore = bwBytes / timeReadPass();
@@ -267,14 +272,25 @@ if (!args["no-matrix"]) {
   const bwRun = median([bw, bwBefore, bwAfter]);
   const t = zeroTimings();
   const bytes: Record<string, number> = phaseBytes(0, 0);
+  const tg = zeroTimings();
+  const bytesg: Record<string, number> = phaseBytes(0, 0);
+  let generalCells = 0;
   const seen = new Set<string>();
   for (const r of run.results) {
-    for (const k of Object.keys(t) as (keyof CellTimings)[]) t[k] += r.timings![k];
+    const general = isGeneralP(r.cell.normType);
+    generalCells += general ? 1 : 0;
+    for (const k of Object.keys(t) as (keyof CellTimings)[]) {
+      t[k] += r.timings![k];
+      if (general) tg[k] += r.timings![k];
+    }
     const key = referenceKey(r.cell);
     const R = seen.has(key) ? 0 : referenceBytes(r.cell); // one worker: each reference computed once
     seen.add(key);
     const b = phaseBytes(gradBytes(r), R);
-    for (const k of Object.keys(b)) bytes[k] += b[k as keyof typeof b];
+    for (const k of Object.keys(b)) {
+      bytes[k] += b[k as keyof typeof b];
+      if (general) bytesg[k] += b[k as keyof typeof b];
+    }
   }
   const { passed, failed, skipped } = run.summary;
   console.log(
@@ -283,8 +299,13 @@ if (!args["no-matrix"]) {
       `bandwidth ${(bwRun / 1e9).toFixed(1)} GB/s (median of ${(bw / 1e9).toFixed(1)}, before ${(bwBefore / 1e9).toFixed(1)}, after ${(bwAfter / 1e9).toFixed(1)})`,
   );
   console.table(phaseTable(t, bytes, bwRun));
+  console.log(`of which the ${generalCells} general-p cells (p not 1, 2 or inf), per phase:`);
+  console.table(phaseTable(tg, bytesg, bwRun));
   if (failed) process.exitCode = 1;
   wholeRatio = boundRatio(t, bytes, bwRun);
+  const refRatio = (x: CellTimings, b: Record<string, number>) => x.reference / ((b.reference / bwRun) * 1e3);
+  generalRatio = { cells: generalCells, ratio: boundRatio(tg, bytesg, bwRun), reference: refRatio(tg, bytesg) };
+  console.log(`reference phase, whole matrix: ${fmt(refRatio(t, bytes))} x its bound`);
 }
 
 // ---- part 3: cost against model size ----
@@ -354,3 +375,5 @@ if (Number.isNaN(sink)) console.log("(sink)");
 // The figures to quote, last: each against the bandwidth measured in this run.
 console.log(`\n${cells.length} fixed cells: ${fmt(boundRatio(sumTimings, sumBytes, bw))} x the memory-touch bound`);
 if (wholeRatio !== null) console.log(`whole cpu matrix: ${fmt(wholeRatio)} x the memory-touch bound`);
+if (generalRatio !== null)
+  console.log(`general-p cells (${generalRatio.cells}): ${fmt(generalRatio.ratio)} x the memory-touch bound, reference phase ${fmt(generalRatio.reference)} x`);
