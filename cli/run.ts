@@ -105,6 +105,8 @@ export async function run(argv: string[]): Promise<number> {
   if (jsonPath !== undefined) assertWritableFile(jsonPath, "--json");
   if (str(v, "out") !== undefined) assertWritableDir(str(v, "out")!, "--out");
   options.rerun = `clip-parity run --matrix ${str(v, "matrix")!}`;
+  const out = humanOutput(jsonPath);
+  options.goldenOut = out; // with --json - the golden's verdict lines must not land in the JSON
   // known-bad subjects fail on purpose: only another subject's failure is one to stop at
   if (v.bail) options.stopWhen = (r) => cellFailed(r) && BUILTIN_SUBJECTS[r.cell.subject]?.catchBy === undefined;
   const reports = reportSession(str(v, "report"), str(v, "out"), { matrix: matrix.name, shard: options.shard && formatShard(options.shard) });
@@ -112,13 +114,12 @@ export async function run(argv: string[]): Promise<number> {
   // loading the subjects and starting the workers takes a while on a cold start: say so before it
   if (progress) process.stderr.write(`preparing the ${matrix.name} matrix (loading subjects, starting workers)...\n`);
   const output = await runMatrix(matrix, options, combineHooks(progress, reports?.hooks));
-  const out = humanOutput(jsonPath);
   const catchBy = shownCatchBy(output.results, output.catchBy);
   printFailures(output.results.map((r) => cellJson(r) as CellJson), out, catchBy);
   out.write(`${summaryLine(output.summary)}\n`);
-  // the result file and the reports are written once every section has run, so that they hold its verdict too
   if (output.stopped) out.write(`--bail: stopped at the first unexpected failure, after ${output.results.length} cells\n`);
   const whole = str(v, "filter") === undefined && str(v, "exclude") === undefined && options.shard === undefined && !output.stopped;
+  // the result file and the reports are written once every section has run, so that they hold its verdict too
   const sections = whole ? await runSections(matrix.name, output.results, out) : [];
   for (const s of sections) out.write(`${sectionSummaryText(s)}\n`);
   if (jsonPath) writeOutputFile(jsonPath, JSON.stringify(jsonReport(output.results, output.summary, output.catchBy, sections), null, 2) + "\n");

@@ -7,6 +7,7 @@
  *   npx tsx scripts/readme-figures.ts           # list the drifted figures, exit 1 if any
  *   npx tsx scripts/readme-figures.ts --write   # rewrite the values in README.md
  */
+import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { usage } from "../cli/main.ts";
@@ -21,9 +22,10 @@ import { matrixCoverage } from "../matrix/coverage.ts";
 import { finalizeMatrix } from "../matrix/finalize.ts";
 import { builtinMatrices, CPU_LAYOUTS } from "../matrix/index.ts";
 import { loadRegressions } from "../matrix/regressions.ts";
-import { resumeCases } from "../matrix/resume.ts";
-import { trainCases } from "../matrix/train.ts";
+import { resumeCases, resumeCasesFor } from "../matrix/resume.ts";
+import { trainCases, trainCasesFor } from "../matrix/train.ts";
 import { subjectsOf } from "../harness/run/policy.ts";
+import { BUILTIN_SUBJECTS } from "../harness/subject/registry.ts";
 
 export const README = fileURLToPath(new URL("../README.md", import.meta.url));
 const MUTATION_DATA = fileURLToPath(new URL("../docs/mutation.json", import.meta.url));
@@ -45,6 +47,26 @@ function envTable(): string {
     ...Object.entries(OTHER_ENV_VARS).map(([k, v]) => row(k, v)),
     "",
   ].join("\n");
+}
+
+/** The README's `plan` example: the command and the table it prints, from a run of it (the timing line left out: it is the machine's). */
+export const PLAN_EXAMPLE = ["plan", "--model", "qwen3-30b-a3b", "--layout", "tp8,dp_shard2", "--dtype", "bf16", "--subject", "hf-replicate", "--subject", "bucketed", "--subject", "titan"];
+
+function planExample(): string {
+  const bin = fileURLToPath(new URL("../bin/clip-parity.js", import.meta.url));
+  const out = execFileSync(process.execPath, [bin, ...PLAN_EXAMPLE], { encoding: "utf8", env: { ...process.env, CI: "" } });
+  const lines = out.split("\n");
+  const table = lines.slice(lines.findIndex((l) => l.startsWith("subject ")), lines.findIndex((l) => l.startsWith("stage profile")));
+  return `\n\`\`\`\n$ npx clip-parity ${PLAN_EXAMPLE.join(" ")}\n${table.join("\n")}\n\`\`\`\n`;
+}
+
+/** The cases the main job's train and resume sections run: every correct case's configuration with each optimizer-owned subject of the cpu matrix. */
+function mainJobSections(): { train: number; resume: number } {
+  const optimizer = subjectsOf(builtinMatrices().cpu!, undefined).filter((s) => BUILTIN_SUBJECTS[s]?.shape === "optimizer");
+  return {
+    train: optimizer.reduce((n, s) => n + trainCasesFor("cpu", s).length, 0),
+    resume: optimizer.reduce((n, s) => n + resumeCasesFor("cpu", s, BUILTIN_SUBJECTS[s]!.tolerance).length, 0),
+  };
 }
 
 /** Every figure by name, as the README prints it. */
@@ -69,6 +91,11 @@ export function computeFigures(): Record<string, string> {
     "finalize.cells": grouped(fin.cases.length * subjectsOf(fin, undefined).length),
     "train.cpu": String(trainCases("cpu").length),
     "resume.cpu": String(resumeCases("cpu").length),
+    "train.main-job": String(mainJobSections().train),
+    "regressions.main-job": String(loadRegressions().length * subjectsOf(m.cpu!, undefined).length),
+    "resume.main-job": String(mainJobSections().resume),
+    "plan.default-subjects": subjectsOf({}, undefined).map((s) => `\`${s}\``).join(", "),
+    "plan.example": planExample(),
     "subjects.correct": String(CORRECT_SUBJECTS.length + OPTIMIZER_SUBJECTS.length),
     "subjects.known-bad": String(KNOWN_BAD_SUBJECTS.length + OPTIMIZER_KNOWN_BAD_SUBJECTS.length),
     checks: String(CHECK_IDS.length),

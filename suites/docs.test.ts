@@ -57,6 +57,26 @@ describe("README.md links and examples", () => {
   });
 });
 
+describe("README.md set-up", () => {
+  it("names what the full suite needs beyond npm ci, with the versions and the commands .ci/run installs them with", () => {
+    const ci = readFileSync(join(ROOT, ".ci/run"), "utf8");
+    const setupTorch = readFileSync(join(ROOT, "scripts/setup-torch.mjs"), "utf8");
+    const chromium = /apt-get install -y[^\n]*--no-install-recommends chromium/.exec(ci)?.[0];
+    expect(chromium, ".ci/run installs chromium").toBeDefined();
+    expect(text).toContain(`\`${chromium!.replace(" -qq", "")}\``);
+    expect(ci).toContain("npm run setup:torch");
+    const minimum = /torch needs (3\.\d+) or newer/.exec(setupTorch)?.[1];
+    expect(text).toContain(`**Python ${minimum} or newer**`);
+    expect(text).toContain("`npm run setup:torch` installs PyTorch from PyPI into `.venv/`");
+  });
+
+  it("gives the measured durations of the main job and of plain npm test, and what --matrix runs", () => {
+    expect(text).toMatch(/the main job measured \d+ min \d+ s/);
+    expect(text).toMatch(/plain `npm test`[^.]*\d+ min \d+ s/);
+    expect(text).toContain("`npm test -- --matrix gpu4` runs that matrix's test alone (`suites/matrix.test.ts`");
+  });
+});
+
 describe("README.md subjects table", () => {
   it("lists every built-in subject once, with the checks its catchBy names (adding a subject means its row)", () => {
     const start = text.indexOf("| subject | models | expected | caught by |");
