@@ -11,7 +11,7 @@ import type { FuzzOutcome } from "../harness/fuzz/run.ts";
 import { regressionsIsolated, type Isolated } from "../harness/run/isolated.ts";
 import { commandLine } from "../harness/util/shell.ts";
 import { regressionCase, regressionSections, type Regression } from "../matrix/regressions.ts";
-import { runSection } from "./section.ts";
+import { runSection, type SectionIO } from "./section.ts";
 import type { SectionResult } from "../harness/results/sections.ts";
 
 interface RegressionRun {
@@ -42,7 +42,8 @@ function named(o: Isolated<FuzzOutcome>, id: string): Isolated<NamedOutcome> {
 const idOf = (r: RegressionRun) => `regression ${r.index}: ${describeCase(r.fuzzCase)}`;
 
 /** Runs the matrix's regression section with `subjects`; null when the matrix has none. */
-export async function runRegressionSection(matrix: string, subjects: readonly string[], out: NodeJS.WritableStream = process.stdout): Promise<SectionResult | null> {
+export async function runRegressionSection(matrix: string, subjects: readonly string[], io: SectionIO = {}): Promise<SectionResult | null> {
+  const out = io.out ?? process.stdout;
   if (!Object.hasOwn(regressionSections(), matrix)) return null;
   const regressions = regressionSections()[matrix]!;
   out.write(`the ${matrix} matrix's ${regressions.length} regression cells (matrix/regressions.json) run with each subject\n`);
@@ -59,6 +60,7 @@ export async function runRegressionSection(matrix: string, subjects: readonly st
       },
       idOf,
       checkOf: outcomeCheck,
+      ...io,
       out,
     },
     undefined,

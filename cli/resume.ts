@@ -15,7 +15,7 @@ import { INIT_MODES, type InitMode } from "../harness/training/train.ts";
 import { DEFAULT_STEPS, resumeCellId, validateResumeCell, type ResumeCell, type ResumeResult } from "../harness/training/resume.ts";
 import { assertWritableFile, humanOutput, toJsonText, writeOutputFile } from "../harness/util/fs.ts";
 import { assertOnlyJsonWithMatrix, given, parseChoice, parseCommand, parseInteger, parseNormType, str, type CommandSpec } from "./args.ts";
-import { runSection, sectionExitCode } from "./section.ts";
+import { runSection, sectionExitCode, type SectionIO } from "./section.ts";
 import type { SectionResult } from "../harness/results/sections.ts";
 
 export const spec: CommandSpec = {
@@ -104,7 +104,7 @@ export async function run(argv: string[]): Promise<number> {
 }
 
 /** A matrix's resume section; with a subject, every correct case's configuration with that subject. */
-export async function runResumeMatrix(name: string, jsonPath: string | undefined, subject?: string, out?: NodeJS.WritableStream): Promise<SectionResult> {
+export async function runResumeMatrix(name: string, jsonPath: string | undefined, subject?: string, io: SectionIO = {}): Promise<SectionResult> {
   const { resumeCases, resumeCasesFor, resumeSections } = await import("../matrix/resume.ts");
   const info = subject === undefined ? undefined : await subjectInfo(subject); // bad input is exit 2 first
   return runSection<ReturnType<typeof resumeCases>[number], ResumeResult>(
@@ -117,7 +117,7 @@ export async function runResumeMatrix(name: string, jsonPath: string | undefined
       idOf: resumeCellId,
       checkOf: (r) => r.checks[0]!,
       ...(subject !== undefined ? { subject } : {}),
-      ...(out ? { out } : {}),
+      ...io,
     },
     jsonPath,
   );

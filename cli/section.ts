@@ -5,7 +5,7 @@
  */
 import type { CheckResult } from "../harness/checks/types.ts";
 import { InputError } from "../harness/errors.ts";
-import { sectionsFailed, type SectionResult } from "../harness/results/sections.ts";
+import { sectionsFailed, sectionTitle, type SectionResult } from "../harness/results/sections.ts";
 import { expectationMet, sectionCheck, type Isolated } from "../harness/run/isolated.ts";
 import { STDOUT_PATH, toJsonText, writeOutputFile } from "../harness/util/fs.ts";
 
@@ -24,6 +24,37 @@ export interface SectionRun<C, R> {
   subject?: string;
   /** Where the lines per case go (default stdout; stderr when the JSON goes to stdout). */
   out?: NodeJS.WritableStream;
+  /** Shows that the section is running while its cases run (they report only once all have). */
+  progress?: SectionProgress;
+}
+
+/** Where a section's text goes and how its running is shown: what `run` hands each section it runs. */
+export interface SectionIO {
+  out?: NodeJS.WritableStream;
+  progress?: SectionProgress;
+}
+
+/** Called when a section starts; returns what to call when it ends. */
+export type SectionProgress = (title: string, cases: number) => () => void;
+
+/**
+ * A section's progress on a stream: a line when it starts, its elapsed time every `everyMs` (in place on
+ * a terminal), and how long it took, so that no section runs silent.
+ */
+export function sectionProgress(stream: NodeJS.WriteStream, everyMs = 5000, now = () => performance.now()): SectionProgress {
+  return (title, cases) => {
+    const started = now();
+    const tty = Boolean(stream.isTTY);
+    const say = (text: string, end = false) => stream.write(tty ? `\r\x1b[2K${text}${end ? "\n" : ""}` : `${text}\n`);
+    const elapsed = () => `${((now() - started) / 1000).toFixed(0)}s`;
+    say(`${title}: ${cases} cases running...`);
+    const timer = setInterval(() => say(`${title}: ${cases} cases running, ${elapsed()} elapsed`), everyMs);
+    timer.unref();
+    return () => {
+      clearInterval(timer);
+      say(`${title}: ${cases} cases done in ${elapsed()}`, true);
+    };
+  };
 }
 
 /** Runs a section for its exit status alone: 1 when an expectation was not met. */
@@ -45,7 +76,13 @@ export async function runSection<C extends { expect: "pass" | "fail" }, R extend
 ): Promise<SectionResult> {
   if (s.cases.length === 0) throw new InputError(`--matrix: "${s.matrix}" has no ${s.kind} section (matrices with one: ${s.sections.join(", ")})`);
   const out = s.out ?? (jsonPath === STDOUT_PATH ? process.stderr : process.stdout);
-  const outcomes = await s.runAll(s.cases);
+  const done = s.progress?.(sectionTitle(s), s.cases.length);
+  let outcomes: Awaited<ReturnType<typeof s.runAll>>;
+  try {
+    outcomes = await s.runAll(s.cases);
+  } finally {
+    done?.();
+  }
   const checks: CheckResult[] = [];
   const section: SectionResult = { kind: s.kind, matrix: s.matrix, ...(s.subject !== undefined ? { subject: s.subject } : {}), cases: [] };
   let wrong = 0;

@@ -15,7 +15,7 @@ import { INIT_MODES, type InitMode } from "../harness/training/train.ts";
 import { DEFAULT_TRAIN_STEPS, trainId, validateTrainCell, type TrainCell, type TrainResult } from "../harness/training/train-parity.ts";
 import { assertWritableFile, humanOutput, toJsonText, writeOutputFile } from "../harness/util/fs.ts";
 import { assertOnlyJsonWithMatrix, given, list, parseChoice, parseCommandLine, parseInteger, parseNormType, str, type CommandSpec } from "./args.ts";
-import { runSection, sectionExitCode } from "./section.ts";
+import { runSection, sectionExitCode, type SectionIO } from "./section.ts";
 import type { SectionResult } from "../harness/results/sections.ts";
 
 export const spec: CommandSpec = {
@@ -83,7 +83,7 @@ export async function run(argv: string[]): Promise<number> {
 }
 
 /** A matrix's train section; with a subject, every correct case's configuration with that subject. */
-export async function runTrainMatrix(name: string, jsonPath: string | undefined, subject?: string, out?: NodeJS.WritableStream): Promise<SectionResult> {
+export async function runTrainMatrix(name: string, jsonPath: string | undefined, subject?: string, io: SectionIO = {}): Promise<SectionResult> {
   const { trainCases, trainCasesFor, trainSections } = await import("../matrix/train.ts");
   if (subject !== undefined) await subjectInfo(subject); // bad input (no such subject, a module that does not load) is exit 2 first
   return runSection<ReturnType<typeof trainCases>[number], TrainResult>(
@@ -96,7 +96,7 @@ export async function runTrainMatrix(name: string, jsonPath: string | undefined,
       idOf: trainId,
       checkOf: (r) => r.check,
       ...(subject !== undefined ? { subject } : {}),
-      ...(out ? { out } : {}),
+      ...io,
     },
     jsonPath,
   );

@@ -169,6 +169,39 @@ describe("progress", () => {
     expect(e.secondsLeft(3)!).toBeGreaterThan(10);
   });
 
+  it("covers the sections too: a line when one starts, its elapsed time while it runs, and when it ends", async () => {
+    const { sectionProgress, runSection } = await import("../cli/section.ts");
+    const lines: string[] = [];
+    const stream = { isTTY: false, write: (t: string) => (lines.push(t), true) } as never;
+    let clock = 0;
+    let release!: () => void;
+    const finished = new Promise<void>((r) => (release = r));
+    const cases = [{ id: "a", expect: "pass" as const }];
+    const quiet = { write: () => true } as never;
+    const running = runSection(
+      {
+        kind: "regression",
+        matrix: "cpu",
+        cases,
+        sections: ["cpu"],
+        runAll: async () => (await finished, [{ result: { id: "a", durationMs: 1, check: { id: "x", status: "pass" as const, message: "" } }, fault: null }]),
+        idOf: (c) => c.id,
+        checkOf: (r) => r.check,
+        out: quiet,
+        progress: sectionProgress(stream, 20, () => clock),
+      },
+      undefined,
+    );
+    clock = 7000;
+    await new Promise((r) => setTimeout(r, 60));
+    clock = 9000;
+    release();
+    await running;
+    expect(lines[0]).toBe("regression section (cpu): 1 cases running...\n");
+    expect(lines).toContain("regression section (cpu): 1 cases running, 7s elapsed\n");
+    expect(lines.at(-1)).toBe("regression section (cpu): 1 cases done in 9s\n");
+  });
+
   it("is quiet when stderr is not a terminal unless --progress; says when torchrun starts", async () => {
     const { progressHooks } = await import("../cli/progress.ts");
     const { parseLayout } = await import("../harness/layout/layout.ts");
