@@ -63,6 +63,8 @@ async function verdict(id: string, subject: RunCellOptions["subject"], over: Par
 }
 
 const check = (r: CellResult, id: string) => r.checks.find((c) => c.id === id)!;
+/** A value check's skip when a rank raised: the rank and its error, so that the report says why. */
+const RANK_1_RAISED = { status: "skip", message: "rank 1 raised: rank 1 failed after its collectives" };
 
 // ---- tied replicas on a synthetic model (the fuzzer's case format) ------------------------------
 
@@ -118,12 +120,12 @@ const TESTS: Record<string, { branches: readonly string[]; tests: BranchTests }>
     branches: parityNorm.BRANCHES,
     tests: {
       "skip: the meta backend holds no values": async () => {
-        expect((await verdict("parity.norm", bucketed, {}, { backend: "meta" })).status).toBe("skip");
+        expect(await verdict("parity.norm", bucketed, {}, { backend: "meta" })).toMatchObject({ status: "skip", message: "the meta backend holds no values" });
       },
       "skip: liveness failed": async () => {
         const r = await verdict("parity.norm", skipsPpOnRank1, pp2);
         expect(check(r.result, "liveness").status).toBe("fail");
-        expect(r.status).toBe("skip");
+        expect(r).toMatchObject({ status: "skip", message: "liveness failed" });
       },
       "fail: a rank other than 0 raised on a cell that asks for no error": async () => {
         const r = await verdict("parity.norm", raisesAfterCollectivesOnRank1);
@@ -172,7 +174,7 @@ const TESTS: Record<string, { branches: readonly string[]; tests: BranchTests }>
     branches: parityRanks.BRANCHES,
     tests: {
       "skip: a rank raised": async () => {
-        expect((await verdict("parity.ranks", raisesAfterCollectivesOnRank1)).status).toBe("skip");
+        expect(await verdict("parity.ranks", raisesAfterCollectivesOnRank1)).toMatchObject(RANK_1_RAISED);
       },
       "fail: ranks an ulp apart, each within the norm's tolerance": async () => {
         const r = await verdict("parity.ranks", reportsOn("ulp-up-on-rank-1", 1, nextUp32));
@@ -191,7 +193,7 @@ const TESTS: Record<string, { branches: readonly string[]; tests: BranchTests }>
     branches: parityTensors.BRANCHES,
     tests: {
       "skip: a rank raised": async () => {
-        expect((await verdict("parity.tensors", raisesAfterCollectivesOnRank1)).status).toBe("skip");
+        expect(await verdict("parity.tensors", raisesAfterCollectivesOnRank1)).toMatchObject(RANK_1_RAISED);
       },
       "fail: a gradient off on a rank other than 0": async () => {
         const r = await verdict("parity.tensors", scalesOnRank("coef-off-on-rank-1", 1, (c) => Math.fround(c * (1 + 2 ** -20))));
@@ -217,10 +219,10 @@ const TESTS: Record<string, { branches: readonly string[]; tests: BranchTests }>
     branches: scalingNonempty.BRANCHES,
     tests: {
       "skip: a rank raised": async () => {
-        expect((await verdict("scaling.nonempty", raisesAfterCollectivesOnRank1)).status).toBe("skip");
+        expect(await verdict("scaling.nonempty", raisesAfterCollectivesOnRank1)).toMatchObject(RANK_1_RAISED);
       },
       "skip: clip_coef >= 1, nothing to scale": async () => {
-        expect((await verdict("scaling.nonempty", bucketed, { regime: "inactive" })).status).toBe("skip");
+        expect(await verdict("scaling.nonempty", bucketed, { regime: "inactive" })).toMatchObject({ status: "skip", message: "clip_coef is 1: nothing to scale" });
       },
       "fail: gradients left unscaled on a rank other than 0": async () => {
         const r = await verdict("scaling.nonempty", scalesOnRank("unscaled-on-rank-1", 1, () => null));
@@ -241,10 +243,10 @@ const TESTS: Record<string, { branches: readonly string[]; tests: BranchTests }>
     branches: scalingReplicas.BRANCHES,
     tests: {
       "skip: a rank raised": async () => {
-        expect((await onCase(threeStages, raisesAfterCollectivesOnRank1, "scaling.replicas")).status).toBe("skip");
+        expect(await onCase(threeStages, raisesAfterCollectivesOnRank1, "scaling.replicas")).toMatchObject(RANK_1_RAISED);
       },
       "skip: no tied replica": async () => {
-        expect((await verdict("scaling.replicas", bucketed)).status).toBe("skip");
+        expect(await verdict("scaling.replicas", bucketed)).toMatchObject({ status: "skip", message: "no tied replica in this cell" });
       },
       "fail: one replica of several left unscaled, on the middle stage": async () => {
         const r = await onCase(threeStages, replicaUnscaledOnStage(1), "scaling.replicas");
@@ -285,11 +287,12 @@ const TESTS: Record<string, { branches: readonly string[]; tests: BranchTests }>
     branches: errorsNonfinite.BRANCHES,
     tests: {
       "skip: the meta backend holds no values": async () => {
-        expect((await verdict("errors.nonfinite", bucketed, nan, { backend: "meta" })).status).toBe("skip");
+        expect(await verdict("errors.nonfinite", bucketed, nan, { backend: "meta" })).toMatchObject({ status: "skip", message: "the meta backend holds no values" });
       },
       "skip: the cell asks for no error (finite norm)": async () => {
-        expect((await verdict("errors.nonfinite", bucketed)).status).toBe("skip");
-        expect((await verdict("errors.nonfinite", bucketed, { ...nan, errorIfNonfinite: false })).status).toBe("skip");
+        const notAsked = { status: "skip", message: "the cell does not ask for an error on a non-finite norm" };
+        expect(await verdict("errors.nonfinite", bucketed)).toMatchObject(notAsked);
+        expect(await verdict("errors.nonfinite", bucketed, { ...nan, errorIfNonfinite: false })).toMatchObject(notAsked);
       },
       "fail: a hang instead of an error": async () => {
         const r = await verdict("errors.nonfinite", raisesBeforePp, { ...pp2, ...nan });
@@ -307,7 +310,7 @@ const TESTS: Record<string, { branches: readonly string[]; tests: BranchTests }>
         expect(r.message).toMatch(/^rank 1 raised, but not for the non-finite norm: cannot format the error/);
       },
       "pass: every rank raised the non-finite error": async () => {
-        expect((await verdict("errors.nonfinite", bucketed, nan)).status).toBe("pass");
+        expect(await verdict("errors.nonfinite", bucketed, nan)).toMatchObject({ status: "pass", message: "raised on all 2 ranks" });
       },
     },
   },
@@ -328,7 +331,7 @@ const TESTS: Record<string, { branches: readonly string[]; tests: BranchTests }>
     branches: memoryLeak.BRANCHES,
     tests: {
       "skip: liveness failed": async () => {
-        expect((await verdict("memory.leak", skipsPpOnRank1, pp2)).status).toBe("skip");
+        expect(await verdict("memory.leak", skipsPpOnRank1, pp2)).toMatchObject({ status: "skip", message: "liveness failed: aborted ranks could not free their tensors" });
       },
       "fail: a leak on the error path only, on a rank other than 0": async () => {
         expect((await verdict("memory.leak", leaksOnErrorPathOnRank1)).status).toBe("pass");
@@ -371,10 +374,10 @@ const TESTS: Record<string, { branches: readonly string[]; tests: BranchTests }>
     branches: commReach.BRANCHES,
     tests: {
       "skip: no reach reported (an external runtime)": () => {
-        expect(commReach.default.judge({ reach: null } as unknown as CheckContext)).toMatchObject({ status: "skip" });
+        expect(commReach.default.judge({ reach: null } as unknown as CheckContext)).toMatchObject({ status: "skip", message: "the subject's runtime reports no collectives' reach (an external runtime)" });
       },
       "skip: the meta backend holds no values": async () => {
-        expect((await verdict("comm.reach", bucketed, {}, { backend: "meta" })).status).toBe("skip");
+        expect(await verdict("comm.reach", bucketed, {}, { backend: "meta" })).toMatchObject({ status: "skip", message: "a meta cell holds no values to know" });
       },
       "fail: a rank other than 0 returned a norm its collectives could not have told it": async () => {
         const r = await verdict("comm.reach", sideChannelToRank1(), pp2);
