@@ -97,8 +97,8 @@ export function suiteGoldenMode(matrix: string, backend: BackendKind, env: NodeJ
   return existsSync(path) && readGolden(path).header.backend === backend ? "check" : undefined;
 }
 
-/** The environment the suite runs with, every value checked first (exit 2 on bad input). */
-export function testEnvironment(ours: Partial<Record<TestFlag, string>>, env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+/** The environment the suite runs with and the backend it runs on, every value checked first (exit 2 on bad input). */
+export function testEnvironment(ours: Partial<Record<TestFlag, string>>, env: NodeJS.ProcessEnv = process.env): { env: NodeJS.ProcessEnv; backend: BackendKind } {
   const matrix = resolveMatrix(ours.matrix ?? envValue("CLIP_PARITY_MATRIX", env) ?? "cpu");
   const requested = ours.backend ?? envValue("CLIP_PARITY_BACKEND", env);
   const backend = resolveBackend(matrix, requested === undefined ? undefined : parseBackend(requested), `npm test -- --matrix ${ours.matrix ?? matrix.name}`);
@@ -113,7 +113,7 @@ export function testEnvironment(ours: Partial<Record<TestFlag, string>>, env: No
     const v = ours[name];
     if (v !== undefined) out[TEST_FLAG_TABLE[name].env] = v;
   }
-  return out;
+  return { env: out, backend };
 }
 
 /** What vitest is given: with --matrix and no file filter of one's own, the matrix suite alone. */
@@ -131,10 +131,11 @@ export async function testMain(argv: readonly string[]): Promise<number> {
       process.stdout.write(testHelp());
       return 0;
     }
-    env = testEnvironment(ours);
+    const suite = testEnvironment(ours);
+    env = suite.env;
     args = vitestArgs(ours, vitest);
     if (args[0] === MATRIX_SUITE && ours.matrix !== undefined) {
-      process.stderr.write(`npm test: --matrix ${ours.matrix}: running ${MATRIX_SUITE} alone on ${env.CLIP_PARITY_BACKEND}; plain \`npm test\` runs every suite\n`);
+      process.stderr.write(`npm test: --matrix ${ours.matrix}: running ${MATRIX_SUITE} alone on ${suite.backend}; plain \`npm test\` runs every suite\n`);
     }
   } catch (err) {
     if (err instanceof ClipParityError) {

@@ -64,7 +64,9 @@ describe("goldens", () => {
     expect(r.stdout).toContain(`golden: 2 of 3 cells drifted from ${g.path}`);
     expect(r.stdout).toMatch(new RegExp(`DRIFT ${normId.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")}: totalNorm \\S+ \\(golden\\) -> \\S+ \\(now\\)`));
     expect(r.stdout).toContain(`DRIFT ${hashId}: tensor hash 0123456789abcdef (golden) -> `);
-    expect(r.stdout).toContain(`FAIL ${hashId}\n  golden: drift from ${g.path} (cpu, ${process.platform}/${process.arch}`);
+    // the terminal groups failures by subject and check (one block, the first message, one reproduce line)
+    expect(r.stdout).toContain("FAIL reference x golden: 2 cells\n");
+    expect(r.stdout).toContain(`     drift from ${g.path} (cpu, ${process.platform}/${process.arch}`);
     expect(r.stdout).toContain("3 cells\ncells: 1 passed, 2 failed, 0 skipped");
   });
 

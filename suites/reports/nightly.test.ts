@@ -85,7 +85,7 @@ describe(".github/workflows/nightly.yml", () => {
   it("parses, runs on a schedule, and its jobs are wired together", () => {
     expect(workflow.name).toBe("nightly");
     expect(workflow.on).toHaveProperty("schedule");
-    expect(Object.keys(workflow.jobs)).toEqual(["matrix", "gate", "mutation", "unit", "unit-report"]);
+    expect(Object.keys(workflow.jobs)).toEqual(["matrix", "gate", "mutation", "exhaustive", "unit", "unit-report"]);
     for (const [name, job] of Object.entries(workflow.jobs)) {
       expect(job["runs-on"], `${name} runs-on`).toBeTruthy();
       expect(job.steps.length, `${name} steps`).toBeGreaterThan(0);
