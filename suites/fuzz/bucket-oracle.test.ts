@@ -12,7 +12,7 @@ import { defineSubject } from "../../harness/subject/api.ts";
 import { BUILTIN_SUBJECTS } from "../../harness/subject/registry.ts";
 import { bucketedClip } from "../../harness/subject/builtin/bucketed-core.ts";
 import { parseLayout } from "../../harness/layout/layout.ts";
-import { Shard } from "../../harness/model/plan.ts";
+import { Partial, Shard } from "../../harness/model/plan.ts";
 import { validateCase } from "../../harness/fuzz/case.ts";
 import { BUCKETS_PROPERTY, runFuzzCase } from "../../harness/fuzz/run.ts";
 import { envSeed, fuzzSubject } from "../../harness/fuzz/fuzz.ts";
@@ -31,6 +31,19 @@ const oneCollectiveShort = defineSubject({
       },
     }),
 });
+
+/** `bucketed` that swaps its pp all_reduce for another collective, or adds one: the count of calls or of all_reduces is off. */
+const withBarrier = (instead: boolean) =>
+  defineSubject({
+    ...BUILTIN_SUBJECTS.bucketed!,
+    clip: (rank, args) =>
+      bucketedClip(rank, args, {
+        reduceOverPp: async (r, stageTotal, op) => {
+          await r.barrier(r.group("pp"));
+          return instead ? stageTotal : r.allReduce(r.group("pp"), stageTotal, op);
+        },
+      }),
+  });
 
 const dpShard2 = validateCase({
   subject: "bucketed",
@@ -55,6 +68,28 @@ describe("the fuzzer's bucket-count oracle", () => {
           "so 2 were expected (one per group and per Partial gradient + 1 for pp)",
       },
     ]);
+  });
+
+  it("counts every collective and the all_reduces apart: a barrier instead of the pp all_reduce, or beside it, fires", async () => {
+    for (const instead of [true, false]) {
+      const { violations } = await runFuzzCase(dpShard2, withBarrier(instead));
+      expect(violations.filter((v) => v.id === BUCKETS_PROPERTY).map((v) => v.message)).toEqual([
+        `rank 0 issued ${instead ? 1 : 2} all_reduce (${instead ? 2 : 3} collectives in all); it holds 1 distinct reduction groups and 0 Partial gradients to sum, ` +
+          "so 2 were expected (one per group and per Partial gradient + 1 for pp)",
+      ]);
+    }
+  });
+
+  it("counts one more for a Partial gradient's sum and for each tied parameter an optimizer-owned clipper finalizes", async () => {
+    const partial = validateCase({ ...dpShard2, params: [{ ...dpShard2.params[0]!, placements: [Partial] }] });
+    expect((await runFuzzCase(partial, BUILTIN_SUBJECTS.bucketed!)).violations).toEqual([]);
+    const tied = validateCase({
+      ...dpShard2,
+      subject: "titan-mtp",
+      layout: parseLayout("pp2"),
+      params: [{ name: "embed", shape: [4], stage: 0, mesh: "dense", axes: [], placements: [], replicas: [{ stage: 1, mesh: "dense", axes: [], placements: [] }] }],
+    });
+    expect((await runFuzzCase(tied, BUILTIN_SUBJECTS["titan-mtp"]!)).violations).toEqual([]);
   });
 
   it("the fuzzer's search finds it", { timeout: 120_000 }, async () => {
