@@ -33,7 +33,7 @@ const TEST_FLAG_TABLE = {
     type: "string",
     value: GOLDEN_MODES.join("|"),
     description: "the matrix's golden: compare with golden/<matrix>.json, rewrite it, or neither",
-    default: "check when golden/<matrix>.json exists for the backend (CI or not)",
+    defaultText: "check when golden/<matrix>.json exists for the backend, CI or not",
   },
   report: { env: "CLIP_PARITY_REPORT", type: "string", value: REPORTER_NAMES.join(","), description: "reporters to write after the matrix suite" },
   out: { env: "CLIP_PARITY_OUT", type: "string", value: "DIR", description: "folder for the reports" },
