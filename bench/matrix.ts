@@ -276,7 +276,13 @@ if (!args["no-matrix"]) {
   const bytesg: Record<string, number> = phaseBytes(0, 0);
   let generalCells = 0;
   const seen = new Set<string>();
+  // a cell that ended without timings (a worker lost, a cell skipped) is counted and left out of the ratios
+  let untimed = 0;
   for (const r of run.results) {
+    if (!r.timings) {
+      untimed++;
+      continue;
+    }
     const general = isGeneralP(r.cell.normType);
     generalCells += general ? 1 : 0;
     for (const k of Object.keys(t) as (keyof CellTimings)[]) {
@@ -298,6 +304,7 @@ if (!args["no-matrix"]) {
       `(${passed} passed, ${failed} failed, ${skipped} skipped), wall ${fmt(wallMs / 1e3, 1)} s; ` +
       `bandwidth ${(bwRun / 1e9).toFixed(1)} GB/s (median of ${(bw / 1e9).toFixed(1)}, before ${(bwBefore / 1e9).toFixed(1)}, after ${(bwAfter / 1e9).toFixed(1)})`,
   );
+  if (untimed) console.log(`${untimed} cells have no timings (left out of the ratios below)`);
   console.table(phaseTable(t, bytes, bwRun));
   console.log(`of which the ${generalCells} general-p cells (p not 1, 2 or inf), per phase:`);
   console.table(phaseTable(tg, bytesg, bwRun));
