@@ -28,6 +28,26 @@ const boundaryTrain: FuzzCase = validateCase({
   ],
 });
 
+describe("the reference's sums", () => {
+  const three = fuzzManifest({ ...boundaryTrain, params: [4, 3, 2].map((n, i) => ({ name: `p${i}`, shape: [n], stage: 0, mesh: "dense" as const, axes: [], placements: [], replicas: [] })) });
+
+  it("counts only the parameters the regime gives a gradient (sparse: not every third)", () => {
+    expect(computeReference(three, "f32", 2, "active", 0, 0)).toMatchObject({ paramsWithGrad: 3, elementsWithGrad: 9 });
+    expect(computeReference(three, "f32", 2, "sparse", 0, 0)).toMatchObject({ paramsWithGrad: 2, elementsWithGrad: 6 });
+  });
+
+  it("the inf-norm is the largest magnitude, not a power sum, and NaN when any gradient is NaN", () => {
+    const inf = computeReference(three, "f32", Infinity, "active", 0, 0);
+    const two = computeReference(three, "f32", 2, "active", 0, 0).totalNorm;
+    expect(inf.powerSum).toBe(inf.totalNorm);
+    expect(inf.totalNorm).toBeLessThanOrEqual(two);
+    expect(inf.totalNorm).toBeGreaterThanOrEqual(two / Math.sqrt(9));
+    expect(computeReference(three, "f32", Infinity, "ones", 0, 0).totalNorm).toBe(1);
+    expect(computeReference(three, "f32", Infinity, "nonfinite-nan", 0, 0).totalNorm).toBeNaN();
+    expect(computeReference(three, "f32", Infinity, "nonfinite-inf", 0, 0).totalNorm).toBe(Infinity);
+  });
+});
+
 describe("the reference cache key", () => {
   it("tells apart cells that differ in any one of its fields", () => {
     const model = fuzzManifest(boundaryTrain);
