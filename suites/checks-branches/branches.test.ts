@@ -27,6 +27,7 @@ import * as memoryLeak from "../../harness/checks/memory-leak.ts";
 import * as commBudget from "../../harness/checks/comm-budget.ts";
 import * as commReach from "../../harness/checks/comm-reach.ts";
 import type { CheckContext } from "../../harness/checks/types.ts";
+import { CHECKS, RUN_CHECKS } from "../../harness/checks/index.ts";
 import * as isolation from "../../harness/checks/isolation.ts";
 import * as golden from "../../harness/checks/golden.ts";
 import { coefInGradDtype } from "../strength/subjects/coef-in-grad-dtype.ts";
@@ -437,6 +438,10 @@ for (const [id, { tests }] of Object.entries(TESTS)) {
 }
 
 describe("every branch a check module declares has its test here", () => {
+  it("every check has its branches here", () => {
+    expect(Object.keys(TESTS).sort()).toEqual([...CHECKS, ...RUN_CHECKS].map((c) => c.id).sort());
+  });
+
   for (const [id, { branches, tests }] of Object.entries(TESTS)) {
     it(id, () => expect(Object.keys(tests)).toEqual([...branches]));
   }
