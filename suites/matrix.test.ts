@@ -14,6 +14,7 @@ import { parseBackend, resolveBackend } from "../harness/run/policy.ts";
 import { suiteGoldenMode } from "../cli/test.ts";
 import { cellId } from "../harness/spec/cell.ts";
 import { reportSessionFromEnv } from "../reports/index.ts";
+import { shownCatchBy } from "../harness/results/json.ts";
 
 const matrixArg = process.env.CLIP_PARITY_MATRIX ?? "cpu";
 const matrix = resolveMatrix(matrixArg);
@@ -33,7 +34,7 @@ const whole = () => (output ??= executeRun(prepared, options, reports?.hooks));
 afterAll(async () => {
   if (reports && output) {
     const o = await output;
-    await reports.finish(o.results, o.summary, o.notes, { catchBy: o.catchBy });
+    await reports.finish(o.results, o.summary, o.notes, { catchBy: shownCatchBy(o.results, o.catchBy) });
   }
 });
 
