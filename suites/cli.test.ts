@@ -2,7 +2,7 @@
  * The command-line contract other tools rely on: exit 0 / 1 / 2, messages that name the flag and the
  * value, the --json shape, user subjects by path, manifest totals, --dump files.
  */
-import { existsSync, lstatSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, lstatSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execa } from "execa";
@@ -247,6 +247,18 @@ describe("output paths", () => {
     expect(s.exitCode, s.stderr).toBe(0);
     expect(lstatSync(join(dir, "stdout.json")).isSymbolicLink()).toBe(true); // not replaced by a regular file
     expect(s.stdout).toContain(`"summary": {\n    "cells": 1,`);
+  });
+
+  it("a regular file under /dev/shm (resume's scratch) is still replaced atomically", async () => {
+    const { writeFileAtomic } = await import("../harness/util/fs.ts");
+    const dir = mkdtempSync("/dev/shm/cp-out-");
+    const file = join(dir, "index.json");
+    writeFileSync(file, "old");
+    const before = lstatSync(file).ino;
+    writeFileAtomic(file, "new");
+    expect(readFileSync(file, "utf8")).toBe("new");
+    expect(lstatSync(file).ino).not.toBe(before); // a new file renamed over the old one, not the old one rewritten
+    rmSync(dir, { recursive: true });
   });
 
   it("a FIFO is written in place, not renamed over", async () => {

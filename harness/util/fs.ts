@@ -20,8 +20,12 @@ export function fsyncDir(dir: string): void {
   }
 }
 
-/** The kernel's views of open files and devices (/dev/stdout -> /proc/self/fd/1 -> a pipe): written in place, never renamed over. */
-const KERNEL_VIEWS = ["/dev/", "/proc/"];
+/**
+ * The kernel's views of open files (/proc/self/fd/1 -> a pipe): written in place, never renamed over. Not
+ * /dev as a whole: /dev/shm holds regular files (resume's scratch), which stay atomic; a device there is
+ * told by its file type.
+ */
+const KERNEL_VIEWS = ["/proc/"];
 
 /** This process's own descriptor that a path names (/dev/stdout, /dev/fd/3, /proc/self/fd/1), if it names one. */
 function ownDescriptor(path: string): number | undefined {
@@ -48,7 +52,7 @@ function writeDescriptor(fd: number, data: string | Uint8Array): void {
 /**
  * Where a write to `path` lands, and how: a symlink is followed to its end (a dangling one to the file it
  * names), so that the link stays a link and its target is replaced atomically; a device, a FIFO, a socket
- * or anything reached through /dev or /proc is written in place through `path`.
+ * or anything reached through /proc is written in place through `path`.
  */
 function writeTarget(abs: string): { path: string; inPlace: boolean; fd?: number } {
   let at = abs;
