@@ -10,8 +10,8 @@
 //! by `device_memory` and recorded beside the ledger by the harness.
 //!
 //! A few ops run on the host through a cpu mirror of the tensors involved (download, the cpu
-//! store's code, upload): exact sums for p other than 1 and 2 (they need the host's powf, which
-//! the GPU's pow does not reproduce bitwise), the AdamW step, and shards with more than 8
+//! store's code, upload): exact sums for p other than 1 and 2 (the correctly rounded |x|^p of
+//! abspow.rs: CORE-MATH's pow for general p, which the GPU's pow does not reproduce bitwise), the AdamW step, and shards with more than 8
 //! dimensions after merging. Hashes are computed on the host after a device-to-host copy.
 
 use std::ffi::c_void;
@@ -697,7 +697,7 @@ impl TensorStore for CudaStore {
             return Ok(BigUint::zero());
         }
         if p != 1.0 && p != 2.0 {
-            // f64(|x|^p) must be the host's powf, rounded once (SPEC section 6): on the host.
+            // f64(|x|^p) must be correctly rounded (SPEC section 6, abspow.rs): on the host.
             let (h, hid) = self.mirror(&[id])?;
             return h.exact_sum_abs_pow(hid[0], p);
         }
