@@ -209,6 +209,38 @@ class Monitor(CommDebugMode):
         }
 
 
+def c10d_counts(groups: list) -> dict:
+    """Each group's c10d sequence number: the collectives its backend has started, counted below any
+    Python dispatch mode (a target inside torch.utils._python_dispatch._disable_current_modes() hides its
+    collectives from the Monitor, not from its process group)."""
+    counts = {}
+    for g in groups:
+        try:
+            counts[id(g)] = (g, int(g._get_sequence_number_for_group()))
+        except Exception:  # noqa: BLE001 - a backend without sequence numbers is counted by the Monitor only
+            continue
+    return counts
+
+
+def count_unseen(mon: "Monitor", groups: list, before: dict) -> None:
+    """Adds to the Monitor's calls the collectives the groups' backends started during the call beyond those
+    the Monitor saw, so that the harness counts what ran, not what a dispatch mode was shown. Each collective
+    advances exactly one group's sequence number, so the totals compare (groups with the same ranks too);
+    an unseen one is named by a group that ran more than the Monitor saw on its ranks."""
+    after = c10d_counts(groups)
+    ran = {key: after[key][1] - n0 for key, (g, n0) in before.items() if key in after}
+    unseen = sum(ran.values()) - len(mon.calls)
+    if unseen <= 0:
+        return
+    named = []
+    for key, n in ran.items():
+        ranks = ",".join(str(r) for r in sorted(dist.get_process_group_ranks(before[key][0])))
+        named += [ranks] * max(0, n - sum(1 for c in mon.calls if c["group"] == ranks))
+    for i in range(unseen):
+        group = named[i] if i < len(named) else "?"
+        mon.calls.append({"op": "c10d collective unseen by the dispatch monitor", "kind": "other", "group": group, "bytes": 0})
+
+
 try:
     from torch.distributed.tensor.debug._comm_mode import c10d_collective_ops as _C10D_OPS
 except Exception:  # noqa: BLE001 - older/newer torch: fall back to the registry only
@@ -840,9 +872,13 @@ def run_job(job: dict, device: torch.device, meshes: dict, targets: Targets) -> 
     used_kwargs: set = set()
     t0 = time.perf_counter()
     set_collective_timeout(meshes["groups"], timedelta(seconds=float(job["collectiveTimeoutS"])))
+    issued = c10d_counts(meshes["groups"])
     try:
-        with mon:
-            ret = call_steps(path, cell, targets, calls[0], used_kwargs)
+        try:
+            with mon:
+                ret = call_steps(path, cell, targets, calls[0], used_kwargs)
+        finally:
+            count_unseen(mon, meshes["groups"], issued)
         timings["call"] = time.perf_counter() - t0
         norm = path.get("norm", "return")
         if isinstance(norm, dict):

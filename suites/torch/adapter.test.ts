@@ -105,6 +105,13 @@ describe(`PyTorch functions as subjects, through the adapter${torch.skipNote}`, 
     expect(status(r, "parity.ranks")).toBe("pass");
   }, 300_000);
 
+  it.runIf(torch.run)("collectives hidden from the dispatch monitor (_disable_current_modes) are counted from the process groups", async () => {
+    // every gradient gathered whole out of the Monitor's sight: the norm is right, the collectives still count
+    const r = await run(cell("torch:clip_targets:hidden", "dp_shard2,tp2", "llama3-debug", "f32", 2, "active"));
+    expect(message(r, "comm.budget")).toMatch(/^rank \d issued \d+ collectives/);
+    for (const c of r.comm) expect(c.calls).toBeGreaterThan(20);
+  }, 300_000);
+
   it.runIf(torch.run)("gradients the target replaced instead of scaling are judged as returned: the same dtype passes, another dtype is refused", async () => {
     // the adapter clips in the mapped input file: a replaced gradient must be copied into it, one of another dtype must not be
     const replaced = await run(cell("torch:clip_targets:replaces", "dp_shard2,tp2", "llama3-debug", "bf16", 2, "active"));
