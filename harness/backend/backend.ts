@@ -106,6 +106,8 @@ export class Backend {
   private readonly live = new Map<number, TensorHandle>();
   /** What the harness (not a subject) allocated, by id: a subject may not free or replace these. */
   private readonly harnessOwned = new Map<number, string>();
+  /** Tensors another thread's handle of this store allocated, read here (`adopt`): never freed here. */
+  private readonly adopted = new Map<number, TensorHandle>();
   private readonly stages: StageRecord[][];
   private readonly maxLiveBytes: number;
   private liveTotal = 0;
@@ -169,7 +171,9 @@ export class Backend {
     if (held.owner !== rank || held.dtype !== dtype || held.shape.join() !== shape.join()) {
       throw new Error(`${what}: the store holds it on rank ${held.owner}, ${held.dtype} [${held.shape.join(", ")}]`);
     }
-    return new TensorHandle(id, dtype, shape, rank);
+    const handle = new TensorHandle(id, dtype, shape, rank);
+    this.adopted.set(id, handle);
+    return handle;
   }
 
   /**
@@ -463,7 +467,7 @@ export class Backend {
 
   /** A copy of any rank's tensor charged to `rank`, for the harness's own use (dumps, checks). */
   cloneFor(rank: number, t: Tensor): Tensor {
-    const h = this.live.get(t.id);
+    const h = this.live.get(t.id) ?? this.adopted.get(t.id);
     if (!h) throw new ClipParityError("E_TENSOR", `clone: tensor ${t.id} is not alive`, 1);
     this.reserve(h.dtype, h.shape, `clone into rank ${rank}`);
     return this.track(this.store.clone(h.id, rank), h.dtype, h.shape, rank);

@@ -16,7 +16,12 @@ function answer(call: JudgeCall): JudgeAnswer {
     if (call.kind === "prepare") return { id: call.id, ok: true, value: prepareCell(call.input) };
     const world = worldSize(validateLayout(call.req.cell.layout));
     const backend = new Backend(call.req.backend, world, { sharedTicket: call.ticket });
-    return { id: call.id, ok: true, value: judgeCell(call.req, backend) };
+    try {
+      return { id: call.id, ok: true, value: judgeCell(call.req, backend) };
+    } finally {
+      // what the judge allocated itself (a --dump's reference tensors); the cell's gradients are the worker's to free
+      backend.freeAll();
+    }
   } catch (err) {
     const e = err as Error & { code?: unknown; exitCode?: unknown };
     return {
