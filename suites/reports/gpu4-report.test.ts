@@ -1,6 +1,6 @@
 /**
  * The reports of the run a new user tries first (gpu4 on the cpu backend with titan, hf-replicate and the
- * known-bad no-pp-reduce: 162 cells, 66 failing), read as that user reads them: the HTML page in headless
+ * known-bad no-pp-reduce: 162 cells, 69 failing), read as that user reads them: the HTML page in headless
  * Chromium opens on the verdict, the grid and the charts, then the failures grouped by subject and check,
  * whose counts add up to the failing (cell, check) pairs; the filters hide what does not match; every
  * failing cell is one click away; the Markdown summary outside <details> fits one screen. A synthetic
@@ -43,9 +43,11 @@ beforeAll(async () => {
 const failingPairs = () => report.cells.flatMap((c) => failedChecks(c).map((x) => ({ cell: c.id, subject: c.subject, check: x.id })));
 
 describe("the gpu4 run's results, before any reporter", () => {
-  it("is the run the issue describes: 162 cells, 66 failing, hf-replicate and no-pp-reduce declared known-bad", () => {
+  it("is the run the issue describes: 162 cells, 69 failing, hf-replicate and no-pp-reduce declared known-bad", () => {
     expect(report.cells.length).toBe(162);
-    expect(report.cells.filter((c) => failedChecks(c).length).length).toBe(66);
+    // 66 when the issue was filed; comm.reach (issue 41) also fails no-pp-reduce on 3 cells whose wrong norm
+    // happens to equal the reference (zeros everywhere; an inf-norm whose maximum sits on stage 0)
+    expect(report.cells.filter((c) => failedChecks(c).length).length).toBe(69);
     expect(report.catchBy?.["no-pp-reduce"]?.length).toBeGreaterThan(0);
     expect(report.catchBy?.["hf-replicate"]?.length).toBeGreaterThan(0);
     expect(report.catchBy?.titan).toBeUndefined();
