@@ -25,7 +25,7 @@ interface Ended {
 /** The command line with these variables set (and no other CLIP_PARITY_ one); `whileRunning` may signal it. */
 function clipParity(args: string[], vars: Record<string, string>, whileRunning?: (pid: number) => Promise<void>): Promise<Ended> {
   const env: NodeJS.ProcessEnv = { ...process.env };
-  for (const k of Object.keys(env)) if (k.startsWith("CLIP_PARITY_")) delete env[k];
+  for (const k of Object.keys(env)) if (k.startsWith("CLIP_PARITY_") || k === "CI") delete env[k];
   Object.assign(env, vars);
   const child = spawn(process.execPath, ["bin/clip-parity.js", ...args], { cwd: ROOT, env });
   let stdout = "";

@@ -17,6 +17,8 @@ const FSDP = { layout: "dp_shard2", model: "llama3-debug", dtype: "f32", norm: 2
 
 interface Cell {
   subject: string;
+  /** a user's module: its path (`subject` is its defineSubject name) */
+  subjectPath?: string;
   checks: { id: string; status: string; message: string }[];
 }
 
@@ -34,7 +36,7 @@ async function run(subjects: string[], cases: object[], extra: string[] = []) {
   }
   const failing = (subject: string) =>
     cells
-      .filter((c) => c.subject === subject)
+      .filter((c) => (c.subjectPath ?? c.subject) === subject)
       .flatMap((c) => c.checks.filter((k) => k.status === "fail").map((k) => `${k.id}: ${k.message}`))
       .join("\n");
   return { ...r, cells, failing };

@@ -19,6 +19,8 @@ const TIMEOUT_S = 2;
 interface Cell {
   id: string;
   subject: string;
+  /** a user's module: its path (`subject` is its defineSubject name) */
+  subjectPath?: string;
   checks: { id: string; status: string; message: string }[];
 }
 
@@ -55,7 +57,7 @@ describe("a subject cannot forge or disturb the verdict", () => {
   ])("%s fails its own cell; bucketed beside it passes", { timeout: 120_000 }, async (file, message) => {
     const r = await runMatrix([S(file), "bucketed"], [TP2]);
     expect(r.cells.length, r.stdout + r.stderr).toBe(2);
-    const bad = r.cells.find((c) => c.subject === S(file));
+    const bad = r.cells.find((c) => (c.subjectPath ?? c.subject) === S(file));
     const good = r.cells.find((c) => c.subject === "bucketed");
     expect(r.code, r.stdout + r.stderr).toBe(1);
     expect(r.failing(bad)).toMatch(message);
@@ -76,7 +78,7 @@ describe("a subject cannot forge or disturb the verdict", () => {
     const good = r.cells.filter((c) => c.subject === "bucketed");
     expect(good.length, r.stdout + r.stderr).toBe(2);
     for (const c of good) expect(r.failing(c), c.id).toBe("");
-    const bad = r.cells.filter((c) => c.subject === S("patches-backend.js"));
+    const bad = r.cells.filter((c) => (c.subjectPath ?? c.subject) === S("patches-backend.js"));
     for (const c of bad) expect(r.failing(c), c.id).toMatch(/Cannot assign to read only property 'opsFor'/);
   });
 });

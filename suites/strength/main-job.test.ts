@@ -28,7 +28,8 @@ describe("the main job fails each optimizer-owned bug", () => {
     const json = join(mkdtempSync(join(tmpdir(), "cp-main-")), "out.json");
     const r = await cli(["run", "--matrix", "cpu", ...BUGS.flatMap(([n]) => ["--subject", S(n)]), "--golden", "off", "--json", json, "--quiet"], 900_000);
     expect(r.code, r.stderr).toBe(1);
-    const cells = JSON.parse(readFileSync(json, "utf8")).cells as { id: string; subject: string; checks: { status: string }[] }[];
+    // a user's module is named by its defineSubject name in ids and `subject`, its path in `subjectPath`
+    const cells = JSON.parse(readFileSync(json, "utf8")).cells as { id: string; subject: string; subjectPath?: string; checks: { status: string }[] }[];
     for (const [name, where] of BUGS) {
       const failedCells = cells.filter((c) => c.subject === S(name) && c.checks.some((k) => k.status === "fail")).map((c) => c.id);
       const failedSections = r.stdout.split("\n").filter((l) => l.startsWith("FAIL fail (expected pass)") && l.includes(S(name)));
@@ -52,12 +53,13 @@ describe("the main job fails each optimizer-owned bug", () => {
     const json = join(mkdtempSync(join(tmpdir(), "cp-main-")), "out.json");
     const r = await cli(["run", "--matrix", "cpu", ...CORNERS.flatMap(([n]) => ["--subject", S(n)]), "--golden", "off", "--json", json, "--quiet"], 900_000);
     expect(r.code, r.stderr).toBe(1);
-    const cells = JSON.parse(readFileSync(json, "utf8")).cells as { id: string; subject: string; checks: { status: string }[] }[];
+    // a user's module is named by its defineSubject name in ids and `subject`, its path in `subjectPath`
+    const cells = JSON.parse(readFileSync(json, "utf8")).cells as { id: string; subject: string; subjectPath?: string; checks: { status: string }[] }[];
     const regressionFailures = r.stdout.split("\n").filter((l) => l.startsWith("FAIL fail (expected pass) regression ")).map((l) => l.replace(/^FAIL fail \(expected pass\) /, ""));
     for (const [name, where] of CORNERS) {
       const caught = [
-        ...cells.filter((c) => c.subject === S(name) && c.checks.some((k) => k.status === "fail")).map((c) => c.id),
-        ...regressionFailures.filter((l) => l.includes(` ${S(name)} `)),
+        ...cells.filter((c) => c.subjectPath === S(name) && c.checks.some((k) => k.status === "fail")).map((c) => c.id),
+        ...regressionFailures.filter((l) => l.includes(` ${S(name)} `) || cells.some((c) => c.subjectPath === S(name) && l.includes(` ${c.subject} `))),
       ];
       expect(caught.some((id) => where.test(id)), `${name} was not caught where it should be: ${caught.slice(0, 3).join("; ") || "nothing failed"}`).toBe(true);
     }
