@@ -71,6 +71,29 @@ describe("memory ledger: exact bytes", () => {
   });
 });
 
+describe("a store shared with the judge (issue 41)", () => {
+  it("the judge adopts a gradient only where the store holds it: rank, dtype and shape are checked; freeAll leaves it to its owner", () => {
+    const worker = new Backend("cpu", 2);
+    const g = worker.alloc(1, "f32", [4, 3]);
+    worker.setElement(g, 5, 2.5);
+    const judge = new Backend("cpu", 2, { sharedTicket: worker.share() });
+    const seen = judge.adopt(g.id, 1, "f32", [4, 3]);
+    expect(judge.getElement(seen, 5)).toBe(2.5);
+    expect(judge.hash(seen)).toBe(worker.hash(g));
+    expect(() => judge.adopt(g.id, 0, "f32", [4, 3])).toThrow(/tensor \d+ \(expected on rank 0, f32 \[4, 3\]\): the store holds it on rank 1, f32 \[4, 3\]/);
+    expect(() => judge.adopt(g.id, 1, "bf16", [4, 3])).toThrow(/the store holds it on rank 1, f32/);
+    expect(() => judge.adopt(g.id, 1, "f32", [12])).toThrow(/the store holds it on rank 1, f32 \[4, 3\]/);
+    expect(() => judge.adopt(g.id + 1000, 1, "f32", [4, 3])).toThrow(/not in the store/);
+    // what the judge allocates is its own to free; the adopted gradient stays the worker's
+    judge.cloneFor(0, seen);
+    expect(judge.freeAll()).toBe(1);
+    expect(worker.liveBytes(1)).toBe(48);
+    expect(worker.liveBytes(0)).toBe(0);
+    worker.free(g);
+    expect(worker.liveBytes(1)).toBe(0);
+  });
+});
+
 describe("kernels through the harness", () => {
   it("exact and float64 sums agree on a small tensor, and nonfinite is carried beside the integer", () => {
     const b = new Backend("cpu", 1);
