@@ -78,11 +78,10 @@ export async function runCell(cell: Cell, options: RunCellOptions): Promise<Cell
   const backendKind = options.backend ?? "cpu";
   const subject = options.subject;
   // A cell that crossed a thread or a file is plain data again: validated here, once.
-  const input: JudgeCellInput = { cell, backend: backendKind, model: options.model, plan: options.plan, shape: subject.shape };
-  const setup = cellSetup(input);
+  const setup = cellSetup({ cell, backend: backendKind, model: options.model, plan: options.plan, shape: subject.shape });
   const { layout, world, regime, plan } = setup;
   cell = setup.cell;
-  input.cell = cell;
+  const input: JudgeCellInput = { cell, backend: backendKind, model: options.model, plan: options.plan, shape: subject.shape };
   const { input: inputSpec } = setup.specs;
   lap("plan");
 

@@ -71,11 +71,14 @@ export async function resumeIsolated(
         workers: options.workers,
         onOutcome: (job) => {
           const dir = scratch.get(job.index);
-          if (dir !== undefined) releaseScratch(dir);
+          if (dir === undefined) return;
+          scratch.delete(job.index);
+          releaseScratch(dir);
         },
       })
     ).map((o) => outcome<ResumeResult>(o));
   } finally {
+    // the jobs that never reached an outcome (the run threw)
     for (const dir of scratch.values()) releaseScratch(dir);
   }
 }

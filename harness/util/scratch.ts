@@ -4,10 +4,9 @@
  * when the process exits or is interrupted. A subject that exits or hangs after a checkpoint was written
  * leaves nothing behind.
  */
-import { mkdtempSync, rmSync, statSync } from "node:fs";
+import { mkdtempSync, rmSync, statfsSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { statfsSync } from "node:fs";
 import { envValue } from "./env.ts";
 import { InputError } from "../errors.ts";
 import { onExitOrSignal } from "./exit.ts";
