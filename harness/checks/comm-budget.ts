@@ -22,6 +22,7 @@ export const BRANCHES = [
  */
 export default defineCheck({
   id: "comm.budget",
+  severity: "performance",
   description: "collectives per rank per clip <= distinct reduction groups + 1 (pp)",
   canFail: (f) => f.world > 1,
   judge(ctx) {

@@ -27,6 +27,7 @@ export const BRANCHES = [
  */
 export default defineCheck({
   id: "comm.reach",
+  severity: "correctness",
   description: "a rank's norm depends only on gradients that reached it through collectives",
   canFail: (f) => f.world > 1 && f.paramsWithGrad > 0,
   judge(ctx) {

@@ -22,6 +22,7 @@ export const BRANCHES = [
  */
 export default defineCheck({
   id: "errors.nonfinite",
+  severity: "correctness",
   description: "with error_if_nonfinite, a non-finite norm raises on every rank and never hangs",
   canFail: (f) => f.errorIfNonfinite && !f.referenceFinite,
   judge(ctx) {

@@ -17,6 +17,7 @@ export const BRANCHES = [
  */
 export const golden: CheckInfo = {
   id: "golden",
+  severity: "correctness",
   description: "norms and tensor hashes equal the committed golden/<matrix>.json (--golden check)",
   canFail: () => true,
 };

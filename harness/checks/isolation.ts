@@ -16,6 +16,7 @@ export const BRANCHES = [
  */
 export const isolation: CheckInfo = {
   id: "isolation",
+  severity: "correctness",
   description: "the subject ran to the end of its cell without blocking, exiting, crashing or exhausting its worker",
   canFail: () => true,
 };

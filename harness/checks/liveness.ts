@@ -12,6 +12,7 @@ export const BRANCHES = [
 /** No collective mismatch and no rank waiting forever: what a real NCCL job would hang on. */
 export default defineCheck({
   id: "liveness",
+  severity: "correctness",
   description: "every rank issues the same collectives in the same order on each group; none hangs",
   canFail: (f) => f.world > 1,
   judge(ctx) {

@@ -13,6 +13,7 @@ export const BRANCHES = [
 /** The subject frees all it allocates: the ledger is back where it was before the clip. */
 export default defineCheck({
   id: "memory.leak",
+  severity: "correctness",
   description: "the subject leaves no tensor allocated after the clip",
   canFail: (f) => f.paramsWithGrad > 0,
   judge(ctx) {

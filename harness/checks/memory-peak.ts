@@ -21,6 +21,7 @@ export const BRANCHES = [
 /** Scratch during the clip within budget: catches O(global params) gradient replication. */
 export default defineCheck({
   id: "memory.peak",
+  severity: "correctness",
   description: "scratch bytes during the clip stay within the rank's budget",
   canFail: (f) => f.paramsWithGrad > 0,
   judge(ctx) {

@@ -20,6 +20,7 @@ export const BRANCHES = [
 /** The reported norm against the reference, within the subject's tolerance class (SPEC §6). */
 export default defineCheck({
   id: "parity.norm",
+  severity: "correctness",
   description: "every rank's total norm is a float32 value equal to the reference within the subject's tolerance class",
   canFail: (f) => f.referenceFinite && f.paramsWithGrad > 0,
   judge(ctx) {

@@ -13,6 +13,7 @@ export const BRANCHES = [
 /** Every rank returns the same norm: a rank that reduced over fewer ranks shows here. */
 export default defineCheck({
   id: "parity.ranks",
+  severity: "correctness",
   description: "every rank returns the same total norm, bitwise",
   canFail: (f) => f.world > 1,
   judge(ctx) {

@@ -27,6 +27,7 @@ export const BRANCHES = [
  */
 export default defineCheck({
   id: "parity.tensors",
+  severity: "correctness",
   description: "every clipped gradient element equals round(float32(g) * clip_coef)",
   canFail: scaled,
   judge(ctx) {

@@ -20,6 +20,7 @@ export const BRANCHES = [
  */
 export default defineCheck({
   id: "scaling.nonempty",
+  severity: "correctness",
   description: "when clip_coef < 1, every present gradient was scaled",
   canFail: scaled,
   judge(ctx) {

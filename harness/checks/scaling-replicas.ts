@@ -17,6 +17,7 @@ export const BRANCHES = [
 /** Every physical copy of a tied parameter is scaled by one coefficient and stays bitwise equal. */
 export default defineCheck({
   id: "scaling.replicas",
+  severity: "correctness",
   description: "all physical copies of a tied parameter are scaled alike and stay bitwise equal",
   canFail: (f) => scaled(f) && f.tiedReplica,
   judge(ctx) {

@@ -9,9 +9,9 @@ import type { LocalParam } from "../model/plan.ts";
 import type { RankOutcome } from "../world/world.ts";
 import type { CommRecord } from "../subject/api.ts";
 import type { Budgets, Cell } from "../spec/cell.ts";
-import type { CheckResult, RankMemory } from "../results/types.ts";
+import type { CheckResult, RankMemory, Severity } from "../results/types.ts";
 
-export type { CheckResult, CheckStatus } from "../results/types.ts";
+export type { CheckResult, CheckStatus, Severity } from "../results/types.ts";
 
 /** Everything a check may look at. Tensors stay alive until every check has judged. */
 export interface CheckContext {
@@ -70,6 +70,8 @@ export interface CheckInfo {
   id: string;
   /** One line: what it catches. */
   description: string;
+  /** What its failure means (results/types.ts Severity): a wrong result, or a right one that costs more than it must. */
+  severity: Severity;
   /**
    * Whether some subject can fail it on a case with these facts (what it judges is there to be judged):
    * the coverage planner requires every check to be able to fail on some case of a matrix.
@@ -82,8 +84,15 @@ export interface Check extends CheckInfo {
   judge(ctx: CheckContext): CheckResult;
 }
 
+/** A check whose every result carries its severity, so that a reporter never has to guess it from the id. */
 export function defineCheck(check: Check): Check {
-  return check;
+  const judge = check.judge;
+  return {
+    ...check,
+    judge(ctx) {
+      return { ...judge.call(this, ctx), severity: check.severity };
+    },
+  };
 }
 
 /** Gradients that a correct clip must scale (clip_coef < 1 on a finite norm): where a scaling check can fail. */

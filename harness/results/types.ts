@@ -9,10 +9,27 @@ import type { CommRecord } from "../subject/api.ts";
 
 export type CheckStatus = "pass" | "fail" | "skip";
 
+/**
+ * What a failing check means for the user. "correctness": the clip computed or did something wrong (a wrong
+ * norm, unequal scaling, a hang, a raise nothing asked for, memory beyond budget): the training run is not
+ * the one asked for. "performance": the result is right but costs more than it must (collectives beyond
+ * the fused optimum). Both fail a built-in suite's cell (CI gates on either); reports say which it was, and
+ * docs/frameworks.md lists performance findings apart, as notes.
+ */
+export type Severity = "correctness" | "performance";
+
+export const SEVERITIES: readonly Severity[] = ["correctness", "performance"];
+
 export interface CheckResult {
   id: string;
   status: CheckStatus;
   message: string;
+  /**
+   * The judging check's severity (its declaration: checks/types.ts defineCheck stamps it). Absent in a result
+   * read from a file (json.ts writes id, status and message): then the check's declaration, by id, says it
+   * (checks/index.ts severityOf).
+   */
+  severity?: Severity;
 }
 
 export interface RankMemory {
