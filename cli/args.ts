@@ -229,8 +229,8 @@ export function parseChoice<T extends string>(text: string, flag: string, allowe
  * cell flag given beside it is refused instead of silently ignored.
  */
 export function assertOnlyJsonWithMatrix(v: Values, positionals: readonly string[], section: string): void {
-  const other = givenFlags(v).filter((k) => k !== "matrix" && k !== "json" && k !== "subject");
+  const other = givenFlags(v).filter((k) => k !== "matrix" && k !== "json" && k !== "subject" && k !== "timeout-s");
   if (other.length || positionals.length) {
-    throw new InputError(`--matrix runs a whole ${section} section; it takes only --json and --subject (got ${other.map((o) => `--${o}`).concat(positionals).join(", ")})`);
+    throw new InputError(`--matrix runs a whole ${section} section; it takes only --json, --subject and --timeout-s (got ${other.map((o) => `--${o}`).concat(positionals).join(", ")})`);
   }
 }

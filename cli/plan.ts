@@ -4,7 +4,7 @@
  */
 import { assertWorld, subjectsOf } from "../harness/run/policy.ts";
 import { parseLayout } from "../harness/layout/layout.ts";
-import { planCells, type PlanRank } from "../harness/run/plan.ts";
+import { PLAN_TIMEOUT_MS, planCells, type PlanRank } from "../harness/run/plan.ts";
 import { DTYPES } from "../harness/spec/cell.ts";
 import { assertWritableFile, humanOutput, writeOutputFile } from "../harness/util/fs.ts";
 import { list, parseChoice, parseCommand, parseInteger, str, type CommandSpec } from "./args.ts";
@@ -21,6 +21,7 @@ export const spec: CommandSpec = {
     dtype: { type: "string", value: "f32|bf16|f16", description: "gradient dtype", default: "bf16" },
     subject: { type: "string", multiple: true, value: "NAME|PATH", description: "subjects to plan (default: the correct built-in ones)" },
     json: { type: "string", value: "FILE", description: "write the plan as JSON" },
+    "timeout-s": { type: "string", value: "S", description: "wall-clock limit of one subject's meta run in seconds", default: String(PLAN_TIMEOUT_MS / 1000) },
     "max-world": { type: "string", value: "N", description: "refuse a layout of more ranks", default: String(PLAN_MAX_WORLD) },
   },
   notes: "exit status: 0 planned, 2 bad input",
@@ -34,13 +35,14 @@ export async function run(argv: string[]): Promise<number> {
   const layout = parseLayout(str(v, "layout")!);
   const maxWorld = parseInteger(str(v, "max-world")!, "--max-world", { min: 1 });
   assertWorld({ layout }, maxWorld, "--max-world");
+  const timeoutMs = parseInteger(str(v, "timeout-s")!, "--timeout-s", { min: 1, max: 86_400 }) * 1000;
   const jsonPath = str(v, "json");
   if (jsonPath !== undefined) assertWritableFile(jsonPath, "--json");
   const started = performance.now();
   const plan = await planCells(str(v, "model")!, layout, dtype, subjectsOf({}, list(v, "subject")), (subject, i, total, world) => {
     // a plan of thousands of ranks takes a while: say what it is doing
     if (world >= 256) process.stderr.write(`plan: ${subject} (${i + 1}/${total}) on ${world.toLocaleString("en-US")} ranks...\n`);
-  });
+  }, { timeoutMs });
   const out = humanOutput(jsonPath);
   out.write(`plan: ${plan.model} on ${plan.layout}, ${dtype} gradients (meta backend)\n`);
   out.write(`${"subject".padEnd(20)} ${"grads/rank (max)".padStart(18)} ${"scratch peak (max)".padStart(20)} ${"collectives (max)".padStart(18)} ${"comm bytes (max)".padStart(18)}\n`);

@@ -8,7 +8,7 @@
 import type { CheckResult } from "../harness/results/types.ts";
 import { describeCase, type FuzzCase } from "../harness/fuzz/case.ts";
 import type { FuzzOutcome } from "../harness/fuzz/run.ts";
-import { regressionsIsolated, type Isolated } from "../harness/run/isolated.ts";
+import { regressionsIsolated, type Isolated, type IsolatedOptions } from "../harness/run/isolated.ts";
 import { commandLine } from "../harness/util/shell.ts";
 import { regressionCase, regressionSections, type Regression } from "../matrix/regressions.ts";
 import { runSection, type SectionIO } from "./section.ts";
@@ -42,7 +42,12 @@ function named(o: Isolated<FuzzOutcome>, id: string): Isolated<NamedOutcome> {
 const idOf = (r: RegressionRun) => `regression ${r.index}: ${describeCase(r.fuzzCase)}`;
 
 /** Runs the matrix's regression section with `subjects`; null when the matrix has none. */
-export async function runRegressionSection(matrix: string, subjects: readonly string[], io: SectionIO = {}): Promise<SectionResult | null> {
+export async function runRegressionSection(
+  matrix: string,
+  subjects: readonly string[],
+  io: SectionIO = {},
+  isolated: IsolatedOptions = {},
+): Promise<SectionResult | null> {
   const out = io.out ?? process.stdout;
   if (!Object.hasOwn(regressionSections(), matrix)) return null;
   const regressions = regressionSections()[matrix]!;
@@ -55,7 +60,7 @@ export async function runRegressionSection(matrix: string, subjects: readonly st
       sections: Object.keys(regressionSections()),
       runAll: async (runs) => {
         const repro = (r: RegressionRun) => commandLine("npx clip-parity run", ["--matrix", matrix, "--subject", r.fuzzCase.subject]);
-        const outcomes = await regressionsIsolated(runs.map((r) => ({ fuzzCase: r.fuzzCase, repro: repro(r) })));
+        const outcomes = await regressionsIsolated(runs.map((r) => ({ fuzzCase: r.fuzzCase, repro: repro(r) })), isolated);
         return outcomes.map((o, i) => named(o, idOf(runs[i]!)));
       },
       idOf,

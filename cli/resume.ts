@@ -5,7 +5,8 @@
 import { InputError } from "../harness/errors.ts";
 import { parseLayout, formatLayout } from "../harness/layout/layout.ts";
 import { getModel } from "../harness/model/models.ts";
-import { resumeIsolated, sectionCheck, subjectInfo } from "../harness/run/isolated.ts";
+import { resumeIsolated, sectionCheck, subjectInfo, type IsolatedOptions } from "../harness/run/isolated.ts";
+import { DEFAULT_TIMEOUT_MS } from "../harness/run/pool.ts";
 import { ALL_REGIMES, type Regime } from "../harness/gradients/regimes.ts";
 import { DTYPES, formatNorm } from "../harness/spec/cell.ts";
 import { ADAMW } from "../harness/training/adamw.ts";
@@ -39,6 +40,7 @@ export const spec: CommandSpec = {
     "from-existing": { type: "boolean", description: "resume from the checkpoint already in --dir; one that does not match the cell is refused (exit 2)" },
     init: { type: "string", value: INIT_MODES.join("|"), description: "initial values of the uninterrupted run (train: docs/train.md)", defaultText: "same" },
     loader: { type: "string", value: LOADER_NAMES.join("|"), description: "a known-bad loader that resume.equal must catch", default: "correct" },
+    "timeout-s": { type: "string", value: "S", description: "wall-clock limit of one subject phase (a clip, an afterInit) in seconds", default: String(DEFAULT_TIMEOUT_MS / 1000) },
     json: { type: "string", value: "FILE", description: "write the result as JSON" },
     matrix: { type: "string", value: "NAME", description: "run the resume section of a matrix (cpu): correct cells must pass, known-bad loaders fail; with --subject, every correct cell's configuration with that subject" },
   },
@@ -50,10 +52,11 @@ export async function run(argv: string[]): Promise<number> {
   const s = (k: string) => str(v, k);
   const jsonPath = s("json");
   if (jsonPath !== undefined) assertWritableFile(jsonPath, "--json");
+  const timeoutMs = parseInteger(s("timeout-s")!, "--timeout-s", { min: 1, max: 86_400 }) * 1000;
   const matrix = s("matrix");
   if (matrix !== undefined) {
     assertOnlyJsonWithMatrix(v, [], "resume");
-    return sectionExitCode(await runResumeMatrix(matrix, jsonPath, given(v, "subject") ? s("subject") : undefined));
+    return sectionExitCode(await runResumeMatrix(matrix, jsonPath, given(v, "subject") ? s("subject") : undefined, {}, { timeoutMs }));
   }
   const fromExisting = v["from-existing"] === true;
   const dir = s("dir");
@@ -87,7 +90,7 @@ export async function run(argv: string[]): Promise<number> {
     ...(s("init") !== undefined ? { init: parseChoice(s("init")!, "--init", INIT_MODES) as InitMode } : {}),
   };
   validateResumeCell(cell);
-  const [o] = await resumeIsolated([{ cell, dir, fromExisting }]);
+  const [o] = await resumeIsolated([{ cell, dir, fromExisting }], { timeoutMs });
   if (!o!.result || o!.fault !== null) {
     humanOutput(jsonPath).write(`${resumeCellId(cell)}\n  fail isolation: ${o!.fault}\n`);
     if (jsonPath) writeOutputFile(jsonPath, toJsonText({ kind: "resume", results: [{ id: resumeCellId(cell), checks: [sectionCheck(undefined, o!.fault)] }], summary: { cells: 1, passed: 0, failed: 1, skipped: 0 } }));
@@ -104,7 +107,13 @@ export async function run(argv: string[]): Promise<number> {
 }
 
 /** A matrix's resume section; with a subject, every correct case's configuration with that subject. */
-export async function runResumeMatrix(name: string, jsonPath: string | undefined, subject?: string, io: SectionIO = {}): Promise<SectionResult> {
+export async function runResumeMatrix(
+  name: string,
+  jsonPath: string | undefined,
+  subject?: string,
+  io: SectionIO = {},
+  isolated: IsolatedOptions = {},
+): Promise<SectionResult> {
   const { resumeCases, resumeCasesFor, resumeSections } = await import("../matrix/resume.ts");
   const info = subject === undefined ? undefined : await subjectInfo(subject); // bad input is exit 2 first
   return runSection<ReturnType<typeof resumeCases>[number], ResumeResult>(
@@ -113,7 +122,7 @@ export async function runResumeMatrix(name: string, jsonPath: string | undefined
       matrix: name,
       cases: subject === undefined ? resumeCases(name) : resumeCasesFor(name, subject, info?.tolerance),
       sections: Object.keys(resumeSections()),
-      runAll: async (cases) => resumeIsolated(cases.map((cell) => ({ cell }))),
+      runAll: async (cases) => resumeIsolated(cases.map((cell) => ({ cell })), isolated),
       idOf: resumeCellId,
       checkOf: (r) => r.checks[0]!,
       ...(subject !== undefined ? { subject } : {}),

@@ -18,7 +18,7 @@ import { runResumeMatrix } from "./resume.ts";
 import { runRegressionSection } from "./regressions.ts";
 import { sectionProgress, type SectionIO } from "./section.ts";
 import { sectionsFailed, sectionSummaryText, type SectionResult } from "../harness/results/sections.ts";
-import { subjectInfo } from "../harness/run/isolated.ts";
+import { subjectInfo, type IsolatedOptions } from "../harness/run/isolated.ts";
 import { BUILTIN_SUBJECTS, isExternalSpec } from "../harness/subject/registry.ts";
 
 export const spec: CommandSpec = {
@@ -56,23 +56,33 @@ export const spec: CommandSpec = {
  * filter or a shard selects cells. (Every subject of a whole run also meets the matrix's regression cells:
  * cli/regressions.ts.)
  */
-async function runOptimizerSections(matrix: string, results: readonly { cell: { subject: string } }[], io: SectionIO & { out: NodeJS.WritableStream }): Promise<SectionResult[]> {
+async function runOptimizerSections(
+  matrix: string,
+  results: readonly { cell: { subject: string } }[],
+  io: SectionIO & { out: NodeJS.WritableStream },
+  isolated: IsolatedOptions,
+): Promise<SectionResult[]> {
   const { trainSections } = await import("../matrix/train.ts");
   const { resumeSections } = await import("../matrix/resume.ts");
   const sections: SectionResult[] = [];
   for (const spec of new Set(results.map((r) => r.cell.subject))) {
     if (isExternalSpec(spec) || (await subjectInfo(spec)).shape !== "optimizer") continue;
     io.out.write(`${spec} is an optimizer-owned clipper: the ${matrix} matrix's train and resume sections run with it\n`);
-    if (Object.hasOwn(trainSections(), matrix)) sections.push(await runTrainMatrix(matrix, undefined, spec, io));
-    if (Object.hasOwn(resumeSections(), matrix)) sections.push(await runResumeMatrix(matrix, undefined, spec, io));
+    if (Object.hasOwn(trainSections(), matrix)) sections.push(await runTrainMatrix(matrix, undefined, spec, io, isolated));
+    if (Object.hasOwn(resumeSections(), matrix)) sections.push(await runResumeMatrix(matrix, undefined, spec, io, isolated));
   }
   return sections;
 }
 
 /** The sections a whole run judges after its cells, in the order they run: regression, then train and resume. */
-async function runSections(matrix: string, results: readonly { cell: { subject: string } }[], io: SectionIO & { out: NodeJS.WritableStream }): Promise<SectionResult[]> {
-  const regression = await runRegressionSection(matrix, [...new Set(results.map((r) => r.cell.subject))], io);
-  return [...(regression ? [regression] : []), ...(await runOptimizerSections(matrix, results, io))];
+async function runSections(
+  matrix: string,
+  results: readonly { cell: { subject: string } }[],
+  io: SectionIO & { out: NodeJS.WritableStream },
+  isolated: IsolatedOptions,
+): Promise<SectionResult[]> {
+  const regression = await runRegressionSection(matrix, [...new Set(results.map((r) => r.cell.subject))], io, isolated);
+  return [...(regression ? [regression] : []), ...(await runOptimizerSections(matrix, results, io, isolated))];
 }
 
 /** The options of a run from its flags, every value checked before anything runs (exit 2). */
@@ -121,7 +131,7 @@ export async function run(argv: string[]): Promise<number> {
   if (output.stopped) out.write(`--bail: stopped at the first unexpected failure, after ${output.results.length} cells\n`);
   const whole = str(v, "filter") === undefined && str(v, "exclude") === undefined && options.shard === undefined && !output.stopped;
   // the result file and the reports are written once every section has run, so that they hold its verdict too
-  const sections = whole ? await runSections(matrix.name, output.results, { out, ...(progress ? { progress: sectionProgress(process.stderr) } : {}) }) : [];
+  const sections = whole ? await runSections(matrix.name, output.results, { out, ...(progress ? { progress: sectionProgress(process.stderr) } : {}) }, { timeoutMs: options.timeoutMs, heapMb: options.workerHeapMb, workers: options.workers }) : [];
   for (const s of sections) out.write(`${sectionSummaryText(s)}\n`);
   if (jsonPath) writeOutputFile(jsonPath, JSON.stringify(jsonReport(output.results, output.summary, output.catchBy, sections), null, 2) + "\n");
   for (const path of (await reports?.finish(output.results, output.summary, output.notes, { backend: output.backend, catchBy, sections })) ?? []) {

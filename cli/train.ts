@@ -7,7 +7,8 @@
 import { InputError } from "../harness/errors.ts";
 import { parseLayout } from "../harness/layout/layout.ts";
 import { getModel } from "../harness/model/models.ts";
-import { sectionCheck, subjectInfo, trainIsolated } from "../harness/run/isolated.ts";
+import { sectionCheck, subjectInfo, trainIsolated, type IsolatedOptions } from "../harness/run/isolated.ts";
+import { DEFAULT_TIMEOUT_MS } from "../harness/run/pool.ts";
 import { ALL_REGIMES, type Regime } from "../harness/gradients/regimes.ts";
 import { DTYPES } from "../harness/spec/cell.ts";
 import { ADAMW } from "../harness/training/adamw.ts";
@@ -34,6 +35,7 @@ export const spec: CommandSpec = {
     norm: { type: "string", value: "2|1|inf|P", description: "the clip's norm type", default: "2" },
     init: { type: "string", value: INIT_MODES.join("|"), description: "initial values: per PP stage (tied copies start different) or the same everywhere", default: "per-stage" },
     seed: { type: "string", value: "N", description: "generator seed", default: "0" },
+    "timeout-s": { type: "string", value: "S", description: "wall-clock limit of one subject phase (a clip, an afterInit) in seconds", default: String(DEFAULT_TIMEOUT_MS / 1000) },
     json: { type: "string", value: "FILE", description: "write the result as JSON" },
     matrix: { type: "string", value: "NAME", description: "run the train section of a matrix (cpu): correct cells must pass, known-bad ones fail; with --subject, every correct cell's configuration with that subject" },
   },
@@ -46,10 +48,11 @@ export async function run(argv: string[]): Promise<number> {
   const s = (k: string) => str(v, k);
   const jsonPath = s("json");
   if (jsonPath !== undefined) assertWritableFile(jsonPath, "--json");
+  const timeoutMs = parseInteger(s("timeout-s")!, "--timeout-s", { min: 1, max: 86_400 }) * 1000;
   const matrix = s("matrix");
   if (matrix !== undefined) {
     assertOnlyJsonWithMatrix(v, positionals, "train");
-    return sectionExitCode(await runTrainMatrix(matrix, jsonPath, given(v, "subject") ? s("subject") : undefined));
+    return sectionExitCode(await runTrainMatrix(matrix, jsonPath, given(v, "subject") ? s("subject") : undefined, {}, { timeoutMs }));
   }
   const layoutTexts = [...(list(v, "layouts") ?? []), ...positionals];
   if (list(v, "layouts") === undefined) {
@@ -69,7 +72,7 @@ export async function run(argv: string[]): Promise<number> {
     init: parseChoice(s("init")!, "--init", INIT_MODES) as InitMode,
   };
   validateTrainCell(cell);
-  const [o] = await trainIsolated([cell]);
+  const [o] = await trainIsolated([cell], { timeoutMs });
   if (!o!.result || o!.fault !== null) {
     humanOutput(jsonPath).write(`${trainId(cell)}\n  fail isolation: ${o!.fault}\n`);
     if (jsonPath) writeOutputFile(jsonPath, toJsonText({ kind: "train", results: [{ id: trainId(cell), check: sectionCheck(undefined, o!.fault) }], summary: { cells: 1, passed: 0, failed: 1, skipped: 0 } }));
@@ -83,7 +86,13 @@ export async function run(argv: string[]): Promise<number> {
 }
 
 /** A matrix's train section; with a subject, every correct case's configuration with that subject. */
-export async function runTrainMatrix(name: string, jsonPath: string | undefined, subject?: string, io: SectionIO = {}): Promise<SectionResult> {
+export async function runTrainMatrix(
+  name: string,
+  jsonPath: string | undefined,
+  subject?: string,
+  io: SectionIO = {},
+  isolated: IsolatedOptions = {},
+): Promise<SectionResult> {
   const { trainCases, trainCasesFor, trainSections } = await import("../matrix/train.ts");
   if (subject !== undefined) await subjectInfo(subject); // bad input (no such subject, a module that does not load) is exit 2 first
   return runSection<ReturnType<typeof trainCases>[number], TrainResult>(
@@ -92,7 +101,7 @@ export async function runTrainMatrix(name: string, jsonPath: string | undefined,
       matrix: name,
       cases: subject === undefined ? trainCases(name) : trainCasesFor(name, subject),
       sections: Object.keys(trainSections()),
-      runAll: (cases) => trainIsolated(cases),
+      runAll: (cases) => trainIsolated(cases, isolated),
       idOf: trainId,
       checkOf: (r) => r.check,
       ...(subject !== undefined ? { subject } : {}),

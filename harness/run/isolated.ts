@@ -39,6 +39,21 @@ function outcome<R>(o: JobOutcome | undefined): Isolated<R> {
   return { result: o.result as R, fault: null };
 }
 
+/** A train job: the cell, and the limit of one subject phase the world applies (the pool's is this plus a grace). */
+export interface TrainJobInput {
+  cell: TrainCell;
+  timeoutMs: number;
+}
+
+/** A resume job: the cell, where its checkpoint goes, and the phase limit as for a train job. */
+export interface ResumeJobInput {
+  cell: ResumeCell;
+  dir?: string;
+  fromExisting?: boolean;
+  scratchDir?: string;
+  timeoutMs: number;
+}
+
 /** Each step runs the clip once per layout; the initial sync and the comparisons take a few more phases. */
 function trainDeadline(c: TrainCell, timeoutMs: number): number {
   return timeoutMs * (c.steps + 2) * Math.max(1, c.layouts.length);
@@ -46,7 +61,7 @@ function trainDeadline(c: TrainCell, timeoutMs: number): number {
 
 export async function trainIsolated(cells: readonly TrainCell[], options: IsolatedOptions = {}): Promise<Isolated<TrainResult>[]> {
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-  const jobs: Job[] = cells.map((c, index) => ({ index, kind: "train", input: c, deadlineMs: trainDeadline(c, timeoutMs) }));
+  const jobs: Job[] = cells.map((cell, index) => ({ index, kind: "train", input: { cell, timeoutMs } satisfies TrainJobInput, deadlineMs: trainDeadline(cell, timeoutMs) }));
   return (await runJobs(jobs, { timeoutMs, heapMb: options.heapMb, workers: options.workers })).map((o) => outcome<TrainResult>(o));
 }
 
@@ -62,7 +77,7 @@ export async function resumeIsolated(
     // the uninterrupted run, the run to the checkpoint and the resumed run: about three trainings
     const jobs: Job[] = inputs.map((input, index) => {
       if (!input.dir) scratch.set(index, ownScratch("clip-parity-resume-"));
-      return { index, kind: "resume", input: { ...input, scratchDir: scratch.get(index) }, deadlineMs: timeoutMs * (input.cell.steps + 2) * 3 };
+      return { index, kind: "resume", input: { ...input, scratchDir: scratch.get(index), timeoutMs } satisfies ResumeJobInput, deadlineMs: timeoutMs * (input.cell.steps + 2) * 3 };
     });
     return (
       await runJobs(jobs, {

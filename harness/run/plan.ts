@@ -11,7 +11,7 @@ import { runCell } from "./cell.ts";
 import type { Subject } from "../subject/api.ts";
 import { isSubjectPath } from "../subject/registry.ts";
 import { ClipParityError } from "../errors.ts";
-import { DEFAULT_TIMEOUT_MS, probeSubjects, WorkerPool } from "./pool.ts";
+import { CELL_DEADLINE_PHASES, DEFAULT_TIMEOUT_MS, probeSubjects, WorkerPool } from "./pool.ts";
 
 export interface PlanRank {
   rank: number;
@@ -37,6 +37,8 @@ export interface PlanJobInput {
   layout: ValidLayout;
   dtype: Cell["dtype"];
   subject: string;
+  /** Wall-clock limit of the subject's meta run, ms. */
+  timeoutMs: number;
 }
 
 export type PlanSubjectResult = PlanResult["subjects"][number];
@@ -44,7 +46,7 @@ export type PlanSubjectResult = PlanResult["subjects"][number];
 /** Runs one subject on the meta backend (in a worker: worker.ts) and keeps what plan reports. */
 export async function planSubject(input: PlanJobInput, subject: Subject): Promise<PlanSubjectResult> {
   const cell: Cell = { subject: input.subject, layout: input.layout, model: input.model, dtype: input.dtype, normType: 2, regime: "active", seed: 0 };
-  const r: CellResult = await runCell(cell, { backend: "meta", subject, timeoutMs: PLAN_TIMEOUT_MS });
+  const r: CellResult = await runCell(cell, { backend: "meta", subject, timeoutMs: input.timeoutMs });
   const worst = r.memory.reduce((a, b) => (b.scratchPeakBytes > a.scratchPeakBytes ? b : a));
   return {
     subject: input.subject,
@@ -60,8 +62,8 @@ export async function planSubject(input: PlanJobInput, subject: Subject): Promis
   };
 }
 
-/** A meta run at the scale of thousands of ranks takes long: an hour per subject phase. */
-const PLAN_TIMEOUT_MS = 3_600_000;
+/** A meta run at the scale of thousands of ranks takes long: the default limit is an hour per subject phase. */
+export const PLAN_TIMEOUT_MS = 3_600_000;
 
 /**
  * Runs each subject once on the meta backend (shapes and bytes, no values), each in a worker of the
@@ -73,16 +75,17 @@ export async function planCells(
   dtype: Cell["dtype"],
   subjects: readonly string[],
   progress?: PlanProgress,
-  options: { heapMb?: number } = {},
+  options: { heapMb?: number; timeoutMs?: number } = {},
 ): Promise<PlanResult> {
+  const timeoutMs = options.timeoutMs ?? PLAN_TIMEOUT_MS;
   getModel(model);
-  await probeSubjects(subjects.filter(isSubjectPath), DEFAULT_TIMEOUT_MS, options.heapMb);
+  await probeSubjects(subjects.filter(isSubjectPath), Math.min(DEFAULT_TIMEOUT_MS, timeoutMs), options.heapMb);
   const out: PlanResult = { model, layout: formatLayout(layout), dtype, subjects: [] };
-  const pool = new WorkerPool({ workers: 1, timeoutMs: PLAN_TIMEOUT_MS, heapMb: options.heapMb });
+  const pool = new WorkerPool({ workers: 1, timeoutMs, heapMb: options.heapMb });
   try {
     for (const [i, name] of subjects.entries()) {
       progress?.(name, i, subjects.length, worldSize(layout));
-      const o = await pool.submit({ index: i, kind: "plan", input: { model, layout, dtype, subject: name } satisfies PlanJobInput, deadlineMs: PLAN_TIMEOUT_MS });
+      const o = await pool.submit({ index: i, kind: "plan", input: { model, layout, dtype, subject: name, timeoutMs } satisfies PlanJobInput, deadlineMs: CELL_DEADLINE_PHASES * timeoutMs });
       if (o.fault !== null || o.result === undefined) throw new ClipParityError("E_ISOLATION", `plan: subject ${name}: isolation: ${o.fault ?? "no result"}`, 1);
       out.subjects.push(o.result as PlanSubjectResult);
     }

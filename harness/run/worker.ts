@@ -19,8 +19,7 @@
 import { workerData, type MessagePort } from "node:worker_threads";
 import type { Subject } from "../subject/api.ts";
 import { isSubjectPath, loadSubject } from "../subject/registry.ts";
-import type { TrainCell } from "../training/train-parity.ts";
-import type { ResumeCell } from "../training/resume.ts";
+import type { ResumeJobInput, TrainJobInput } from "./isolated.ts";
 import type { FuzzJobInput } from "../fuzz/fuzz.ts";
 import type { FuzzCase } from "../fuzz/case.ts";
 import type { PlanJobInput } from "./plan.ts";
@@ -104,13 +103,19 @@ const HANDLERS: Record<Job["kind"], Handler> = {
     const { planSubject } = await import("./plan.ts");
     return planSubject(input, await subjectFor(input.subject));
   },
-  train: async (cell: TrainCell) => {
+  train: async ({ cell, timeoutMs }: TrainJobInput) => {
     const { runTrain } = await import("../training/train-parity.ts");
-    return runTrain(cell, { subject: await subjectFor(cell.subject) });
+    return runTrain(cell, { subject: await subjectFor(cell.subject), timeoutMs });
   },
-  resume: async (input: { cell: ResumeCell; dir?: string; fromExisting?: boolean; scratchDir?: string }) => {
+  resume: async (input: ResumeJobInput) => {
     const { runResume } = await import("../training/resume.ts");
-    return runResume(input.cell, { subject: await subjectFor(input.cell.subject), dir: input.dir, fromExisting: input.fromExisting, scratchDir: input.scratchDir });
+    return runResume(input.cell, {
+      subject: await subjectFor(input.cell.subject),
+      dir: input.dir,
+      fromExisting: input.fromExisting,
+      scratchDir: input.scratchDir,
+      timeoutMs: input.timeoutMs,
+    });
   },
   replay: async (input: { path: string; subject?: string }) => {
     const { replayCaseFile } = await import("../fuzz/replay.ts");

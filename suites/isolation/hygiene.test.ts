@@ -95,3 +95,18 @@ describe("bad environment and paths: one line, exit 2, before anything runs", ()
     expect(performance.now() - started).toBeLessThan(30_000);
   });
 });
+
+describe("plan, train and resume take --timeout-s: a clip that never returns ends the job in seconds, not the default limit", () => {
+  it.each([
+    ["plan", ["plan", "--model", "llama3-debug", "--layout", "tp2", "--subject", S("busy-loop.js"), "--timeout-s", "2"], /isolation/],
+    ["train", ["train", "--layouts", "tp2", "dp_shard2", "--model", "llama3-debug", "--subject", S("busy-loop.js"), "--steps", "1", "--timeout-s", "2"], /fail isolation/],
+    ["resume", [...RESUME, "--subject", S("busy-loop.js"), "--timeout-s", "2"], /fail isolation/],
+  ])("%s", { timeout: 90_000 }, async (_command, args, said) => {
+    const started = performance.now();
+    const r = await clipParity(args, {});
+    expect(r.code, r.stdout + r.stderr).toBe(1);
+    expect(r.stdout + r.stderr).toMatch(said);
+    // the default phase limit is 60 s (an hour for plan): 2 s plus the grace, worker start and load stay far under it
+    expect(performance.now() - started).toBeLessThan(40_000);
+  });
+});
