@@ -29,6 +29,11 @@ export interface ReportMeta {
 /** subject -> the checks that must catch it (a known-bad subject's `catchBy`). */
 export type CatchBy = Readonly<Record<string, readonly string[]>>;
 
+/** A subject's declared catchBy: own keys only, since a subject may be named `constructor` or `__proto__`. */
+export function declaredCatchBy(catchBy: CatchBy | undefined, subject: string): readonly string[] | undefined {
+  return catchBy !== undefined && Object.hasOwn(catchBy, subject) ? catchBy[subject] : undefined;
+}
+
 export type Outcome = "pass" | "fail" | "skip";
 
 export function outcomeOf(c: Pick<CellJson, "checks">): Outcome {

@@ -8,7 +8,7 @@
  * subject that none of its declared checks caught is an unexpected result and is listed as "missed".
  */
 import type { CellJson } from "../harness/results/schema.ts";
-import { failedChecks, type CatchBy } from "./common.ts";
+import { declaredCatchBy, failedChecks, type CatchBy } from "./common.ts";
 import { messageBody } from "../harness/results/text.ts";
 
 export interface FailureGroup {
@@ -68,7 +68,7 @@ export function failureDigest(cells: readonly CellJson[], catchBy: CatchBy = {})
       const key = `${c.subject}\u0000${x.id}`;
       let g = groups.get(key);
       if (!g) {
-        const declared = catchBy[c.subject];
+        const declared = declaredCatchBy(catchBy, c.subject);
         const kind = declared === undefined ? "unexpected" : declared.includes(x.id) ? "declared" : "also";
         g = { subject: c.subject, check: x.id, kind, catchBy: declared ?? [], cells: [], firstMessage: messageBody(x.message), messages: [], shapes: new Set() };
         groups.set(key, g);
@@ -89,7 +89,7 @@ export function failureDigest(cells: readonly CellJson[], catchBy: CatchBy = {})
     .sort((a, b) => subjectOrder.indexOf(a.subject) - subjectOrder.indexOf(b.subject) || rank[a.kind] - rank[b.kind]);
   const missed: MissedCatch[] = [];
   for (const [subject, n] of ran) {
-    const declared = catchBy[subject];
+    const declared = declaredCatchBy(catchBy, subject);
     if (declared === undefined) continue;
     if (!all.some((g) => g.subject === subject && g.kind === "declared")) missed.push({ subject, catchBy: declared, cells: n });
   }

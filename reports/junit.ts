@@ -10,7 +10,7 @@
  * and resume sections follow, a <testsuite> each (sectionSuite).
  */
 import type { RunSummary } from "../harness/results/types.ts";
-import { describeRun, NOTHING_JUDGED, runVerdict, summaryText, VERDICT_TEXT, type ReportMeta } from "./common.ts";
+import { declaredCatchBy, describeRun, NOTHING_JUDGED, runVerdict, summaryText, VERDICT_TEXT, type ReportMeta } from "./common.ts";
 import { firstLine } from "../harness/results/text.ts";
 import { failureDigest, missedText } from "./groups.ts";
 import type { CellJson } from "../harness/results/schema.ts";
@@ -88,7 +88,7 @@ export function renderJunit(cells: readonly CellJson[], summary: RunSummary, met
       n.time += time;
       const open = `    <testcase name="${attr(cell.id)}" classname="${attr(subject)}" time="${time.toFixed(3)}"`;
       const failed = cell.checks.filter((x) => x.status === "fail");
-      const declared = meta.catchBy?.[subject];
+      const declared = declaredCatchBy(meta.catchBy, subject);
       if (failed.length && declared !== undefined) {
         // a known-bad subject failing is what it is for: green in CI, the checks that caught it kept as a property
         const caught = failed.map((x) => `${x.id}${declared.includes(x.id) ? "" : " (not in its catchBy)"}: ${firstLine(x.message)}`).join("; ");
@@ -106,11 +106,12 @@ export function renderJunit(cells: readonly CellJson[], summary: RunSummary, met
         cases.push(`${open}/>`);
       }
     }
-    const missed = meta.catchBy?.[subject] === undefined ? undefined : failureDigest(list, meta.catchBy).missed[0];
-    if (meta.catchBy?.[subject] !== undefined) {
+    const ownCatchBy = declaredCatchBy(meta.catchBy, subject);
+    const missed = ownCatchBy === undefined ? undefined : failureDigest(list, meta.catchBy).missed[0];
+    if (ownCatchBy !== undefined) {
       // the one test a known-bad subject can fail: none of the checks it declares caught it
       n.tests++;
-      const open = `    <testcase name="${attr(`caught by ${meta.catchBy[subject]!.join(" or ")}`)}" classname="${attr(subject)}" time="0.000"`;
+      const open = `    <testcase name="${attr(`caught by ${ownCatchBy.join(" or ")}`)}" classname="${attr(subject)}" time="0.000"`;
       if (missed) {
         n.failures++;
         cases.push(`${open}>\n      <failure message="${attr(missedText(missed))}" type="missed"/>\n    </testcase>`);

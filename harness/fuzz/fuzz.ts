@@ -12,8 +12,8 @@
 import { InputError } from "../errors.ts";
 import { commandLine, shellQuote } from "../util/shell.ts";
 import { createHash } from "node:crypto";
-import { mkdirSync, writeFileSync } from "node:fs";
 import { join, relative, resolve } from "node:path";
+import { writeFileAtomic } from "../util/fs.ts";
 import fc from "fast-check";
 import type { Subject } from "../subject/api.ts";
 import { validateLayout } from "../layout/layout.ts";
@@ -151,8 +151,7 @@ export async function explainFailure(
   const violations = min.kept ? await judge(c) : first;
   const path = replayPath(c, options.outDir);
   const ids = [...new Set(violations.map((v) => v.id))];
-  mkdirSync(resolve(path, ".."), { recursive: true });
-  writeFileSync(path, caseToFile(c, `fuzz counterexample: ${subject.name} fails ${ids.join(", ")}; found from seed ${details.seed} (fast-check path ${details.counterexamplePath}), then minimised`));
+  writeFileAtomic(path, caseToFile(c, `fuzz counterexample: ${subject.name} fails ${ids.join(", ")}; found from seed ${details.seed} (fast-check path ${details.counterexamplePath}), then minimised`));
   const builtin = await onBuiltinModels(c, subject, violations);
   const lines = [
     `fuzz: ${subject.name} fails ${ids.join(", ")} after ${details.numRuns} run(s), shrunk ${details.numShrinks} time(s) by fast-check ` +

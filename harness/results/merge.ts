@@ -53,7 +53,8 @@ export function mergeResults(inputs: readonly MergeInput[]): { file: ResultFile;
   assertDistinctShards(inputs);
   const cells: CellJson[] = [];
   const from = new Map<string, { cell: CellJson; path: string }>();
-  const catchBy: Record<string, string[]> = {};
+  // no prototype: a subject may be named `constructor`
+  const catchBy: Record<string, string[]> = Object.create(null);
   // sections run only in a whole run, so at most one shard holds them: kept as that file had them
   const sections: SectionResult[] = [];
   let duplicates = 0;

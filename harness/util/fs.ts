@@ -5,7 +5,7 @@
  */
 import { accessSync, closeSync, constants, existsSync, fsyncSync, lstatSync, mkdirSync, openSync, readlinkSync, renameSync, rmSync, statSync, writeFileSync, writeSync } from "node:fs";
 import { dirname, resolve } from "node:path";
-import { InputError } from "../errors.ts";
+import { ClipParityError, InputError } from "../errors.ts";
 
 /** fsync of a directory makes a rename in it durable; some filesystems refuse it, which is harmless. */
 export function fsyncDir(dir: string): void {
@@ -82,6 +82,37 @@ function writeTarget(abs: string): { path: string; inPlace: boolean; fd?: number
  * would replace it with a regular file.
  */
 export function writeFileAtomic(path: string, data: string | Uint8Array, mode = 0o644): void {
+  try {
+    writeUnchecked(path, data, mode);
+  } catch (err) {
+    throw writeError(path, err);
+  }
+}
+
+/**
+ * A failed write as one line naming the path and the system's reason (a full disk, a read-only or
+ * missing folder), exit 2: a stack trace from inside fs says neither. Other errors pass through.
+ */
+export function writeError(path: string, err: unknown): unknown {
+  const e = err as NodeJS.ErrnoException;
+  if (err instanceof ClipParityError || typeof e?.code !== "string" || !e.code.startsWith("E")) return err;
+  const why = WRITE_FAILURES[e.code] ?? e.message.replace(/,.*$/, "");
+  return new ClipParityError("E_WRITE", `${path}: could not write it (${e.code}: ${why}); it is left as it was`, 2);
+}
+
+const WRITE_FAILURES: Record<string, string> = {
+  ENOSPC: "no space left on the device",
+  EDQUOT: "disk quota exceeded",
+  EROFS: "read-only file system",
+  EACCES: "permission denied",
+  EPERM: "operation not permitted",
+  EIO: "input/output error",
+  ENOENT: "a folder on the path does not exist",
+  ENOTDIR: "a part of the path is a file, not a folder",
+  EISDIR: "it is a folder",
+};
+
+function writeUnchecked(path: string, data: string | Uint8Array, mode: number): void {
   const target = writeTarget(resolve(path));
   if (target.fd !== undefined) {
     writeDescriptor(target.fd, data);
