@@ -32,6 +32,8 @@ from torch.distributed.tensor.debug import CommDebugMode
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import st_io  # noqa: E402
+import support  # noqa: E402 - one module per framework (adapters/torch/support/__init__.py)
+from support import JobError  # noqa: E402
 
 # Mirrors PROTOCOL_VERSION in harness/external/torch/protocol.ts (suites/torch/protocol.test.ts checks it).
 PROTOCOL_VERSION = 3
@@ -250,10 +252,6 @@ except Exception:  # noqa: BLE001 - older/newer torch: fall back to the registry
 # ---- one cell -------------------------------------------------------------------------------------------
 
 
-class JobError(Exception):
-    """A job this adapter cannot run (a protocol mismatch, a malformed job): an adapter error, not the target's."""
-
-
 def check_job(job: dict) -> None:
     version = job.get("protocol")
     if version != PROTOCOL_VERSION:
@@ -314,15 +312,18 @@ def mesh_axes(layout: dict) -> dict[str, list[str]]:
     }
 
 
-def build_meshes(layout: dict, device_type: str) -> dict:
+def build_meshes(layout: dict, device_type: str, plan: dict | None = None) -> dict:
     """The dense mesh (pp, dp_replicate, dp_shard, cp, tp) and the sparse mesh (pp, dp_replicate, efsdp, ep)
     over the same ranks, row-major (SPEC section 3); each parameter lives on its stage's sub-mesh (without pp),
-    trimmed to the axes of mesh_axes()."""
+    trimmed to the axes of mesh_axes(). With a framework's plan (support module MESHES), a mesh is built as the
+    framework builds it: its dimension names, several layout axes folded into one dimension where it folds
+    them (torchtitan's fsdp = dp_shard x cp), the dimensions of size 1 dropped; the harness's own meshes are
+    built too (under "harness"), since the cell's gradients arrive as their local blocks."""
     world = dist.get_world_size()
     axes = mesh_axes(layout)
     sizes = axes["sizes"]
     ranks = torch.arange(world)
-    out: dict = {"axes": axes, "pp": None}
+    out: dict = {"axes": axes, "pp": None, "plan": {}}
     full = {}
     for name, all_axes in (("dense", DENSE_AXES), ("sparse", SPARSE_AXES)):
         keep = ["pp"] + axes[name]
@@ -333,6 +334,24 @@ def build_meshes(layout: dict, device_type: str) -> dict:
         full[name] = mesh
         out[name] = mesh[tuple(axes[name])]
     out["pp"] = full["dense"]["pp"]
+    for name, dims in (plan or {}).items():
+        # each dimension's layout axes are adjacent in the harness's row-major order, so folding them keeps the ranks
+        all_axes = DENSE_AXES if name == "dense" else SPARSE_AXES
+        order = [a for _, held in dims for a in held]
+        if order != [a for a in all_axes if a in order]:
+            raise JobError(f"support plan for the {name} mesh folds {order}, not in the mesh's order {list(all_axes)}")
+        kept = [(d, held) for d, held in dims if math.prod(sizes[a] for a in held) > 1]
+        if not kept:
+            continue  # every dimension of size 1: the framework builds no such mesh (plain tensors, or the dense one)
+        dim_sizes = [sizes["pp"]] + [math.prod(sizes[a] for a in held) for _, held in kept]
+        m = DeviceMesh(device_type, ranks.reshape(dim_sizes), mesh_dim_names=("pp", *[d for d, _ in kept]))
+        full[f"plan-{name}"] = m
+        out["plan"][name] = (m[tuple(d for d, _ in kept)], kept)
+    if out["plan"]:
+        # one group per pipeline stage (every rank creates every group, as new_group requires)
+        stages = ranks.reshape(sizes["pp"], -1).tolist()
+        groups_by_stage = [dist.new_group(r) for r in stages]
+        out["stage_group"] = groups_by_stage[dist.get_rank() // len(stages[0])]
     groups = {id(g): g for mesh in full.values() for g in mesh.get_all_groups()}
     groups.setdefault(id(dist.group.WORLD), dist.group.WORLD)
     out["groups"] = list(groups.values())
@@ -348,30 +367,9 @@ def set_collective_timeout(groups: list, timeout: timedelta) -> None:
         dist.set_timeout(timeout, g)
 
 
-class Mpu:
-    """A Megatron-style model-parallel unit over the layout: what Megatron-DeepSpeed passes to
-    deepspeed.initialize(mpu=...), and DeepSpeed's norm reduces over. Its model-parallel group is pp x tp
-    (Megatron's _MODEL_PARALLEL_GROUP: tensor and pipeline together), data parallel is dp_replicate x dp_shard x
-    cp. Built once per layout (every rank creates every group, as new_group requires)."""
-
-    def __init__(self, layout: dict):
-        pp, tp = layout["pp"], layout["tp"]
-        grid = torch.arange(dist.get_world_size()).reshape(pp, -1, tp)  # (pp, data, tp), row-major
-        rows = {  # each row one group's ranks
-            "model": grid.permute(1, 0, 2).reshape(-1, pp * tp),
-            "tensor_model": grid.reshape(-1, tp),
-            "pipeline_model": grid.permute(1, 2, 0).reshape(-1, pp),
-            "data": grid.permute(0, 2, 1).reshape(-1, grid.shape[1]),
-        }
-        self.groups = {kind: dist.new_subgroups_by_enumeration(r.tolist())[0] for kind, r in rows.items()}
-        for kind, g in self.groups.items():
-            setattr(self, f"get_{kind}_parallel_group", lambda g=g: g)
-            setattr(self, f"get_{kind}_parallel_rank", lambda g=g: dist.get_rank(g))
-            setattr(self, f"get_{kind}_parallel_world_size", lambda g=g: dist.get_world_size(g))
-
-
 def param_mesh(p: dict, job: dict, meshes: dict):
-    """(mesh, placements) of one physical copy. Experts stay on the sparse mesh unless the convention says
+    """((mesh, placements) on the harness's mesh, (mesh, placements) on the framework's or None) of one physical
+    copy. Experts stay on the sparse mesh unless the convention says
     that the framework keeps them on the dense mesh at ep = 1 (torchtitan): their efsdp split then runs over
     the dense axes dp_shard, cp and tp, which hold the same ranks in the same row-major order, so the local
     block is the same tensor and only the mesh it is a DTensor on changes."""
@@ -387,7 +385,17 @@ def param_mesh(p: dict, job: dict, meshes: dict):
     if missing:
         raise JobError(f"{p['fqn']}: mesh axes {p['meshAxes']} lack {missing} of the {name} mesh")
     # The placements on the axes the mesh keeps (a placement on a size-1 axis changes nothing).
-    return meshes[name], [placement(by_axis[a]) for a in keep]
+    harness = (meshes[name], [placement(by_axis[a]) for a in keep])
+    if name not in meshes["plan"]:
+        return harness, None
+    mesh, kept = meshes["plan"][name]
+    sizes, pls = axes["sizes"], []
+    for d, held in kept:
+        kinds = {json.dumps(by_axis.get(a, {"kind": "replicate"}), sort_keys=True) for a in held if sizes[a] > 1}
+        if len(kinds) > 1:
+            raise JobError(f"{p['fqn']}: the framework's mesh dimension {d} folds {list(held)}, on which the parameter is placed differently ({sorted(kinds)})")
+        pls.append(placement(json.loads(kinds.pop())) if kinds else Replicate())
+    return harness, (mesh, pls)
 
 
 class ParamsModel(torch.nn.Module):
@@ -405,181 +413,22 @@ class ParamsModel(torch.nn.Module):
         return iter([(prefix + n, p) for n, p in self._clip_parity_named])
 
 
-class Fsdp1Root:
-    """What FSDP1 (FullyShardedDataParallel with flat parameters) holds when a trainer clips after backward, built
-    from the cell: one root instance over every parameter (use_orig_params=False, the default), FULL_SHARD over
-    dp_shard, HYBRID_SHARD over (dp_replicate, dp_shard), NO_SHARD over dp_replicate alone; lazily initialised, as
-    the forward pass leaves it; its FlatParameter's .grad the rank's shard of the flattened gradients, which is what
-    its reduce-scatter leaves. FSDP1 shards the concatenation of all parameters, not each one by dim 0 as the
-    cell does, so the cell's full gradients are gathered to build that shard (before the monitored call) and
-    write_back() copies the clipped values into the cell's own local shards afterwards, for the checks."""
-
-    def __init__(self, cell: "Cell"):
-        from torch.distributed.fsdp import FullyShardedDataParallel, ShardingStrategy
-        from torch.distributed.fsdp._runtime_utils import _lazy_init
-
-        layout, names = cell.job["layout"], cell.meshes["dense"].mesh_dim_names
-        beyond = [f"{a}({layout[a]})" for a in ("pp", "cp", "tp", "ep") if layout[a] > 1]
-        if beyond:
-            raise JobError(f"FSDP1's flat parameters shard over dp_replicate and dp_shard only, the layout has {', '.join(beyond)}")
-        self.cell = cell
-        self.order = [(fqn, p) for fqn, p in cell.params]
-        if any(not p.clip_parity_canonical for _, p in self.order):
-            raise JobError("FSDP1 holds one copy of a tied parameter: the cell has a tied replica")
-        full = {fqn: p.grad.full_tensor() for fqn, p in self.order if p.grad is not None}
-        module = torch.nn.Module()
-        for i, (fqn, p) in enumerate(self.order):
-            module.register_parameter(f"p{i}", torch.nn.Parameter(torch.empty(p.shape, dtype=cell.dtype, device=cell.device)))
-        if "dp_replicate" in names and "dp_shard" in names:
-            how = {"sharding_strategy": ShardingStrategy.HYBRID_SHARD, "device_mesh": cell.meshes["dense"]}
-        elif "dp_replicate" in names:
-            how = {"sharding_strategy": ShardingStrategy.NO_SHARD, "process_group": cell.meshes["dense"].get_group("dp_replicate")}
-        else:
-            how = {"sharding_strategy": ShardingStrategy.FULL_SHARD, "process_group": cell.meshes["dense"].get_group("dp_shard")}
-        self.root = FullyShardedDataParallel(module, use_orig_params=False, sync_module_states=False, device_id=cell.device, **how)
-        # what a trainer's first forward and first clip leave behind, which every later step reuses
-        _lazy_init(self.root, self.root)
-        self.root._zero_scalar = torch.tensor(0.0, device=cell.device)
-        self.handle = self.root._handle
-        fp = self.handle.flat_param
-        if list(fp._fqns) != [f"p{i}" for i in range(len(self.order))]:
-            raise JobError(f"FSDP1 flattened the parameters as {list(fp._fqns)[:4]}..., not in module order")
-        pieces = []
-        slots = iter(self.order)
-        for numel, pad in zip(fp._numels_with_padding, fp._is_padding_mask):
-            g = None if pad else full.get(next(slots)[0])
-            pieces.append(torch.zeros(numel, dtype=cell.dtype, device=cell.device) if g is None else g.reshape(-1))
-        flat = torch.cat(pieces)
-        if self.handle.uses_sharded_strategy:
-            n, r = fp.numel(), self.handle.rank
-            flat = torch.nn.functional.pad(flat, (0, n * self.handle.world_size - flat.numel()))[r * n : (r + 1) * n]
-        # after backward FSDP1 holds a flat gradient when any parameter has one, zeros for the others
-        fp.grad = flat.clone() if full else None
-
-    def write_back(self) -> None:
-        """The clipped flat gradient into the cell's local shards (FSDP1's unsharded order, padding skipped)."""
-        g = self.handle.flat_param.grad
-        if g is None:  # the target dropped the flat gradient: so are the cell's copies (the harness reports them missing)
-            for _, p in self.order:
-                p.grad = None
-            return
-        if self.handle.uses_sharded_strategy:
-            parts = [torch.empty_like(g) for _ in range(self.handle.world_size)]
-            dist.all_gather(parts, g.contiguous(), group=self.root.process_group)
-            g = torch.cat(parts)
-        offset, slots = 0, iter(self.order)
-        for numel, pad in zip(self.handle.flat_param._numels_with_padding, self.handle.flat_param._is_padding_mask):
-            if not pad:
-                fqn, p = next(slots)
-                if p.grad is not None:
-                    block = self.cell.by_fqn[fqn]["block"]
-                    part = g[offset : offset + numel].view(p.shape)[tuple(slice(s, s + n) for s, n in zip(block["start"], block["len"]))]
-                    p.grad.to_local().copy_(part)
-            offset += numel
-
-
-class ZeroRoot:
-    """What DeepSpeed's ZeRO stage 1/2 optimizer (DeepSpeedZeroOptimizer, stage_1_and_2.py) holds when its step()
-    computes the norm, built from the cell: an engine from deepspeed.initialize over a module of the cell's
-    parameters, each whole over the data-parallel axes and split over tp as a Megatron-DeepSpeed model splits it
-    (tensor_model_parallel set; the engine gets the layout's mpu, as Megatron-DeepSpeed passes one), in
-    the cell's dtype, the torch optimizer SGD(lr=0) inside it, and its averaged_gradients as the end of backward
-    leaves them at the accumulation boundary (independent_gradient_partition_epilogue: get_all_grad_tensors over
-    params_in_partition, then get_flat_partition): the rank's partition of the reduced gradients, piece by
-    parameter. The reduction itself is not rerun: every rank is given the reduced gradients, as FSDP1's shard is.
-    `partitions` are the flat float32 partitions step() builds from them and hands to unscale_and_clip_grads;
-    write_back() gathers the clipped partitions and copies them into the cell's own local shards."""
-
-    def __init__(self, cell: "Cell", stage: int):
-        import deepspeed
-        from deepspeed.accelerator import get_accelerator
-        from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
-
-        layout = cell.job["layout"]
-        beyond = [f"{a}({layout[a]})" for a in ("pp", "ep") if layout[a] > 1]
-        if beyond:
-            raise JobError(f"DeepSpeed ZeRO-2 is built here over dp_replicate, dp_shard, cp and tp only, the layout has {', '.join(beyond)}")
-        if any(not p.clip_parity_canonical for _, p in cell.params):
-            raise JobError("DeepSpeed ZeRO holds one copy of a tied parameter: the cell has a tied replica")
-        self.cell = cell
-        module = torch.nn.Module()
-        self.split: dict = {}  # fqn -> the placements of the module's tensor: the cell's on tp, Replicate elsewhere
-        self.grads = []
-        for i, (fqn, p) in enumerate(cell.params):
-            names = p.device_mesh.mesh_dim_names
-            split = [pl if n == "tp" and isinstance(pl, Shard) else Replicate() for n, pl in zip(names, p.placements)]
-            shape, _ = compute_local_shape_and_global_offset(p.shape, p.device_mesh, split)
-            mp = torch.nn.Parameter(torch.empty(shape, dtype=cell.dtype, device=cell.device))
-            mp.tensor_model_parallel = any(isinstance(pl, Shard) and p.device_mesh.size(d) > 1 for d, pl in enumerate(split))
-            if p.grad is not None:  # as every rank holds it once the data-parallel reduction is done
-                mp.grad = p.grad.redistribute(p.device_mesh, split).to_local()
-                self.grads.append(mp.grad)
-            self.split[fqn] = split
-            module.register_parameter(f"p{i}", mp)
-        config = {
-            "train_micro_batch_size_per_gpu": 1,
-            "gradient_clipping": float(cell.job["maxNorm"]),
-            "zero_optimization": {"stage": stage},
-            "zero_allow_untested_optimizer": True,
-            "steps_per_print": 2**31 - 1,
-        }
-        if cell.dtype == torch.bfloat16:
-            config["bf16"] = {"enabled": True}
-        elif cell.dtype == torch.float16:
-            config["fp16"] = {"enabled": True, "loss_scale": 1.0}  # static: the cell's gradients are not scaled
-        # always an mpu: DeepSpeed keeps the last engine's mpu process-wide (deepspeed.utils.groups.mpu), so an engine
-        # built without one after one built with one reads the stale one
-        mpu = cell.arg("mpu")
-        self.engine, self.optimizer, _, _ = deepspeed.initialize(
-            model=module, optimizer=torch.optim.SGD(module.parameters(), lr=0.0), config=config, mpu=mpu, dist_init_required=False)
-        opt = self.optimizer
-        if type(opt).__name__ != "DeepSpeedZeroOptimizer":
-            raise JobError(f"deepspeed.initialize built a {type(opt).__name__}, not the DeepSpeedZeroOptimizer of ZeRO stage {stage}")
-        fqn_of = {id(mp): fqn for mp, (fqn, _) in zip(module.parameters(), cell.params)}
-        self.offsets = [[(fqn_of[id(mp)], off) for mp, off in zip(group, opt.round_robin_bit16_offsets[i])] for i, group in enumerate(opt.round_robin_bit16_groups)]
-        self.shapes = {fqn_of[id(mp)]: mp.shape for mp in module.parameters()}
-        if opt.use_grad_accum_attribute:
-            for mp in module.parameters():
-                mp.grad_accum, mp.grad = mp.grad, None
-        self.partitions = []
-        for i in range(len(opt.bit16_groups)):
-            # a parameter without a gradient took no part in the loss: get_all_grad_tensors gives it zeros
-            opt.all_grad_tensors[i] = opt.get_all_grad_tensors(opt.params_in_partition[i], dtype=opt.gradient_accumulation_dtype)
-            opt.averaged_gradients[i] = opt.get_flat_partition(
-                opt.params_in_partition[i], opt.first_offset[i], opt.partition_size[i], dtype=opt.gradient_accumulation_dtype,
-                device=get_accelerator().current_device_name(), param_group_idx=i, return_tensor_list=True)
-            opt.all_grad_tensors[i] = None
-            last = dist.get_rank(group=opt.real_dp_process_group[i]) == dist.get_world_size(group=opt.real_dp_process_group[i]) - 1
-            flat = opt.flatten_dense_tensors_aligned(opt.averaged_gradients[i], int(opt.partition_size[i])) if last else opt.flatten(opt.averaged_gradients[i])
-            self.partitions.append(flat.to(opt.single_partition_of_fp32_groups[i].dtype))
-
-    def write_back(self) -> None:
-        """The clipped partitions, gathered over each group's data-parallel ranks, into the cell's local shards."""
-        opt = self.optimizer
-        for i, part in enumerate(self.partitions):
-            group = opt.real_dp_process_group[i]
-            parts = [torch.empty_like(part) for _ in range(dist.get_world_size(group=group))]
-            dist.all_gather(parts, part.contiguous(), group=group)
-            flat = torch.cat(parts)
-            for fqn, offset in self.offsets[i]:
-                p, shape = self.cell.param_by_fqn[fqn], self.shapes[fqn]
-                if p.grad is not None:
-                    clipped = flat[offset : offset + shape.numel()].view(shape)
-                    d = DTensor.from_local(clipped, p.device_mesh, self.split[fqn], run_check=False, shape=p.shape, stride=p.stride())
-                    p.grad.to_local().copy_(d.redistribute(p.device_mesh, p.grad.placements).to_local())
-
-    def close(self) -> None:
-        self.engine.destroy()
-        self.partitions.clear()
-
-
 UNSET = object()
 
 
 class Cell:
-    """One job's objects on this rank, built lazily: only what the convention asks for."""
+    """One job's objects on this rank, built lazily: only what the convention asks for.
+
+    The parameters are what the framework's users hold: plain tensors on one rank (no user builds a mesh for
+    one process: torchtitan wraps nothing when no parallelism is enabled, transformers' initialize_distributed_mesh
+    returns no mesh, a single-process accelerate or torch loop has none); otherwise DTensors on the framework's
+    meshes (support module MESHES) or, without a plan, the harness's. A parameter whose local block on the
+    framework's mesh differs from the cell's (torch.chunk over a folded dimension splits unevenly otherwise)
+    gets its block from the full gradient, and write_back copies the clipped values into the cell's block."""
 
     def __init__(self, job: dict, device: torch.device, meshes: dict, grads: dict):
+        from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+
         self.job = job
         self.device = device
         self.meshes = meshes
@@ -587,12 +436,15 @@ class Cell:
         self.params: list[tuple[str, torch.nn.Parameter]] = []
         self.local: dict[str, torch.nn.Parameter] | None = None
         self.local_grads: dict[str, torch.Tensor] = {}
+        self.cell_grads: dict[str, torch.Tensor] = {}  # fqn -> the cell's own local block (the mapped file)
+        self.rechunked: dict[str, tuple] = {}  # fqn -> (harness mesh, placements): block differs on the framework's mesh
         self.results: dict = {}
-        self.fsdp1: Fsdp1Root | None = None
-        self.zero: ZeroRoot | None = None
+        self.roots: dict = {}
+        plain = job["world"] == 1
         kw_cache: dict = {}
+        built = []
         for p in job["params"]:
-            mesh, pls = param_mesh(p, job, meshes)
+            (hmesh, hpls), fw = param_mesh(p, job, meshes)
             shape = [int(s) for s in p["globalShape"]]
             local_shape = [int(s) for s in p["block"]["len"]]
             g = None
@@ -603,14 +455,43 @@ class Cell:
                 if list(g.shape) != local_shape or g.dtype != self.dtype:
                     raise JobError(f"{p['fqn']}: gradient file holds {g.dtype} {list(g.shape)}, expected {self.dtype} {local_shape}")
                 g = g.to(device)
+                self.cell_grads[p["fqn"]] = g
             key = tuple(shape)
             kw = kw_cache.get(key)
             if kw is None:
                 kw = kw_cache[key] = {"run_check": False, "shape": torch.Size(shape), "stride": contiguous_stride(shape)}
-            # The parameter's values are never read by a clip: uninitialised memory costs nothing to make.
-            param = torch.nn.Parameter(DTensor.from_local(torch.empty(local_shape, dtype=self.dtype, device=device), mesh, pls, **kw))
-            if g is not None:
-                param.grad = DTensor.from_local(g, mesh, pls, **kw)
+            mesh, pls = fw if fw is not None else (hmesh, hpls)
+            lshape, offset = local_shape, [int(o) for o in p["block"]["start"]]
+            if fw is not None and not plain:
+                ls, off = compute_local_shape_and_global_offset(torch.Size(shape), mesh, pls)
+                lshape, offset = [int(n) for n in ls], [int(o) for o in off]
+            built.append((p, g, kw, hmesh, hpls, mesh, pls, lshape, offset, lshape != local_shape or offset != [int(o) for o in p["block"]["start"]]))
+        # Whether any rank's block differs on the framework's mesh: one flag per parameter, agreed by every rank
+        # (the full_tensor() that re-chunks one is a collective), outside the target's call.
+        # Whether any rank of the stage has a block that differs on the framework's mesh: one flag per parameter,
+        # agreed by the stage's ranks (they hold the same parameters; the full_tensor() that re-chunks one is a
+        # collective among them), outside the target's call.
+        differs = [False] * len(built)
+        if not plain and any(x[5] is not x[3] for x in built):
+            flags = torch.tensor([int(x[9]) for x in built], dtype=torch.int32, device=device)
+            dist.all_reduce(flags, op=dist.ReduceOp.MAX, group=meshes["stage_group"])
+            differs = [bool(f) for f in flags.tolist()]
+        for (p, g, kw, hmesh, hpls, mesh, pls, lshape, offset, _), rechunk in zip(built, differs):
+            if plain:
+                # one process: the full tensor is the local block
+                param = torch.nn.Parameter(torch.empty(kw["shape"], dtype=self.dtype, device=device))
+                if g is not None:
+                    param.grad = g
+            else:
+                # The parameter's values are never read by a clip: uninitialised memory costs nothing to make.
+                param = torch.nn.Parameter(DTensor.from_local(torch.empty(lshape, dtype=self.dtype, device=device), mesh, pls, **kw))
+                if g is not None:
+                    if rechunk:
+                        whole = DTensor.from_local(g, hmesh, hpls, **kw).full_tensor()
+                        g = whole[tuple(slice(o, o + n) for o, n in zip(offset, lshape))].clone()
+                        del whole
+                        self.rechunked[p["fqn"]] = (mesh, pls)
+                    param.grad = DTensor.from_local(g, mesh, pls, **kw)
             # What model.named_parameters() and a tie map would tell a trainer: its physical name, and (for tied
             # copies such as DeepSeek-V3's MTP embedding replica) that it is not the canonical copy.
             param.clip_parity_fqn = p["fqn"]
@@ -620,15 +501,25 @@ class Cell:
         self.by_fqn = {p["fqn"]: p for p in job["params"]}
         self.param_by_fqn = dict(self.params)
 
+    def local_grad(self, fqn: str) -> torch.Tensor:
+        """The cell's own local block of a gradient, which the checks read: where write-backs copy clipped values."""
+        return self.cell_grads[fqn]
+
+    def root(self, key: str, build):
+        """A framework object built for this cell alone (support modules: FSDP1's root, ZeRO's optimizer), once."""
+        if key not in self.roots:
+            self.roots[key] = build(self)
+        return self.roots[key]
+
     def local_params(self) -> list:
         """Plain parameters whose .grad is the very local tensor of the DTensor gradient (in-place clipping
         shows on both)."""
         if self.local is None:
             self.local = {}
             for fqn, param in self.params:
-                lp = torch.nn.Parameter(torch.empty(param.to_local().shape, dtype=self.dtype, device=self.device))
+                lp = torch.nn.Parameter(torch.empty(self.cell_grads[fqn].shape if fqn in self.cell_grads else [int(n) for n in self.by_fqn[fqn]["block"]["len"]], dtype=self.dtype, device=self.device))
                 if param.grad is not None:
-                    lp.grad = param.grad.to_local()
+                    lp.grad = self.cell_grads[fqn]
                     self.local_grads[fqn] = lp.grad
                 lp.clip_parity_fqn = fqn
                 lp.clip_parity_canonical = param.clip_parity_canonical
@@ -662,26 +553,6 @@ class Cell:
             return [g for fqn, g in self.local_grads.items() if self.by_fqn[fqn]["countedHere"]]
         if a == "local_grads":
             return [lp.grad for lp in self.local_params() if lp.grad is not None]
-        if a == "mpu":
-            if "mpu" not in self.meshes:
-                self.meshes["mpu"] = Mpu(job["layout"])
-                self.meshes["groups"].extend(self.meshes["mpu"].groups.values())
-            return self.meshes["mpu"]
-        if a == "grads_for_norm_deepspeed":
-            # BF16_Optimizer.get_grads_for_norm's selection, with DeepSpeed's own predicates: no pipeline tied
-            # replica, and a tensor-parallel duplicate only on tensor-parallel rank 0
-            from deepspeed.runtime.utils import is_model_parallel_parameter
-            from deepspeed.utils.bwc import bwc_tensor_model_parallel_rank
-            tp_rank = bwc_tensor_model_parallel_rank(mpu=self.arg("mpu"))
-            return [lp.grad for lp in self.local_params() if lp.grad is not None and not lp.ds_pipe_replicated and (tp_rank == 0 or is_model_parallel_parameter(lp))]
-        if a == "fsdp1_module":
-            if self.fsdp1 is None:
-                self.fsdp1 = Fsdp1Root(self)
-            return self.fsdp1.root
-        if a in ("zero_optimizer", "zero_grad_partitions"):
-            if self.zero is None:
-                self.zero = ZeroRoot(self, stage=2)
-            return self.zero.optimizer if a == "zero_optimizer" else self.zero.partitions
         if a == "max_norm":
             return float(job["maxNorm"])
         if a == "norm_type":
@@ -700,29 +571,35 @@ class Cell:
             return bool(job.get("expertsPresent", any(p["mesh"] == "sparse" for p in job["params"])))
         if a == "dist_backend":
             return dist.get_backend()
+        provided = support.all_sources().get(a)
+        if provided is not None:
+            return provided[1](self)
         raise JobError(f"unknown argument source {a!r}")
 
     def built_inputs(self) -> list:
-        """Gradient tensors an argument source built from the cell's (FSDP1's flat shard, ZeRO's gathered
-        gradients and flat partitions): inputs of the call, not scratch, for the monitor."""
-        g = self.fsdp1.handle.flat_param.grad if self.fsdp1 is not None else None
-        return ([] if g is None else [g]) + ([*self.zero.grads, *self.zero.partitions] if self.zero is not None else [])
+        """Gradient tensors built for the call from the cell's (FSDP1's flat shards, ZeRO's gathered gradients and
+        flat partitions, blocks re-chunked for a framework's mesh): inputs of the call, not scratch, for the monitor."""
+        rechunked = [self.param_by_fqn[f].grad.to_local() for f in self.rechunked if isinstance(self.param_by_fqn[f].grad, DTensor)]
+        return [t for r in self.roots.values() for t in r.inputs()] + rechunked
 
     def after_call(self) -> bool:
-        """Copies what the target clipped in tensors an argument source built back into the cell's own
-        (FSDP1's flat shard, ZeRO's partitions); whether there was any. Only after a call that returned: a raise
-        may have left some ranks out of the gathers this takes."""
-        if self.fsdp1 is not None:
-            self.fsdp1.write_back()
-        if self.zero is not None:
-            self.zero.write_back()
-        return self.fsdp1 is not None or self.zero is not None
+        """Copies what the target clipped in tensors built for it back into the cell's own blocks (FSDP1's flat
+        shards, ZeRO's partitions, re-chunked blocks); whether there was any. Only after a call that returned: a
+        raise may have left some ranks out of the gathers this takes."""
+        for r in self.roots.values():
+            r.write_back()
+        for fqn, _ in self.rechunked.items():
+            p, block = self.param_by_fqn[fqn], self.by_fqn[fqn]["block"]
+            if isinstance(p.grad, DTensor):
+                whole = p.grad.full_tensor()
+                self.cell_grads[fqn].copy_(whole[tuple(slice(s, s + n) for s, n in zip(block["start"], block["len"]))])
+        return bool(self.roots or self.rechunked)
 
     def close(self) -> None:
-        """Releases what an argument source built for this cell alone (ZeRO's engine)."""
-        if self.zero is not None:
-            self.zero.close()
-            self.zero = None
+        """Releases what was built for this cell alone (ZeRO's engine)."""
+        for r in self.roots.values():
+            r.close()
+        self.roots.clear()
 
     def clipped(self) -> list:
         """(fqn, local gradient) of every copy that has one, as the target left them."""
@@ -734,6 +611,8 @@ class Cell:
                 g = lp.grad  # the target replaced the local .grad instead of scaling it in place
             if g is None:
                 continue
+            if fqn in self.rechunked and g is param.grad:
+                g = self.cell_grads[fqn]  # written back by after_call
             local = g.to_local() if isinstance(g, DTensor) else g
             out.append((fqn, local.detach().to("cpu")))
         return out
@@ -865,8 +744,8 @@ def run_job(job: dict, device: torch.device, meshes: dict, targets: Targets) -> 
     post = Monitor(device)
     for _, param in cell.params:
         for t in (param, param.grad):
-            if isinstance(t, DTensor):
-                mon.known.add(_ptr(t.to_local()))
+            if isinstance(t, torch.Tensor):
+                mon.known.add(_ptr(t.to_local() if isinstance(t, DTensor) else t))
     for t in cell.built_inputs():
         mon.known.add(_ptr(t))
     used_kwargs: set = set()
@@ -961,12 +840,12 @@ class MeshCache:
         self.meshes: dict = {}
         self.build_seconds = 0.0
 
-    def get(self, layout: dict, device_type: str) -> dict:
-        key = json.dumps(layout, sort_keys=True)
+    def get(self, layout: dict, device_type: str, plan: dict | None = None) -> dict:
+        key = json.dumps([layout, plan], sort_keys=True)
         self.build_seconds = 0.0
         if key not in self.meshes:
             t0 = time.perf_counter()
-            self.meshes[key] = build_meshes(layout, device_type)
+            self.meshes[key] = build_meshes(layout, device_type, plan)
             self.build_seconds = time.perf_counter() - t0
         return self.meshes[key]
 
@@ -1069,7 +948,8 @@ def serve(session: str) -> None:
             check_job(job)
             if job["kind"] == "quit":
                 break
-            meshes = cache.get(job["layout"], device.type)
+            fw = support.module(support.framework_of(job.get("subject", "")) or "")
+            meshes = cache.get(job["layout"], device.type, getattr(fw, "MESHES", None))
             result = run_job(job, device, meshes, targets)
             result["timings"]["meshes"] = cache.build_seconds
         except Exception as e:  # noqa: BLE001 - an adapter-side failure (bad job, mesh build...)
