@@ -6,10 +6,13 @@
 import { Worker, MessageChannel, type MessagePort } from "node:worker_threads";
 import type { Backend } from "../backend/backend.ts";
 import type { JudgeCellInput, JudgeRequest, Prepared, Verdict } from "./judge.ts";
+import type { StatesRequest, StatesVerdict } from "./states.ts";
 
 export interface Judge {
   prepare(input: JudgeCellInput): Promise<Prepared>;
   judge(req: JudgeRequest, backend: Backend): Promise<Verdict>;
+  /** Training states compared (train.parity, resume.equal), read from `backend`'s store. */
+  states(req: StatesRequest, backend: Backend): Promise<StatesVerdict>;
 }
 
 /** The judge in this realm: the same functions, called directly. */
@@ -21,6 +24,10 @@ const inPlace: Judge = {
   async judge(req, backend) {
     const { judgeCell } = await import("./judge.ts");
     return judgeCell(req, backend);
+  },
+  async states(req, backend) {
+    const { judgeStates } = await import("./states.ts");
+    return judgeStates(req, backend);
   },
 };
 
@@ -37,8 +44,13 @@ export function currentJudge(): Judge {
 }
 
 /** A message to the judge thread, and its answer. */
-export type JudgeCall = { id: number; kind: "prepare"; input: JudgeCellInput } | { id: number; kind: "judge"; req: JudgeRequest; ticket: string };
-export type JudgeAnswer = { id: number; ok: true; value: Prepared | Verdict } | { id: number; ok: false; error: { name: string; message: string; code: string | null; exitCode: number | null } };
+export type JudgeCall =
+  | { id: number; kind: "prepare"; input: JudgeCellInput }
+  | { id: number; kind: "judge"; req: JudgeRequest; ticket: string }
+  | { id: number; kind: "states"; req: StatesRequest; ticket: string };
+export type JudgeAnswer = { id: number; ok: true; value: Prepared | Verdict | StatesVerdict } | { id: number; ok: false; error: { name: string; message: string; code: string | null; exitCode: number | null } };
+
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 
 /** The judge's error again on this side: an input error keeps its code and exit code 2. */
 function rebuilt(e: { name: string; message: string; code: string | null; exitCode: number | null }): Error {
@@ -77,7 +89,7 @@ export function startJudgeThread(): Judge {
     else w.reject(rebuilt(a.error));
   });
   port.unref();
-  const call = <T>(msg: { kind: "prepare"; input: JudgeCellInput } | { kind: "judge"; req: JudgeRequest; ticket: string }): Promise<T> =>
+  const call = <T>(msg: DistributiveOmit<JudgeCall, "id">): Promise<T> =>
     new Promise<T>((resolve, reject) => {
       if (dead) return reject(dead);
       const id = next++;
@@ -88,15 +100,18 @@ export function startJudgeThread(): Judge {
     }).finally(() => {
       if (waiting.size === 0) port.unref();
     });
+  /** A call that reads `backend`'s store: offered for this call only, taken back if the judge never redeemed it. */
+  const withStore = async <T>(backend: Backend, send: (ticket: string) => Promise<T>): Promise<T> => {
+    const ticket = backend.share();
+    try {
+      return await send(ticket);
+    } finally {
+      backend.withdraw(ticket);
+    }
+  };
   return Object.freeze({
     prepare: (input: JudgeCellInput) => call<Prepared>({ kind: "prepare", input }),
-    judge: async (req: JudgeRequest, backend: Backend) => {
-      const ticket = backend.share();
-      try {
-        return await call<Verdict>({ kind: "judge", req, ticket });
-      } finally {
-        backend.withdraw(ticket);
-      }
-    },
+    judge: (req: JudgeRequest, backend: Backend) => withStore(backend, (ticket) => call<Verdict>({ kind: "judge", req, ticket })),
+    states: (req: StatesRequest, backend: Backend) => withStore(backend, (ticket) => call<StatesVerdict>({ kind: "states", req, ticket })),
   });
 }

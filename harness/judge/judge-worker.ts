@@ -7,6 +7,7 @@ import { workerData, type MessagePort } from "node:worker_threads";
 import { Backend } from "../backend/backend.ts";
 import { worldSize, validateLayout } from "../layout/layout.ts";
 import { judgeCell, prepareCell } from "./judge.ts";
+import { judgeStates } from "./states.ts";
 import type { JudgeAnswer, JudgeCall } from "./client.ts";
 
 const port = (workerData as { port: MessagePort }).port;
@@ -14,10 +15,10 @@ const port = (workerData as { port: MessagePort }).port;
 function answer(call: JudgeCall): JudgeAnswer {
   try {
     if (call.kind === "prepare") return { id: call.id, ok: true, value: prepareCell(call.input) };
-    const world = worldSize(validateLayout(call.req.cell.layout));
+    const world = call.kind === "states" ? call.req.ranks : worldSize(validateLayout(call.req.cell.layout));
     const backend = new Backend(call.req.backend, world, { sharedTicket: call.ticket });
     try {
-      return { id: call.id, ok: true, value: judgeCell(call.req, backend) };
+      return { id: call.id, ok: true, value: call.kind === "states" ? judgeStates(call.req, backend) : judgeCell(call.req, backend) };
     } finally {
       // what the judge allocated itself (a --dump's reference tensors); the cell's gradients are the worker's to free
       backend.freeAll();

@@ -96,3 +96,31 @@ export function compareStates(backend: Backend, expected: TrainState, actual: Tr
   });
   return out;
 }
+
+/** Every replica against its canonical copy (same block): the first difference, or null. */
+export function compareTiedCopies(backend: Backend, s: TrainState): string | null {
+  const canon = new Map<string, { rank: number; c: TrainState["ranks"][number][number] }>();
+  s.ranks.forEach((copies, rank) => {
+    for (const c of copies) if (c.lp.canonical && c.lp.tieGroup) canon.set(`${c.lp.name}@${c.lp.block.start}:${c.lp.block.len}`, { rank, c });
+  });
+  for (const [rank, copies] of s.ranks.entries()) {
+    for (const c of copies) {
+      if (c.lp.canonical) continue;
+      const twin = canon.get(`${c.lp.name}@${c.lp.block.start}:${c.lp.block.len}`);
+      if (!twin) continue; // a replica block that lines up with no canonical block: compared across layouts only
+      if (twin.c.steps !== c.steps) {
+        return `rank ${rank} replica ${c.lp.fqn}: optimizer step count ${c.steps}; canonical ${c.lp.name} on rank ${twin.rank}: ${twin.c.steps}`;
+      }
+      for (const role of ROLES) {
+        const m = backend.compare(roleTensor(twin.c, role), roleTensor(c, role));
+        if (m) {
+          return (
+            `rank ${rank} replica ${c.lp.fqn} ${role}: element ${m.index} (global index ${globalIndex(c.lp.block, m.index)} of [${c.lp.block.globalShape.join(", ")}]) ` +
+            `is ${show(m.actual)}; canonical ${c.lp.name} on rank ${twin.rank}: ${show(m.expected)}`
+          );
+        }
+      }
+    }
+  }
+  return null;
+}

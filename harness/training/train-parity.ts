@@ -16,7 +16,7 @@
 import { commandLine } from "../util/shell.ts";
 import type { Subject, ToleranceClass } from "../subject/api.ts";
 import { Backend } from "../backend/backend.ts";
-import { fail, globalIndex, normTolerance, pass, sameNorm, type CheckResult } from "../checks/types.ts";
+import { fail, normTolerance, pass, sameNorm, type CheckResult } from "../checks/types.ts";
 import { formatLayout, validateLayout, worldSize, type Layout } from "../layout/layout.ts";
 import { getModel } from "../model/models.ts";
 import { countParams, refusePartialGradients, type ModelManifest } from "../model/manifest.ts";
@@ -24,8 +24,9 @@ import type { LocalParam } from "../model/plan.ts";
 import { regimeSpec } from "../gradients/regimes.ts";
 import { InputError } from "../errors.ts";
 import { formatNorm } from "../spec/cell.ts";
-import { ROLES, roleTensor } from "./checkpoint.ts";
-import { compareStates, show } from "./compare.ts";
+import { show } from "./compare.ts";
+import { currentJudge } from "../judge/client.ts";
+import { sharedState } from "../judge/states.ts";
 import { afterInit, freeState, INIT_MODES, initState, trainSteps, TrainingError, type InitMode, type TrainConfig, type TrainingCase, type TrainState } from "./train.ts";
 
 export const TRAIN_CHECK = "train.parity";
@@ -71,33 +72,6 @@ export function trainRepro(c: TrainCell): string {
   return commandLine("clip-parity train", [...args, "--regime", c.regime, "--seed", c.seed, "--steps", c.steps, "--init", c.init]);
 }
 
-/** Every replica against its canonical copy (same block): the first difference, or null. */
-export function compareTiedCopies(backend: Backend, s: TrainState): string | null {
-  const canon = new Map<string, { rank: number; c: TrainState["ranks"][number][number] }>();
-  s.ranks.forEach((copies, rank) => {
-    for (const c of copies) if (c.lp.canonical && c.lp.tieGroup) canon.set(`${c.lp.name}@${c.lp.block.start}:${c.lp.block.len}`, { rank, c });
-  });
-  for (const [rank, copies] of s.ranks.entries()) {
-    for (const c of copies) {
-      if (c.lp.canonical) continue;
-      const twin = canon.get(`${c.lp.name}@${c.lp.block.start}:${c.lp.block.len}`);
-      if (!twin) continue; // a replica block that lines up with no canonical block: compared across layouts only
-      if (twin.c.steps !== c.steps) {
-        return `rank ${rank} replica ${c.lp.fqn}: optimizer step count ${c.steps}; canonical ${c.lp.name} on rank ${twin.rank}: ${twin.c.steps}`;
-      }
-      for (const role of ROLES) {
-        const m = backend.compare(roleTensor(twin.c, role), roleTensor(c, role));
-        if (m) {
-          return (
-            `rank ${rank} replica ${c.lp.fqn} ${role}: element ${m.index} (global index ${globalIndex(c.lp.block, m.index)} of [${c.lp.block.globalShape.join(", ")}]) ` +
-            `is ${show(m.actual)}; canonical ${c.lp.name} on rank ${twin.rank}: ${show(m.expected)}`
-          );
-        }
-      }
-    }
-  }
-  return null;
-}
 
 /** Refuses a cell that cannot run or could only pass vacuously (exit status 2), naming the field and the value. */
 export function validateTrainCell(c: TrainCell): void {
@@ -160,29 +134,37 @@ export async function runTrain(cell: TrainCell, options: TrainOptions): Promise<
   const failAt = (step: number, what: string) => {
     check = fail(TRAIN_CHECK, `step ${step}${step === 0 ? " (the initial state, after the sync of tied copies)" : ""}: ${what}\n  reproduce: ${repro}`);
   };
-  const compareAt = (step: number): boolean => {
+  /** The comparisons after `step`: the judge's (states.ts), in its own realm; the norms the ranks returned here. */
+  const compareAt = async (step: number): Promise<boolean> => {
     const t0 = performance.now();
     try {
-      for (const [i, s] of states.entries()) {
-        const tied = compareTiedCopies(backend, s);
-        if (tied) {
-          failAt(step, `in ${runs[i]!.layout}, tied copies differ: ${tied}`);
-          return false;
-        }
+      const verdict = await currentJudge().states(
+        {
+          backend: backend.kind,
+          ranks: backend.ranks,
+          states: states.map(sharedState),
+          tied: states.map((_, i) => i),
+          pairs: states.slice(1).map((_, k) => ({ expected: 0, actual: k + 1, limit: 1, words: { actual: `in ${runs[k + 1]!.layout}`, expected: `in ${runs[0]!.layout}` } })),
+        },
+        backend,
+      );
+      const tiedAt = verdict.tied.findIndex((t) => t !== null);
+      if (tiedAt >= 0) {
+        failAt(step, `in ${runs[tiedAt]!.layout}, tied copies differ: ${verdict.tied[tiedAt]}`);
+        return false;
       }
       for (let i = 1; i < states.length; i++) {
-        const words = { actual: `in ${runs[i]!.layout}`, expected: `in ${runs[0]!.layout}` };
         if (step > 0) {
           const a = runs[0]!.norms[step - 1]!;
           const b = runs[i]!.norms[step - 1]!;
           // twice the class's distance to the reference: each layout's norm may sit on either side of it
           const same = sameNorm(a, b) || Math.abs(a - b) <= 2 * normTolerance(tolerance, cell.normType, elementsWithGrad) * Math.max(Math.abs(a), Math.abs(b));
           if (!same) {
-            failAt(step, `total norm ${show(b)} ${words.actual}; ${show(a)} ${words.expected} (tolerance ${tolerance})`);
+            failAt(step, `total norm ${show(b)} in ${runs[i]!.layout}; ${show(a)} in ${runs[0]!.layout} (tolerance ${tolerance})`);
             return false;
           }
         }
-        const diff = compareStates(backend, states[0]!, states[i]!, 1, words);
+        const diff = verdict.pairs[i - 1]!;
         if (diff.count > 0) {
           if (tolerance === "exact") {
             failAt(step, `layouts differ (${diff.count} tensors or step counts): ${diff.differences[0]}`);
@@ -206,7 +188,7 @@ export async function runTrain(cell: TrainCell, options: TrainOptions): Promise<
         await afterInit(backend, s, cfg);
         runs[i]!.ms += performance.now() - t0;
       }
-      if (compareAt(0)) {
+      if (await compareAt(0)) {
         for (let t = 1; t <= cell.steps; t++) {
           for (const [i, s] of states.entries()) {
             const t0 = performance.now();
@@ -214,7 +196,7 @@ export async function runTrain(cell: TrainCell, options: TrainOptions): Promise<
             runs[i]!.ms += performance.now() - t0;
             runs[i]!.norms.push(s.norms.get(t)!);
           }
-          if (!compareAt(t)) break;
+          if (!(await compareAt(t))) break;
         }
       }
     } catch (err) {

@@ -4,7 +4,8 @@
  * or refused. Each subject here forged a pass on the code before the judge moved out (seen): a poisoned
  * reference cache, an addon prototype that verifies nothing, a TypeScript subject claiming the PyTorch
  * adapter's self-reported hook, a manifest and a regime mutated in the worker, a norm computed from the
- * generator with no collective at all.
+ * generator with no collective at all; and a training whose tied copies train apart, with the addon's tensor comparison
+ * made to find nothing in the subject's thread (train.parity passed it).
  */
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -64,5 +65,13 @@ describe("the judge's realm: a subject's thread cannot change the verdict", () =
     expect(r.code, r.stdout + r.stderr).toBe(2);
     expect(r.stderr).toMatch(message);
     expect(r.stderr).not.toMatch(/\n\s+at /);
+  });
+});
+
+describe("train.parity and resume.equal compare states in the judge's realm", () => {
+  it("patches-compare.js (init-unsynced, with the addon's compare made to find nothing) fails train.parity at step 0", { timeout: 120_000 }, async () => {
+    const r = await cli(["train", "--subject", S("patches-compare.js"), "--layouts", "pp2,dp_shard2,ep2", "pp4", "--model", "deepseek-v3-debug", "--steps", "2", "--timeout-s", "20"]);
+    expect(r.code, r.stdout + r.stderr).toBe(1);
+    expect(r.stdout).toMatch(/fail train\.parity: step 0 \(the initial state, after the sync of tied copies\): in pp2,dp_shard2,ep2, tied copies differ: rank 2 replica mtp\.0\.embed_tokens\.weight param: element 0/);
   });
 });
