@@ -415,6 +415,13 @@ class ParamsModel(torch.nn.Module):
 
 UNSET = object()
 
+# The argument sources Cell.arg builds itself; every other name of protocol.ts ARG_SOURCES is a support module's
+# (support.all_sources). suites/torch/support.test.ts holds the two together to ARG_SOURCES.
+CORE_SOURCES = (
+    "params", "model", "grads", "local_params", "grads_for_norm", "local_grads", "max_norm", "norm_type",
+    "error_if_nonfinite", "foreach", "pp_mesh", "world_group", "ep_enabled", "experts_present", "dist_backend",
+)
+
 
 class Cell:
     """One job's objects on this rank, built lazily: only what the convention asks for.
@@ -540,6 +547,11 @@ class Cell:
                 return self.results[a["result"]]
             raise JobError(f"unknown argument {a!r}")
         job = self.job
+        if a not in CORE_SOURCES:
+            provided = support.all_sources().get(a)
+            if provided is None:
+                raise JobError(f"unknown argument source {a!r}: neither adapter.py CORE_SOURCES nor a support module provides it")
+            return provided[1](self)
         if a == "params":
             return [p for _, p in self.params]
         if a == "model":
@@ -571,10 +583,7 @@ class Cell:
             return bool(job.get("expertsPresent", any(p["mesh"] == "sparse" for p in job["params"])))
         if a == "dist_backend":
             return dist.get_backend()
-        provided = support.all_sources().get(a)
-        if provided is not None:
-            return provided[1](self)
-        raise JobError(f"unknown argument source {a!r}")
+        raise JobError(f"argument source {a!r} is in CORE_SOURCES but Cell.arg does not build it")
 
     def built_inputs(self) -> list:
         """Gradient tensors built for the call from the cell's (FSDP1's flat shards, ZeRO's gathered gradients and

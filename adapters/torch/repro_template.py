@@ -25,13 +25,21 @@ for where, prefix, rows in MODEL:
 
 @@GENERATE@@
 
-def build(device):  # this rank's parameter copies, gradients set: DTensors on its stage's sub-mesh (the axes of size > 1)
+@@SUPPORT@@
+
+def local(t):  # a gradient's local block: a DTensor's own, a plain tensor itself
+    return t.to_local() if isinstance(t, DTensor) else t
+
+def build(device):  # this rank's parameter copies, gradients set: DTensors on its stage's meshes, plain tensors on one rank
     sizes = dict(LAYOUT, efsdp=LAYOUT["dp_shard"] * LAYOUT["cp"] * LAYOUT["tp"] // LAYOUT["ep"])
-    axes = {"dense": [a for a in ("dp_replicate", "dp_shard", "cp", "tp") if sizes[a] > 1] or ["dp_shard"],
-            "sparse": [a for a in ("dp_replicate", "efsdp", "ep") if sizes[a] > 1 or a == "ep"]}
-    full = {k: DeviceMesh(device.type, torch.arange(WORLD).reshape([sizes[a] for a in ("pp", *v)]), mesh_dim_names=("pp", *v)) for k, v in axes.items()}
-    meshes = {"pp": full["dense"]["pp"], **{k: full[k][tuple(v)] for k, v in axes.items()}}
-    axes["sparse"], meshes["sparse"] = axes["dense"], meshes["dense"]  # experts on the dense mesh at ep = 1, as the framework does  #? dense-experts
+    dims = {"dense": [(a, (a,)) for a in ("dp_replicate", "dp_shard", "cp", "tp") if sizes[a] > 1] or [("dp_shard", ("dp_shard",))],
+            "sparse": [(a, (a,)) for a in ("dp_replicate", "efsdp", "ep") if sizes[a] > 1 or a == "ep"]}
+    for k, plan in MESHES.items():  # the framework's own mesh dimensions, several axes folded into one where it folds them
+        dims[k] = [(d, held) for d, held in plan if math.prod(sizes[a] for a in held) > 1] or dims[k]
+    size = lambda held: math.prod(sizes[a] for a in held)
+    full = {k: DeviceMesh(device.type, torch.arange(WORLD).reshape([LAYOUT["pp"], *[size(h) for _, h in v]]), mesh_dim_names=("pp", *[d for d, _ in v])) for k, v in dims.items()}
+    meshes = {"pp": full["dense"]["pp"], **{k: full[k][tuple(d for d, _ in v)] for k, v in dims.items()}}
+    dims["sparse"], meshes["sparse"] = dims["dense"], meshes["dense"]  # experts on the dense mesh at ep = 1, as the framework does  #? dense-experts
     # FSDP shards dim 0 (experts [E, out, in]: dim 1), TP by the projection's style, EP the experts; the rest replicate.
     rules = {s: {"dp_shard": Shard(0), "cp": Shard(0), "tp": pl} for s, pl in (("colwise", Shard(0)), ("rowwise", Shard(1)), ("replicate", Replicate()))}
     rules["expert"] = {"efsdp": Shard(1), "ep": Shard(0), "dp_shard": Shard(1), "cp": Shard(1), "tp": Shard(1)}  #? experts
@@ -39,23 +47,25 @@ def build(device):  # this rank's parameter copies, gradients set: DTensors on i
     mine = [(x[1], *x) for x in LOGICAL if x[4] == stage]
     mine += [(fqn, *x) for canon, fqn in TIES for x in LOGICAL if x[1] == canon and x[4] != stage == LAYOUT["pp"] - 1]  # replicas  #? ties
     for fqn, i, name, shape, style, _ in mine:
-        mesh, names = (meshes["sparse"], axes["sparse"]) if style == "expert" else (meshes["dense"], axes["dense"])
-        pls = [rules[style].get(a, Replicate()) for a in names]
-        p = torch.nn.Parameter(distribute_tensor(torch.empty(shape, dtype=TORCH_DTYPE[DTYPE], device=device), mesh, pls, src_data_rank=None))
+        mesh, kind = (meshes["sparse"], "sparse") if style == "expert" else (meshes["dense"], "dense")
+        pls = [next((rules[style][a] for a in held if a in rules[style] and (len(held) == 1 or sizes[a] > 1)), Replicate()) for _, held in dims[kind]]
+        plain = WORLD == 1  # one process: no mesh, plain tensors, as a user on one rank has them
+        p = torch.nn.Parameter(torch.empty(shape, dtype=TORCH_DTYPE[DTYPE], device=device) if plain else distribute_tensor(torch.empty(shape, dtype=TORCH_DTYPE[DTYPE], device=device), mesh, pls, src_data_rank=None))
         if HAS_GRAD(i):  # the logical gradient in the cell's regime, then this rank's part of it
             g = generate(name, math.prod(shape), SEED, STEP, DTYPE, EXP) if MODE == "gen" else torch.full([math.prod(shape)], float(MODE == "ones"), dtype=TORCH_DTYPE[DTYPE])
             if SPECIAL and name == SPECIAL[0] and g.numel():  #? special
                 g[0] = SPECIAL[1]  # the regime's non-finite value  #? special
-            p.grad = distribute_tensor(g.reshape(shape).to(device), mesh, pls, src_data_rank=None)
+            p.grad = g.reshape(shape).to(device) if plain else distribute_tensor(g.reshape(shape).to(device), mesh, pls, src_data_rank=None)
         # Counted by a norm over local shards: the canonical copy, at coordinate 0 of each axis it is replicated over.  #? counted
-        p.counted_in_norm = fqn == name and all(c == 0 for c, pl in zip(mesh.get_coordinate(), pls) if isinstance(pl, Replicate))  #? counted
-        p.tensor_model_parallel, p.ds_pipe_replicated = any(isinstance(pl, Shard) for a, pl in zip(names, pls) if a in ("tp", "efsdp")), fqn != name  # as DeepSpeed's models mark them  #? mp-attrs
+        p.counted_in_norm = fqn == name and (plain or all(c == 0 for c, pl in zip(mesh.get_coordinate(), pls) if isinstance(pl, Replicate)))  #? counted
+        p.tensor_model_parallel, p.ds_pipe_replicated = not plain and any(isinstance(pl, Shard) for (d, _), pl in zip(dims[kind], pls) if d in ("tp", "efsdp")), fqn != name  # as DeepSpeed's models mark them  #? mp-attrs
+        p.clip_parity_canonical = fqn == name
         named.append((fqn, p))
     return meshes, named
 
 #?{ parity.tensors scaling.nonempty
 def first_bad(named, before, norm):  # {check: the first local gradient that fails it}: not round(float32(g) * coef), unscaled
-    grads, found = [(fqn, before[fqn], p.grad.to_local().detach().cpu()) for fqn, p in named if p.grad is not None], {}
+    grads, found = [(fqn, before[fqn], local(p.grad).detach().cpu()) for fqn, p in named if p.grad is not None], {}
     for fqn, g0, got in grads:  #? scaling.nonempty
         if CLIP_COEF < 1 and bool((g0 != 0).any()) and torch.equal(got, g0):  #? scaling.nonempty
             found.setdefault("scaling.nonempty", f"{fqn} still holds its unclipped values")  #? scaling.nonempty
@@ -92,7 +102,7 @@ def main():
     rank, control = dist.get_rank(), dist.new_group(backend="gloo", timeout=3 * TIMEOUT)  # control: the verdict's own group, outwaits a hang
     meshes, named = build(device)
     for g in {g for m in meshes.values() for g in m.get_all_groups()}: dist.set_timeout(TIMEOUT, g)  # a rank left waiting raises  #? liveness
-    before = {fqn: p.grad.to_local().detach().cpu().clone() for fqn, p in named if p.grad is not None}  #? parity.tensors scaling.nonempty
+    before = {fqn: local(p.grad).detach().cpu().clone() for fqn, p in named if p.grad is not None}  #? parity.tensors scaling.nonempty
     norm, error, bad, comm = None, None, {}, CommDebugMode()
     try:
         with comm:

@@ -1,14 +1,13 @@
+import torch
+import torch.distributed as dist
+from torch.distributed.tensor import DTensor, Replicate, Shard
+from . import JobError
+
+
 # ---- support: deepspeed --------------------------------------------------------------------------------
 # DeepSpeed (deepspeed, deepspeed-bf16, deepspeed-zero): the Megatron-style mpu Megatron-DeepSpeed hands to
 # deepspeed.initialize, the ZeRO stage 1/2 optimizer of an engine built for the cell, and BF16_Optimizer's
 # selection of the gradients its norm counts.
-import torch
-import torch.distributed as dist
-from torch.distributed.tensor import DTensor, Replicate, Shard
-
-from . import JobError
-
-
 class Mpu:
     """A Megatron-style model-parallel unit over the layout: what Megatron-DeepSpeed passes to
     deepspeed.initialize(mpu=...), and DeepSpeed's norm reduces over. Its model-parallel group is pp x tp

@@ -1,3 +1,9 @@
+import functools  # noqa: F401 - used by the marked text (an export copies it with the script's own imports)
+import torch
+import torch.distributed as dist
+from . import JobError
+
+
 # ---- support: torch-fsdp1 -------------------------------------------------------------------------------
 # What FSDP1 (FullyShardedDataParallel with flat parameters, use_orig_params=False) holds when a trainer clips
 # after backward. Wrapped as trainers wrap it: every transformer block its own FSDP instance, the root holding
@@ -5,14 +11,6 @@
 # auto_wrap_policy=TRANSFORMER_BASED_WRAP (accelerate/utils/dataclasses.py FullyShardedDataParallelPlugin:
 # functools.partial(transformer_auto_wrap_policy, transformer_layer_cls=model._no_split_modules)) and the
 # FSDP1 tutorials and llama-recipes do with transformer_auto_wrap_policy. So each block is one FlatParameter.
-import functools
-
-import torch
-import torch.distributed as dist
-
-from . import JobError
-
-
 class Block(torch.nn.Module):
     """A transformer block of the cell's model: a module at an index of a layer list (layers.3, mtp.0); the
     class transformer_auto_wrap_policy is given, as a trainer gives its model's decoder-layer class."""

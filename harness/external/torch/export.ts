@@ -46,6 +46,36 @@ export function generatorText(source = readFileSync(GENERATOR, "utf8")): string 
   return m[1]!.replace(/\n$/, "");
 }
 
+/** adapters/torch/support/: one Python module per framework, registered by name in its __init__.py REGISTRY. */
+export const SUPPORT_DIR = join(ADAPTER_DIR, "support");
+
+/** REGISTRY of SUPPORT_DIR/__init__.py: framework name -> module file name (without .py). */
+export function supportRegistry(source = readFileSync(join(SUPPORT_DIR, "__init__.py"), "utf8")): Map<string, string> {
+  const m = /^REGISTRY = \{\n([^]*?)^\}$/m.exec(source);
+  if (!m) throw new Error(`internal: ${join(SUPPORT_DIR, "__init__.py")} has no REGISTRY = {...} block`);
+  const out = new Map<string, string>();
+  for (const line of m[1]!.split("\n")) {
+    const e = /^\s*"([a-z][a-z0-9-]*)": "(\w+)",\s*$/.exec(line);
+    if (e) out.set(e[1]!, e[2]!);
+    else if (line.trim() && !line.trim().startsWith("#")) throw new Error(`internal: REGISTRY line ${JSON.stringify(line)} is not "framework": "module",`);
+  }
+  return out;
+}
+
+/**
+ * The marked text of a framework's support module (between its `# ---- support: NAME` and `# ---- end support: NAME`
+ * lines, both kept), copied verbatim into the exported script; null when the framework has no module.
+ */
+export function supportText(framework: string, registry = supportRegistry()): { module: string; text: string } | null {
+  const module = registry.get(framework);
+  if (!module) return null;
+  const path = join(SUPPORT_DIR, `${module}.py`);
+  const source = readFileSync(path, "utf8");
+  const m = /^(# ---- support: ([\w-]+) -+\n[^]*?^# ---- end support: \2 -+)$/m.exec(source);
+  if (!m) throw new Error(`internal: ${path} has no text between "# ---- support: NAME" and "# ---- end support: NAME" markers`);
+  return { module, text: m[1]! };
+}
+
 const DTYPES: readonly DType[] = ["f32", "bf16", "f16"];
 
 /**
@@ -137,16 +167,16 @@ function argExpr(g: Gen, a: Arg): string | null {
     case "grads_for_norm":
       return "[q.grad for q in LP if q.grad is not None and q.counted_in_norm]";
     case "local_grads": // the very local tensors of the DTensor gradients: scaling them in place scales those
-      return "[q.grad.to_local() for q in P if q.grad is not None]";
+      return "[local(q.grad) for q in P if q.grad is not None]";
     case "mpu":
       return "mpu()";
     case "grads_for_norm_deepspeed": {
       const isMp = importName(g, "deepspeed.runtime.utils:is_model_parallel_parameter");
       const tpRank = importName(g, "deepspeed.utils.bwc:bwc_tensor_model_parallel_rank");
-      return `[q.grad.to_local() for q in P if q.grad is not None and not q.ds_pipe_replicated and (${tpRank}(mpu()) == 0 or ${isMp}(q))]`;
+      return `[local(q.grad) for q in P if q.grad is not None and not q.ds_pipe_replicated and (${tpRank}(mpu()) == 0 or ${isMp}(q))]`;
     }
     case "fsdp1_module":
-      return "fsdp1_root(named, meshes)";  // the write-back after the call: renderCallParts
+      return "fsdp1_root(named, meshes).root";  // the support module's Fsdp1Root; its write-back after the call: renderCallParts
     case "zero_optimizer":
       return "zero_root(named)";
     case "zero_grad_partitions":
@@ -322,41 +352,35 @@ const MPU = [
   '    return types.SimpleNamespace(**{f"get_{kind}_parallel_{what}": functools.partial(f, grp) for kind, grp in groups.items() for what, f in (("group", lambda x: x), ("rank", dist.get_rank), ("world_size", dist.get_world_size))})',
 ];
 
-/** FSDP1 as backward leaves it (only when the convention clips through one; ARG_SOURCES.fsdp1_module). */
+/**
+ * FSDP1 as backward leaves it (only when the convention clips through one; ARG_SOURCES.fsdp1_module): the support
+ * module's Fsdp1Root (copied into the script), over what it reads of a cell, which ScriptCell gives from the script's
+ * parameters.
+ */
 const FSDP1_ROOT = [
   "",
-  "def fsdp1_root(named, meshes):  # one root FSDP1 over the parameters (flat, use_orig_params=False), its flat .grad this rank's shard",
-  "    from torch.distributed.fsdp import FullyShardedDataParallel, ShardingStrategy as S",
-  "    with torch.utils._python_dispatch._disable_current_modes():  # building what backward leaves is not the clip's communication",
-  '        full, module, mesh = {fqn: p.grad.full_tensor().reshape(-1) for fqn, p in named if p.grad is not None}, torch.nn.Module(), meshes["dense"]',
-  "    for i, (_, p) in enumerate(named):",
-  '        module.register_parameter(f"p{i}", torch.nn.Parameter(torch.empty(p.shape, dtype=p.dtype, device=p.device)))',
-  "    dims = mesh.mesh_dim_names  # HYBRID_SHARD over (dp_replicate, dp_shard), else FULL_SHARD over dp_shard or NO_SHARD over dp_replicate",
-  '    how = {"device_mesh": mesh, "sharding_strategy": S.HYBRID_SHARD} if len(dims) == 2 else {"process_group": mesh.get_group(), "sharding_strategy": S.NO_SHARD if dims == ("dp_replicate",) else S.FULL_SHARD}',
-  "    root = fsdp1_root.root = FullyShardedDataParallel(module, use_orig_params=False, device_id=named[0][1].device, **how)",
-  "    torch.distributed.fsdp._runtime_utils._lazy_init(root, root)  # as the forward pass leaves it",
-  "    h, slots = root._handle, iter(named)",
-  "    fp, n = h.flat_param, h.flat_param.numel()  # the flat gradient: every parameter's in order, zero for padding and for one without",
-  "    flat = torch.cat([torch.zeros(k, dtype=fp.dtype, device=fp.device) if pad or (g := full.get(next(slots)[0])) is None else g for k, pad in zip(fp._numels_with_padding, fp._is_padding_mask)])",
-  "    fp.grad = (torch.nn.functional.pad(flat, (0, n * h.world_size - flat.numel()))[h.rank * n:(h.rank + 1) * n].clone() if h.uses_sharded_strategy else flat) if full else None",
-  "    return root",
+  "class ScriptCell:  # what a support module's root reads of a cell, from this script's parameters",
+  "    def __init__(self, named, meshes):",
+  "        from torch.distributed.tensor._utils import compute_local_shape_and_global_offset as block",
+  '        self.job, self.meshes, self.params, self.param_by_fqn = {"layout": LAYOUT, "maxNorm": MAX_NORM}, meshes, named, dict(named)',
+  "        self.dtype, self.device = TORCH_DTYPE[DTYPE], named[0][1].device",
+  '        self.by_fqn = {f: {"block": dict(zip(("len", "start"), block(p.shape, p.device_mesh, p.placements) if isinstance(p, DTensor) else (p.shape, [0] * p.dim())))} for f, p in named}',
+  "    def local_grad(self, fqn):",
+  "        return local(self.param_by_fqn[fqn].grad)",
+  "",
+  "@torch.utils._python_dispatch._disable_current_modes()  # building what backward leaves is not the clip's communication",
+  "def fsdp1_root(named, meshes):",
+  '    if not hasattr(fsdp1_root, "it"):',
+  "        fsdp1_root.it = Fsdp1Root(ScriptCell(named, meshes))",
+  "    return fsdp1_root.it",
 ];
 
-/** The clipped flat gradient back into the parameters' own shards, which the checks read. */
+/** The clipped flat gradients back into the parameters' own shards, which the checks read. */
 const FSDP1_WRITE_BACK = [
   "",
   "@torch.utils._python_dispatch._disable_current_modes()  # copying back is not the clip's communication",
-  "def fsdp1_write_back(named):  # the clipped flat gradient back into the parameters' own shards, which the checks read",
-  "    h, g = fsdp1_root.root._handle, fsdp1_root.root._handle.flat_param.grad",
-  "    if h.uses_sharded_strategy:",
-  "        parts = [torch.empty_like(g) for _ in range(h.world_size)]",
-  "        dist.all_gather(parts, g, group=fsdp1_root.root.process_group)",
-  "        g = torch.cat(parts)",
-  "    at, slots = 0, iter(named)",
-  "    for k, pad in zip(h.flat_param._numels_with_padding, h.flat_param._is_padding_mask):",
-  "        if not pad and (p := next(slots)[1]).grad is not None:",
-  "            p.grad.to_local().copy_(distribute_tensor(g[at:at + k].view(p.shape), p.grad.device_mesh, p.grad.placements, src_data_rank=None).to_local())",
-  "        at += k",
+  "def fsdp1_write_back(named):",
+  "    fsdp1_root.it.write_back()",
 ];
 
 /** DeepSpeed's ZeRO-2 optimizer as backward leaves it (only when the convention clips through one; ARG_SOURCES.zero_optimizer). */
@@ -411,11 +435,11 @@ const ZERO_WRITE_BACK = [
  * with the one attribute Megatron's selection (grads_for_norm) reads.
  */
 function localParamHelper(counted: boolean): string[] {
-  const grad = "None if p.grad is None else p.grad.to_local()";
+  const grad = "None if p.grad is None else local(p.grad)";
   return [
     "",
     "def local_param(p):  # a plain parameter over p's local shard; its .grad is the very local tensor of p's gradient",
-    "    lp = torch.nn.Parameter(torch.empty(p.to_local().shape, dtype=p.dtype, device=p.device))",
+    "    lp = torch.nn.Parameter(torch.empty(local(p).shape, dtype=p.dtype, device=p.device))",
     counted ? `    lp.grad, lp.counted_in_norm = ${grad}, p.counted_in_norm` : `    lp.grad = ${grad}`,
     "    return lp",
   ];
@@ -618,6 +642,18 @@ export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult |
   const readsGrads = checks.has("parity.tensors") || checks.has("scaling.nonempty");
   const { code: call, used } = renderCallParts(convention, { foreach: subject.options.foreach, expertsPresent, taken: seen?.paths, readsGrads });
   const experts = convention.experts === "dense-mesh-when-ep1" && layout.ep === 1;
+  // The framework's support module, verbatim, when the script uses it: its meshes (MESHES) or its root (FSDP1).
+  const sup = subject.framework ? supportText(subject.framework.name) : null;
+  const embed = sup !== null && (/^MESHES = /m.test(sup.text) || used.has("fsdp1_module"));
+  const supportCode = !embed
+    ? "MESHES = {}  # the parameters' meshes: one dimension per axis of size > 1"
+    : [
+        ...(sup.text.includes("JobError") ? ["JobError = RuntimeError  # what the support module raises for a cell it cannot build"] : []),
+        ...(sup.text.includes("functools.") ? ["import functools"] : []),
+        `# adapters/torch/support/${sup.module}.py of clip-parity, verbatim:`,
+        sup.text,
+        ...(/^MESHES = /m.test(sup.text) ? [] : ["MESHES = {}  # the parameters' meshes: one dimension per axis of size > 1"]),
+      ].join("\n");
   const tolerance = torchTolerance(cell.dtype, subject.options.tolerance);
   const features = new Set([
     ...checks,
@@ -676,6 +712,7 @@ export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult |
     .replace("@@CELL@@", () => cellCode)
     .replace("@@CALL@@", () => call)
     .replace("@@GENERATE@@", () => generatorText())
+    .replace("@@SUPPORT@@", () => supportCode)
     // the hang as clip-parity tells it from a raise (subject.ts), the same pattern (a Python raw string)
     .replace("@@TIMEOUT_RE@@", () => `r"${COLLECTIVE_TIMEOUT_RE.source}"`);
   return { cell, script, fileName };
