@@ -10,6 +10,7 @@ import scalingNonempty from "./scaling-nonempty.ts";
 import scalingReplicas from "./scaling-replicas.ts";
 import liveness from "./liveness.ts";
 import errorsNonfinite from "./errors-nonfinite.ts";
+import errorsRaised from "./errors-raised.ts";
 import memoryPeak from "./memory-peak.ts";
 import memoryLeak from "./memory-leak.ts";
 import commBudget from "./comm-budget.ts";
@@ -29,6 +30,7 @@ export const CHECKS: readonly Check[] = [
   scalingReplicas,
   liveness,
   errorsNonfinite,
+  errorsRaised,
   memoryPeak,
   memoryLeak,
   commBudget,

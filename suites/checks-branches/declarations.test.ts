@@ -20,6 +20,7 @@ const RULES: Record<string, { can: Partial<CanFailFacts>[]; cannot: Partial<CanF
   "scaling.replicas": { can: [{}], cannot: [...SCALED_ONLY, { tiedReplica: false }] },
   liveness: { can: [{ paramsWithGrad: 0 }], cannot: [{ world: 1 }] },
   "errors.nonfinite": { can: [NONFINITE], cannot: [{}, { ...NONFINITE, errorIfNonfinite: false }, { ...NONFINITE, referenceFinite: true }] },
+  "errors.raised": { can: [{ world: 1, paramsWithGrad: 0 }, { referenceFinite: false }], cannot: [NONFINITE] },
   "memory.peak": { can: [{ world: 1 }], cannot: [{ paramsWithGrad: 0 }] },
   "memory.leak": { can: [{ world: 1 }], cannot: [{ paramsWithGrad: 0 }] },
   "comm.budget": { can: [{ paramsWithGrad: 0 }], cannot: [{ world: 1 }] },

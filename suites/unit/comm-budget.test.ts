@@ -59,29 +59,32 @@ describe("comm.budget: finalize collectives", () => {
     expect(plan[1]!.filter((p) => p.tieGroup && !p.canonical).map((p) => p.name).sort()).toEqual(["pos_embeddings.weight", "tok_embeddings.weight"]);
   });
 
-  it("one reduction group + 1 (pp) + 2 tied parameters: 4 collectives pass, 5 fail", () => {
-    expect(judge(4).status, judge(4).message).toBe("pass");
-    const over = judge(5);
+  it("pp2 of one rank per stage: no reduction group within a stage + 1 (the PP reduction) + 2 tied parameters: 3 collectives pass, 4 fail", () => {
+    expect(judge(3).status, judge(3).message).toBe("pass");
+    const over = judge(4);
     expect(over.status).toBe("fail");
-    expect(over.message).toMatch(/budget 4 = 1 distinct reduction groups \+ 1 \(pp\) \+ 2 tied parameters \(finalize\)/);
+    expect(over.message).toMatch(/budget 3 = 0 distinct reduction groups \+ 1 \(the PP reduction\) \+ 2 tied parameters \(finalize\)/);
   });
 });
 
 describe("comm.budget: the budget and what its messages say", () => {
-  it("a clip-shaped subject gets no finalize collectives: 2 pass, 3 fail, each kind counted in the message", () => {
-    const ok = judge(2, { shape: "clip" });
-    expect([ok.status, ok.message]).toEqual(["pass", "at most 2 collectives per rank"]);
+  it("a clip-shaped subject gets no finalize collectives: 1 passes, 2 fail, each kind counted in the message", () => {
+    const ok = judge(1, { shape: "clip" });
+    expect([ok.status, ok.message]).toEqual(["pass", "at most 1 collectives across ranks per rank"]);
     const mixed = (calls: number): CommRecord => {
       const k = (n: number) => ({ calls: n, bytes: 0 });
       return { calls, bytes: 0, byKind: { all_reduce: k(calls - 1), all_gather: k(0), broadcast: k(1), barrier: k(0) }, byGroup: {} };
     };
-    const over = judge(3, { shape: "clip", record: mixed });
-    expect([over.status, over.message]).toEqual(["fail", "rank 0 issued 3 collectives (2 all_reduce, 1 broadcast) in one clip; budget 2 = 1 distinct reduction groups + 1 (pp)"]);
+    const over = judge(2, { shape: "clip", record: mixed });
+    expect([over.status, over.message]).toEqual([
+      "fail",
+      "rank 0 issued 2 collectives (1 all_reduce, 1 broadcast) in one clip; budget 1 = 0 distinct reduction groups + 1 (the PP reduction); fused: one over the pipeline stages",
+    ]);
   });
 
   it("one tied parameter is named in the singular", () => {
-    expect(judge(3, { of: oneTie }).status).toBe("pass");
-    expect(judge(4, { of: oneTie }).message).toMatch(/budget 3 = 1 distinct reduction groups \+ 1 \(pp\) \+ 1 tied parameter \(finalize\)$/);
+    expect(judge(2, { of: oneTie }).status).toBe("pass");
+    expect(judge(3, { of: oneTie }).message).toMatch(/budget 2 = 0 distinct reduction groups \+ 1 \(the PP reduction\) \+ 1 tied parameter \(finalize\);/);
   });
 
   it("a matrix's budget replaces the default", () => {
@@ -92,8 +95,9 @@ describe("comm.budget: the budget and what its messages say", () => {
 
 describe("comm.budget: what a tie group and a Partial gradient add", () => {
   it("a tie group within one rank (one stage) needs no finalize collective", () => {
-    expect(judge(2, { layout: "single" }).status).toBe("pass");
-    expect(judge(3, { layout: "single" }).message).toMatch(/budget 2 = 1 distinct reduction groups \+ 1 \(pp\)$/);
+    // one rank, one stage: nothing to reduce with anyone, and no PP reduction at pp = 1
+    expect(judge(0, { layout: "single" }).status).toBe("pass");
+    expect(judge(1, { layout: "single" }).message).toMatch(/budget 0 = 0 distinct reduction groups; fused: no collective over other ranks$/);
   });
 
   it("each Partial(sum) gradient over several ranks adds one collective, named in the message", () => {
@@ -104,7 +108,7 @@ describe("comm.budget: what a tie group and a Partial gradient add", () => {
     const budget = judge(0, { of: sp, layout: "tp2", shape: "clip" });
     expect(budget.status).toBe("pass");
     const over = judge(100, { of: sp, layout: "tp2", shape: "clip" });
-    expect(over.message).toMatch(new RegExp(`\\+ 1 \\(pp\\) \\+ ${partials} Partial gradients \\(summed over the Partial axes\\)$`));
+    expect(over.message).toMatch(new RegExp(`budget ${1 + partials} = 1 distinct reduction group \\(\\{0,1\\} \\(tp\\)\\) \\+ ${partials} Partial gradients \\(summed over the Partial axes\\);`));
   });
 
   it("one Partial gradient is named in the singular, and a Partial parameter without a gradient adds nothing", () => {
@@ -113,13 +117,13 @@ describe("comm.budget: what a tie group and a Partial gradient add", () => {
     const first = plan[0]!.find((p) => p.canonical && p.placements.some((x) => x.kind === "partial"))!;
     const onlyFirst = (p: { name: string }) => p.name === first.name || !sp.params.find((q) => q.name === p.name)?.partialOver?.length;
     const over = judge(100, { of: sp, layout: "tp2", shape: "clip", hasGrad: onlyFirst });
-    expect(over.message).toMatch(/\+ 1 \(pp\) \+ 1 Partial gradient \(summed over the Partial axes\)$/);
+    expect(over.message).toMatch(/\(tp\)\) \+ 1 Partial gradient \(summed over the Partial axes\);/);
     const none = judge(100, { of: sp, layout: "tp2", shape: "clip", hasGrad: (p) => !sp.params.find((q) => q.name === p.name)?.partialOver?.length });
-    expect(none.message).toMatch(/\+ 1 \(pp\)$/);
+    expect(none.message).toMatch(/budget 1 = 1 distinct reduction group \(\{0,1\} \(tp\)\); fused: one all_reduce over \{0,1\} \(tp\)$/);
   });
 
   it("a pass says the most collectives any rank issued", () => {
-    expect(judge([1, 2], { shape: "clip" }).message).toBe("at most 2 collectives per rank");
+    expect(judge([0, 1], { shape: "clip" }).message).toBe("at most 1 collectives across ranks per rank");
   });
 });
 
