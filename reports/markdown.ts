@@ -5,6 +5,7 @@
  * messages and reproduce command. The part outside <details> stays one screen for a run of a few subjects.
  * Long runs are cut inside the fold (GitHub keeps 1 MiB of summary per step) with a count of the rest.
  */
+import { severityOf } from "../harness/checks/index.ts";
 import type { RunSummary } from "../harness/results/types.ts";
 import { counts, describeRun, failedChecks, gridOf, NOTHING_JUDGED, runVerdict, summaryText, VERDICT_TEXT, type ReportMeta } from "./common.ts";
 import { firstLine, messageBody } from "../harness/results/text.ts";
@@ -89,7 +90,8 @@ export function renderMarkdown(cells: readonly CellJson[], summary: RunSummary, 
     for (const c of failing.slice(0, maxFailures)) {
       out.push(`#### ${mdCode(c.id)}`, "");
       for (const check of failedChecks(c)) {
-        out.push(`- **${mdText(check.id)}**`, "", mdFence(messageBody(check.message)), "");
+        // correctness: the clip's result is wrong; performance: right, at a cost beyond the fused optimum
+        out.push(`- **${mdText(check.id)}** (${severityOf(check)})`, "", mdFence(messageBody(check.message)), "");
       }
       if (c.repro) out.push("Reproduce:", "", mdFence(c.repro, "sh"), "");
     }
