@@ -44,6 +44,7 @@ import type * as NativeModule from "../native/index.d.ts";
 import { builtinMatrices } from "../matrix/index.ts";
 import { loadSubject } from "../harness/subject/registry.ts";
 import { regimeSpec } from "../harness/gradients/regimes.ts";
+import { gradSpecs } from "../harness/gradients/specs.ts";
 import { DTYPE_BYTES } from "../harness/backend/backend.ts";
 import { getModel } from "../harness/model/models.ts";
 import { numel } from "../harness/model/manifest.ts";
@@ -315,6 +316,47 @@ if (!args["no-matrix"]) {
   console.log(`reference phase, whole matrix: ${fmt(refRatio(t, bytes))} x its bound`);
 }
 
+// ---- part 2b: the general-p references, as before issue 44 and now, in this run ----
+
+/**
+ * The general-p float32 references of the cpu matrix summed both ways over the same generated values, in
+ * rounds that alternate the two: the correctly rounded |x|^p (abspow.rs, what the reference computes) and
+ * the C library's pow element by element (benchExactFullLibm: the definition before issue 44). The ratio of
+ * the two is how much lower the reference phase of those keys is, measured in one run on one machine.
+ */
+let generalReference: { keys: number; bytes: number; exactMs: number; libmMs: number } | null = null;
+if (!args["no-matrix"]) {
+  const keys = new Map<string, Case>();
+  for (const c of cpu.cases) {
+    if (c.dtype !== "f32" || !isGeneralP(c.normType) || regimeSpec(c.regime).special !== null) continue;
+    keys.set(referenceKey({ subject: SUBJECT, ...c }), c);
+  }
+  const sums = [...keys.values()].flatMap((c) => {
+    const model = getModel(c.model);
+    const specs = gradSpecs(model, { dtype: c.dtype, regime: c.regime, seed: c.seed, step: c.step ?? 0, pp: 1 });
+    const hasGrad = regimeSpec(c.regime).hasGrad;
+    return model.params.filter((p) => hasGrad(p.index)).map((p) => ({ gen: specs.logical(p), count: numel(p.shape), p: c.normType }));
+  });
+  const bytes = sums.reduce((a, x) => a + x.count * DTYPE_BYTES.f32, 0);
+  const exactMs: number[] = [];
+  const libmMs: number[] = [];
+  for (let k = 0; k < 3; k++) {
+    for (const [times, sum] of [
+      [exactMs, native.exactFull],
+      [libmMs, native.benchExactFullLibm],
+    ] as const) {
+      const t0 = performance.now();
+      for (const x of sums) sink += Number(sum(x.gen, x.count, x.p) & 1n);
+      times.push(performance.now() - t0);
+    }
+  }
+  generalReference = { keys: keys.size, bytes, exactMs: median(exactMs), libmMs: median(libmMs) };
+  console.log(
+    `\nthe ${keys.size} general-p float32 references (${fmt(bytes / 1e6, 1)} MB), median of 3 alternating rounds: ` +
+      `correctly rounded ${fmt(generalReference.exactMs, 1)} ms, libm pow (before issue 44) ${fmt(generalReference.libmMs, 1)} ms`,
+  );
+}
+
 // ---- part 3: cost against model size ----
 
 if (args.scale) {
@@ -384,3 +426,10 @@ console.log(`\n${cells.length} fixed cells: ${fmt(boundRatio(sumTimings, sumByte
 if (wholeRatio !== null) console.log(`whole cpu matrix: ${fmt(wholeRatio)} x the memory-touch bound`);
 if (generalRatio !== null)
   console.log(`general-p cells (${generalRatio.cells}): ${fmt(generalRatio.ratio)} x the memory-touch bound, reference phase ${fmt(generalRatio.reference)} x`);
+if (generalReference !== null) {
+  const bound = (generalReference.bytes / bw) * 1e3;
+  console.log(
+    `general-p float32 references: ${fmt(generalReference.exactMs / bound)} x their bound, ${fmt(generalReference.libmMs / bound)} x before issue 44 (libm pow): ` +
+      `${fmt(generalReference.libmMs / generalReference.exactMs)} x lower`,
+  );
+}

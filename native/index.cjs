@@ -836,6 +836,7 @@ function __napiStampBindingTarget(exportsObject, target) {
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
 module.exports.NativeStore = nativeBinding.NativeStore
+module.exports.benchExactFullLibm = nativeBinding.benchExactFullLibm
 module.exports.cudaStatus = nativeBinding.cudaStatus
 module.exports.exactFull = nativeBinding.exactFull
 module.exports.fnv1a64 = nativeBinding.fnv1a64

@@ -127,6 +127,9 @@ export interface AdamWParams {
   weightDecay: number
 }
 
+/** bench/matrix.ts's baseline only: exactFull as it was before issue 44 (libm pow); the harness never calls it */
+export declare function benchExactFullLibm(gen: GenSpec, numel: number, p: number): bigint
+
 /** A hyper-rectangle of the global tensor: the local shard. */
 export interface Block {
   globalShape: Array<number>

@@ -550,6 +550,16 @@ pub fn exact_full(#[napi(ts_arg_type = "GenSpec")] gen: Unknown<'_>, numel: f64,
     })
 }
 
+/// bench/matrix.ts's baseline only: exactFull as it was before issue 44 (libm pow); the harness never calls it
+#[napi]
+pub fn bench_exact_full_libm(#[napi(ts_arg_type = "GenSpec")] gen: Unknown<'_>, numel: f64, p: f64) -> Result<BigInt> {
+    guard("benchExactFullLibm", || {
+        let g = o::gen_spec(&gen)?;
+        let n = o::uint("numel", numel)?;
+        Ok(o::bigint_of(reference::exact_full_libm_baseline(&g, n, o::p(p)?).map_err(core_err)?))
+    })
+}
+
 #[napi]
 pub fn max_abs_full(#[napi(ts_arg_type = "GenSpec")] gen: Unknown<'_>, numel: f64) -> Result<f64> {
     guard("maxAbsFull", || {

@@ -259,6 +259,40 @@ pub fn max_abs_full_with(path: KernelPath, spec: &GenSpec, numel: u64) -> Result
     Ok(best)
 }
 
+/// The reference's sum as it was before |x|^p was correctly rounded (issue 44): f64 |x|^p of a float32
+/// gradient by the C library's pow, element by element. For bench/matrix.ts's same-run baseline only
+/// (how much the exact |x|^p saved): its values depend on the libm, and the harness never calls it.
+/// Float32 gradients with p other than 1 and 2 only (16-bit ones went through a table then as now).
+pub fn exact_full_libm_baseline(spec: &GenSpec, numel: u64, p: f64) -> Result<BigUint> {
+    spec.validate()?;
+    check_p(p)?;
+    if spec.dtype != DType::F32 || p == 1.0 || p == 2.0 || spec.mode != GenMode::Gen || spec.special.is_some() {
+        bail!("the libm baseline takes float32 generated gradients with no special element and p other than 1 and 2");
+    }
+    let path = KernelPath::detect();
+    let parts = par_ranges(numel, |lo, hi| -> Result<BigUint> {
+        let key = spec.key();
+        let mut buf = vec![0f32; (1usize << 16).min((hi - lo) as usize)];
+        let mut acc = ExactF64::new();
+        let mut i = lo;
+        while i < hi {
+            let k = ((hi - i) as usize).min(buf.len());
+            let b = &mut buf[..k];
+            spec.fill_range_with(path, key, i, b);
+            for &x in b.iter() {
+                acc.add((x as f64).abs().powf(p));
+            }
+            i += k as u64;
+        }
+        Ok(acc.finish())
+    });
+    let mut n = BigUint::zero();
+    for part in parts {
+        n.add(&part?);
+    }
+    Ok(n.normalized())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -303,6 +337,19 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn libm_baseline_sums_the_same_quantity_and_refuses_what_it_does_not_model() {
+        let s = GenSpec::new(3, 1, "m.w", DType::F32, 0, GenMode::Gen);
+        for p in [3.0, 1.5, 0.5] {
+            let exact = exact_full(&s, 100_000, p).unwrap().to_f64_scaled();
+            let libm = exact_full_libm_baseline(&s, 100_000, p).unwrap().to_f64_scaled();
+            // the same sum but for misrounded terms: each off by at most an ulp of itself
+            assert!((exact - libm).abs() <= exact * 1e-15, "p {p}: {exact} vs {libm}");
+        }
+        assert!(exact_full_libm_baseline(&s, 10, 2.0).is_err());
+        assert!(exact_full_libm_baseline(&GenSpec::new(3, 1, "m.w", DType::BF16, 0, GenMode::Gen), 10, 3.0).is_err());
     }
 
     #[test]
