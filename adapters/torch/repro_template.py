@@ -1,8 +1,9 @@
 """@@DOC@@"""
 import math
 import os
-import re  #? liveness
+import re
 import sys
+import traceback
 from datetime import timedelta
 
 import numpy as np
@@ -26,17 +27,14 @@ for where, prefix, rows in MODEL:
 @@GENERATE@@
 
 @@SUPPORT@@
-
-def local(t):  # a gradient's local block: a DTensor's own, a plain tensor itself
-    return t.to_local() if isinstance(t, DTensor) else t
+local = lambda t: t.to_local() if isinstance(t, DTensor) else t  # a gradient's local block: a DTensor's own, a plain tensor itself
 
 def build(device):  # this rank's parameter copies, gradients set: DTensors on its stage's meshes, plain tensors on one rank
     sizes = dict(LAYOUT, efsdp=LAYOUT["dp_shard"] * LAYOUT["cp"] * LAYOUT["tp"] // LAYOUT["ep"])
+    size = lambda held: math.prod(sizes[a] for a in held)  # a mesh dimension may hold several layout axes (MESHES)
     dims = {"dense": [(a, (a,)) for a in ("dp_replicate", "dp_shard", "cp", "tp") if sizes[a] > 1] or [("dp_shard", ("dp_shard",))],
             "sparse": [(a, (a,)) for a in ("dp_replicate", "efsdp", "ep") if sizes[a] > 1 or a == "ep"]}
-    for k, plan in MESHES.items():  # the framework's own mesh dimensions, several axes folded into one where it folds them
-        dims[k] = [(d, held) for d, held in plan if math.prod(sizes[a] for a in held) > 1] or dims[k]
-    size = lambda held: math.prod(sizes[a] for a in held)
+    dims.update({k: [(d, h) for d, h in plan if size(h) > 1] or dims[k] for k, plan in MESHES.items()})  # the framework's own dimensions
     full = {k: DeviceMesh(device.type, torch.arange(WORLD).reshape([LAYOUT["pp"], *[size(h) for _, h in v]]), mesh_dim_names=("pp", *[d for d, _ in v])) for k, v in dims.items()}
     meshes = {"pp": full["dense"]["pp"], **{k: full[k][tuple(d for d, _ in v)] for k, v in dims.items()}}
     dims["sparse"], meshes["sparse"] = dims["dense"], meshes["dense"]  # experts on the dense mesh at ep = 1, as the framework does  #? dense-experts
@@ -62,6 +60,17 @@ def build(device):  # this rank's parameter copies, gradients set: DTensors on i
         p.clip_parity_canonical = fqn == name
         named.append((fqn, p))
     return meshes, named
+
+def expected_norm():  # SPEC 6's norm in float64 from this script's own generator: each logical parameter with a gradient, once
+    gs = [(generate(name, math.prod(shape), SEED, STEP, DTYPE, EXP) if MODE == "gen" else torch.full([math.prod(shape)], float(MODE == "ones"))).double().abs() for i, name, shape, _, _ in LOGICAL if HAS_GRAD(i)]
+    if SPECIAL:  #? special
+        gs[0][0] = abs(SPECIAL[1])  # the regime's non-finite value, in the first parameter with a gradient  #? special
+    parts = torch.stack([g.max() if NORM_TYPE == math.inf else (g ** NORM_TYPE).sum() for g in gs if g.numel()] or [torch.zeros((), dtype=torch.float64)])
+    return (parts.max() if NORM_TYPE == math.inf else parts.sum() ** (1 / NORM_TYPE)).item()
+
+def frames(e):  # where the error was raised: the innermost frames of the framework's and torch's files (not this script's, not torch's dispatch)
+    tb = [f for f in traceback.extract_tb(e.__traceback__) if f.filename != os.path.abspath(__file__) and not re.search(r"torch/(_ops|_compile|_dynamo/|utils/_python_dispatch|distributed/tensor/debug/)", f.filename)]
+    return " < ".join(f"{re.sub(r'^.*/(site|dist)-packages/', '', f.filename)}:{f.lineno} {f.name}" for f in reversed(tb[-3:]))
 
 #?{ parity.tensors scaling.nonempty
 def first_bad(named, before, norm):  # {check: the first local gradient that fails it}: not round(float32(g) * coef), unscaled
@@ -103,23 +112,24 @@ def main():
     meshes, named = build(device)
     for g in {g for m in meshes.values() for g in m.get_all_groups()}: dist.set_timeout(TIMEOUT, g)  # a rank left waiting raises  #? liveness
     before = {fqn: local(p.grad).detach().cpu().clone() for fqn, p in named if p.grad is not None}  #? parity.tensors scaling.nonempty
-    norm, error, bad, comm = None, None, {}, CommDebugMode()
+    norm, error, where, bad, comm = None, None, "", {}, CommDebugMode()
     try:
         with comm:
             ret = clip(named, meshes)
         norm = float(ret.full_tensor() if isinstance(ret, DTensor) else ret)
         bad = first_bad(named, before, norm)  #? parity.tensors scaling.nonempty
     except Exception as e:  # noqa: BLE001 - the target's exception is the finding
-        error = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}"
+        error, where = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}", frames(e)
     every, fails = [None] * WORLD, []
-    dist.all_gather_object(every, (norm, error, bad, comm.get_total_counts()), group=control)
+    dist.all_gather_object(every, (norm, error, bad, comm.get_total_counts(), where), group=control)
     if rank == 0:
-        print(f"{TARGET} (torch {torch.__version__}, {dist.get_backend()}); clip-parity cell {CELL_ID}\nexpected: norm {REFERENCE_NORM!r} on every rank (exact), gradients scaled by clip_coef {CLIP_COEF!r}")
-        print("\n".join(f"  rank {r}: got {e or repr(n)}, {c} collectives" + "".join(f"; {k}: {v}" for k, v in b.items()) for r, (n, e, b, c) in enumerate(every)))
-        ref, eps, raise_wanted = REFERENCE_NORM, NORM_BOUND, ERROR_IF_NONFINITE and not math.isfinite(REFERENCE_NORM)  # the checks, in order (raise_wanted: every rank must raise the non-finite error)
+        ref, rel = expected_norm(), lambda n: abs(n - ref) / abs(ref) if ref and math.isfinite(ref) and math.isfinite(n) else float("nan")  # |got - expected| <= bound * expected
+        print(f"{TARGET} (torch {torch.__version__}, {dist.get_backend()}); clip-parity cell {CELL_ID}\nexpected: norm {ref!r} (float64, this script's generator; clip-parity: {REFERENCE_NORM!r}) on every rank within relative {NORM_BOUND:.3g} ({TOLERANCE}), clip_coef {CLIP_COEF!r}")
+        print("\n".join(f"  rank {r}: " + (f"raised {e} (at {w})" if e else f"expected {ref!r} (float64), got {n!r}, rel err {rel(n):.3g}, bound {NORM_BOUND:.3g}") + f"; {c} collectives" + "".join(f"; {k}: {v}" for k, v in b.items()) for r, (n, e, b, c, w) in enumerate(every)))
+        eps, raise_wanted = NORM_BOUND, ERROR_IF_NONFINITE and not math.isfinite(ref)  # the checks, in order (raise_wanted: every rank must raise the non-finite error)
         norms, errors = [(r, x[0]) for r, x in enumerate(every) if x[0] is not None], [(r, x[1]) for r, x in enumerate(every) if x[1]]
-        far = [(r, n) for r, n in norms if not (n == ref or math.isnan(n) and math.isnan(ref) or abs(n - ref) <= eps * abs(ref))]
-        found = {"parity.norm": [f"rank {r} raised {e}" for r, e in errors if not raise_wanted] + [f"rank {r} returned {n!r}, reference {ref!r} (tolerance {TOLERANCE})" for r, n in far]}
+        far = [(r, n) for r, n in norms if not (n == ref or TOLERANCE == "exact" and n == REFERENCE_NORM or math.isnan(n) and math.isnan(ref) or abs(n - ref) <= eps * abs(ref))]
+        found = {"parity.norm": [f"rank {r} raised {e}" for r, e in errors if not raise_wanted] + [f"rank {r}: expected {ref!r} (float64), got {n!r}, rel err {rel(n):.3g}, bound {eps:.3g} ({TOLERANCE})" for r, n in far]}
         found["parity.tensors"] = [f"rank {r}: {x[2]['parity.tensors']}" for r, x in enumerate(every) if "parity.tensors" in x[2]]  #? parity.tensors
         found["parity.ranks"] = ["the ranks returned different norms"] if len({repr(n) for _, n in norms}) > 1 else []  #? parity.ranks
         found["scaling.nonempty"] = [f"rank {r}: {x[2]['scaling.nonempty']}" for r, x in enumerate(every) if "scaling.nonempty" in x[2]]  #? scaling.nonempty

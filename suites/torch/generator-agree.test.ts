@@ -120,14 +120,16 @@ describe(`the exported script's generate(), gen.py's and the native generator ag
     return exportCell({ cell: parseCellId(id), outDir: dir, run: false });
   }
 
-  it.runIf(torch.run)("an exported script carries the marked text verbatim, once, and stays within 149 lines", async () => {
+  it.runIf(torch.run)("an exported script carries the marked text verbatim, once, and stays within 165 lines", async () => {
     for (const id of [TORCH_PASS, TITAN_COMM]) {
       const { script } = (await exportTo(id)).data;
       expect(script.split(generatorText()).length - 1, id).toBe(1);
       expect(script.match(/^def generate\(/gm), id).toHaveLength(1);
       expect(script, id).not.toContain("@@");
       expect(script, id).not.toMatch(/^\s*(import|from)\s+(gen|gen_core|st_io|adapter|agree|harness)\b/m);
-      if (id === TITAN_COMM) expect(script.split("\n").length - 1, id).toBeLessThanOrEqual(149); // a listed failure's script
+      // a listed failure's script: 149 lines before issue 43 added the expected norm in float64 (expected_norm), the
+      // framework's frames of a raise (frames) and torchtitan's support module (its meshes), about 12 lines in all
+      if (id === TITAN_COMM) expect(script.split("\n").length - 1, id).toBeLessThanOrEqual(165);
     }
   });
 

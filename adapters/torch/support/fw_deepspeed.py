@@ -4,7 +4,7 @@ from torch.distributed.tensor import DTensor, Replicate, Shard
 from . import JobError
 
 
-# ---- support: deepspeed --------------------------------------------------------------------------------
+# ---- support: deepspeed (clip-parity adapters/torch/support/fw_deepspeed.py, verbatim) -----------------------------
 # DeepSpeed (deepspeed, deepspeed-bf16, deepspeed-zero): the Megatron-style mpu Megatron-DeepSpeed hands to
 # deepspeed.initialize, the ZeRO stage 1/2 optimizer of an engine built for the cell, and BF16_Optimizer's
 # selection of the gradients its norm counts.

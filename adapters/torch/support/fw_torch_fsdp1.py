@@ -4,7 +4,7 @@ import torch.distributed as dist
 from . import JobError
 
 
-# ---- support: torch-fsdp1 -------------------------------------------------------------------------------
+# ---- support: torch-fsdp1 (clip-parity adapters/torch/support/fw_torch_fsdp1.py, verbatim) -------------------------
 # What FSDP1 (FullyShardedDataParallel with flat parameters, use_orig_params=False) holds when a trainer clips
 # after backward. Wrapped as trainers wrap it: every transformer block its own FSDP instance, the root holding
 # what is left (embeddings, final norm, output), which is what accelerate's FSDP plugin does with

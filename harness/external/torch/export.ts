@@ -71,7 +71,7 @@ export function supportText(framework: string, registry = supportRegistry()): { 
   if (!module) return null;
   const path = join(SUPPORT_DIR, `${module}.py`);
   const source = readFileSync(path, "utf8");
-  const m = /^(# ---- support: ([\w-]+) -+\n[^]*?^# ---- end support: \2 -+)$/m.exec(source);
+  const m = /^(# ---- support: ([\w-]+) [^\n]*\n[^]*?^# ---- end support: \2 -+)$/m.exec(source);
   if (!m) throw new Error(`internal: ${path} has no text between "# ---- support: NAME" and "# ---- end support: NAME" markers`);
   return { module, text: m[1]! };
 }
@@ -650,7 +650,6 @@ export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult |
     : [
         ...(sup.text.includes("JobError") ? ["JobError = RuntimeError  # what the support module raises for a cell it cannot build"] : []),
         ...(sup.text.includes("functools.") ? ["import functools"] : []),
-        `# adapters/torch/support/${sup.module}.py of clip-parity, verbatim:`,
         sup.text,
         ...(/^MESHES = /m.test(sup.text) ? [] : ["MESHES = {}  # the parameters' meshes: one dimension per axis of size > 1"]),
       ].join("\n");
@@ -766,14 +765,24 @@ function docText(x: {
     `Reproducer: ${x.target} on ${formatLayout(x.layout)} / ${x.model} / ${DTYPE_WORDS[x.cell.dtype]} / ${norm}${x.seen?.failed.length ? `: ${x.seen.failed.join(", ")} fail` : ""}`,
     "",
     ...field("Framework", `${x.target}${fw?.package === "torch" ? "" : ` (torch ${x.subject.info.torch})`}: ${fw ? fw.description : "called as torch.nn.utils.clip_grad_norm_ is"}`),
-    ...field("Config", x.unsupported ? config : x.outside ? `${config}: NOT a configuration ${who}'s trainer builds (${x.outside})` : `${config}: a configuration ${who} supports`),
+    // No claim that the framework supports the configuration unless its file cites where its trainer builds it.
+    ...field(
+      "Config",
+      x.unsupported || !fw
+        ? config
+        : x.outside
+          ? `${config}: NOT a configuration ${who}'s trainer builds (${x.outside})`
+          : fw.configurations
+            ? `${config}: within what ${who}'s trainer builds, per adapters/torch/frameworks/${fw.name}.json "configurations"`
+            : config,
+    ),
   ];
   if (x.unsupported) lines.push(...field("Supported", `NO: ${who} does not support this configuration (${x.unsupported}), so the script never reports REPRODUCED`));
   if (x.unsupported) lines.push(...field("Cause", `none to report: clip-parity skips this cell for ${who} (not applicable)`));
   else if (!x.seen) lines.push(...field("Cause", "not known: exported without running the cell (--no-run), and docs/frameworks.json has no record of it"));
   else if (!x.seen.failed.length) lines.push(...field("Cause", `none: every check passed in ${x.seen.source}`));
   else x.seen.causes.forEach((k, i) => lines.push(...field(i === 0 ? "Cause" : "", `- ${causeText(k, fw?.explain ?? {})}`)));
-  lines.push(...field("Expected", `norm ${x.reference} on every rank (exact), every gradient scaled by clip_coef ${clipCoefficient(x.maxNorm, x.reference)}`));
+  lines.push(...field("Expected", `norm ${x.reference} on every rank (exact; the script recomputes it in float64), every gradient scaled by clip_coef ${clipCoefficient(x.maxNorm, x.reference)}`));
   if (x.seen?.failed.length) {
     // the frames clip-parity names ("(at file:line fn < ...)") are where it was raised inside torch's dispatch: the script shows the error itself
     const got = x.seen.failed.map((c) => `${c}: ${(x.seen!.messages[c] ?? "").replace(/ \(at [^()]*\)$/, "").slice(0, 240)}`);
