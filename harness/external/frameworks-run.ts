@@ -131,7 +131,7 @@ export const CAUSES: Record<string, string> = {
   "nonfinite-one-stage": "a non-finite norm is seen on one stage only: the other stages return a finite norm instead of raising",
   "nonfinite-silent": "error_if_nonfinite is set and the norm is non-finite, but ranks return instead of raising",
   "nonfinite-other-error": "raises on a non-finite norm, but another error than the non-finite one",
-  "comm-budget": "more collectives than distinct reduction groups + 1 (one per mesh, or per parameter group)",
+  "comm-budget": "more collectives across ranks than the fused optimum (one per distinct reduction group, + 1 for the PP reduction when there is PP): one per mesh, or per parameter group",
   "memory-peak": "scratch memory over budget",
   "memory-leak": "leaves tensors allocated after the clip",
   "raises:": "raises",
@@ -178,7 +178,8 @@ export function causesOf(r: CellResult): string[] {
     if (/same mesh|different meshes/.test(e)) add("two-meshes");
     else if (/NVIDIA driver|cuda\.FloatTensor|CUDA|cuda/.test(e)) add("cuda-only");
     else if (/does not have a sharding strategy registered/.test(e) && /c10d/.test(e)) add("dtensor-collective");
-    else if (!/non-?finite/i.test(e) || fails.has("parity.norm")) add(`raises:${errorType(e)}: ${e.replace(/^\w+: /, "").slice(0, 140)}`);
+    // errors.raised: a raise nothing asked for (a record made before that check existed shows it as parity.norm)
+    else if (!/non-?finite/i.test(e) || fails.has("errors.raised") || fails.has("parity.norm")) add(`raises:${errorType(e)}: ${e.replace(/^\w+: /, "").slice(0, 140)}`);
   }
   const norms = r.ranks.filter((x) => typeof x.norm === "number").map((x) => x.norm!);
   const distinct = new Set(norms.map((n) => (Number.isNaN(n) ? "nan" : String(n))));
@@ -208,10 +209,59 @@ export function causesOf(r: CellResult): string[] {
   return out;
 }
 
+/**
+ * What a root cause means for the framework's maintainers: "correctness" a wrong result (a listed failure);
+ * "performance" a right result at a cost beyond the fused optimum (a note); "unsupported input" a raise that
+ * refuses an input the framework does not support by design (DTensor refuses ops across meshes), not a wrong result.
+ */
+export type CauseClass = "correctness" | "performance" | "unsupported input";
+
+/** The class of a cause without a `<key>#class` in its framework's explain. */
+const CAUSE_CLASS: Record<string, CauseClass> = { "comm-budget": "performance", "two-meshes": "unsupported input" };
+
+/** The upstream status of a cause without a `<key>#upstream` in its framework's explain (the same for every framework). */
+const CAUSE_UPSTREAM: Record<string, string> = {
+  "two-meshes": "known: https://github.com/pytorch/pytorch/issues/180346 (DTensor refuses ops across meshes by design)",
+};
+
+/**
+ * An explain entry's attributes, beside its text under the cause key: `<key>#source` the framework's file:function
+ * where the cause lies, `<key>#upstream` "known: <link> ..." or "not known upstream", `<key>#class` a CauseClass.
+ */
+const ATTRIBUTE = /#(source|upstream|class)$/;
+
+/** One root cause as the page lists it: its line, where it lies in the framework's source, its upstream status and class. */
+export interface RootCause {
+  key: string;
+  text: string;
+  source: string | null;
+  upstream: string;
+  cls: CauseClass;
+}
+
+/** The explain key that covers a cause key: itself, or a prefix that holds the colon ("raises:IndexError" for "raises:IndexError: ..."). */
+function explainKey(key: string, explain: Record<string, string>): string | null {
+  if (explain[key] !== undefined) return key;
+  return Object.keys(explain).find((k) => !ATTRIBUTE.test(k) && k.includes(":") && key.startsWith(k)) ?? null;
+}
+
+/** A cause key as its root cause: the framework's explain entry and its attributes, else the generic line. */
+export function rootCause(key: string, explain: Record<string, string> = {}): RootCause {
+  const at = explainKey(key, explain);
+  const attr = (a: string) => (at !== null ? explain[`${at}#${a}`] : undefined) ?? explain[`${key}#${a}`];
+  const base = key.includes(":") ? key.slice(0, key.indexOf(":") + 1) : key;
+  const cls = attr("class") ?? CAUSE_CLASS[key] ?? CAUSE_CLASS[base] ?? "correctness";
+  if (cls !== "correctness" && cls !== "performance" && cls !== "unsupported input") {
+    throw new Error(`explain "${at ?? key}#class": "${cls}" is not a cause class (correctness, performance, unsupported input)`);
+  }
+  return { key, text: causeText(key, explain), source: attr("source") ?? null, upstream: attr("upstream") ?? CAUSE_UPSTREAM[key] ?? "not known upstream", cls };
+}
+
 /** A cause key as its line: the framework's own explanation when its file has one, else the generic line. */
 export function causeText(key: string, explain: Record<string, string> = {}): string {
   // A key with a detail ("raises:IndexError: ...") is matched by any prefix that holds the colon.
-  const own = explain[key] ?? Object.entries(explain).find(([k]) => k.includes(":") && key.startsWith(k))?.[1];
+  const at = explainKey(key, explain);
+  const own = at !== null ? explain[at] : undefined;
   if (own) return own;
   const i = key.indexOf(":");
   if (i < 0) return CAUSES[key] ?? key;

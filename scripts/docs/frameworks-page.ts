@@ -5,9 +5,9 @@
  * configurations, then what cannot run here; then the time per cell.
  */
 import { median } from "../../harness/util/stats.ts";
-import { CHECK_IDS } from "../../harness/checks/index.ts";
+import { CHECK_IDS, severityOf } from "../../harness/checks/index.ts";
 import { loadFrameworks } from "../../harness/external/torch/frameworks.ts";
-import { ADAPTER_PHASES, causeText, type FrameworkCellRecord, type FrameworksData } from "../../harness/external/frameworks-run.ts";
+import { ADAPTER_PHASES, causeText, rootCause, type CauseClass, type FrameworkCellRecord, type FrameworksData, type RootCause } from "../../harness/external/frameworks-run.ts";
 
 /** Every framework file's `explain`, by framework name. */
 export function explanations(): Record<string, Record<string, string>> {
@@ -25,26 +25,135 @@ function count<T>(xs: readonly T[], key: (x: T) => string[]): [string, number][]
 /** Check ids in report order (harness/checks/index.ts), for stable tables. */
 const byCheck = (a: [string, number], b: [string, number]) => CHECK_IDS.indexOf(a[0]) - CHECK_IDS.indexOf(b[0]);
 
+/**
+ * What a cell that ran shows, as the page counts it: a pass (or a vacuous one), a failure (a wrong result), a raise
+ * of input the framework does not support by design, or only a performance note. A cell with a correctness root
+ * cause is a failure whatever else it shows; one whose causes are all unsupported input or performance is not.
+ */
+export type CellKind = "pass" | "vacuous" | "fail" | "unsupported input" | "performance";
+
+export function kindOf(c: FrameworkCellRecord, explain: Record<string, string> = {}): CellKind {
+  if (c.status === "pass") return c.vacuous ? "vacuous" : "pass";
+  const classes = new Set<CauseClass>(c.causes.map((k) => rootCause(k, explain).cls));
+  if (classes.has("correctness")) return "fail";
+  if (classes.has("unsupported input")) return "unsupported input";
+  // no cause read, or performance causes only: the failed checks' severities decide
+  return c.failed.some((id) => severityOf({ id }) === "correctness") ? "fail" : "performance";
+}
+
+/** Why a cell is n/a: the framework's clip cannot be asked it (no such argument), or the adapter cannot build its inputs. */
+export function naKind(reason: string): "cannot be asked" | "not built" {
+  return /^its clip takes no /.test(reason) ? "cannot be asked" : "not built";
+}
+
 /** A framework's cells split as the page reports them: in its configurations, outside them, n/a, not run here. */
-function tally(cells: readonly FrameworkCellRecord[]) {
+function tally(cells: readonly FrameworkCellRecord[], explain: Record<string, string> = {}) {
   const ran = cells.filter((c) => c.status === "pass" || c.status === "fail");
   const inside = ran.filter((c) => !c.outside);
   const outside = ran.filter((c) => c.outside);
+  const kinds = inside.map((c) => kindOf(c, explain));
+  const na = cells.filter((c) => c.status === "n/a");
+  const failures = inside.filter((_, i) => kinds[i] === "fail");
   return {
     ran: ran.length,
     inside: inside.length,
-    passed: inside.filter((c) => c.status === "pass" && !c.vacuous).length,
-    vacuous: inside.filter((c) => c.status === "pass" && c.vacuous).length,
-    failed: inside.filter((c) => c.status === "fail").length,
+    passed: kinds.filter((k) => k === "pass").length,
+    vacuous: kinds.filter((k) => k === "vacuous").length,
+    failed: failures.length,
+    unsupported: kinds.filter((k) => k === "unsupported input").length,
+    performance: kinds.filter((k) => k === "performance").length,
     outside: outside.length,
     outsideFailed: outside.filter((c) => c.status === "fail").length,
-    na: cells.filter((c) => c.status === "n/a").length,
+    na: na.length,
+    naAsked: na.filter((c) => naKind(c.notApplicable ?? "") === "cannot be asked").length,
     notRun: cells.filter((c) => c.status === "not run").length,
-    checks: count(inside, (c) => c.failed).sort(byCheck),
+    checks: count(failures, (c) => c.failed).sort(byCheck),
     /** Failures whose exported script was run standalone, and those of them that printed REPRODUCED. */
-    reproChecked: inside.filter((c) => c.status === "fail" && c.repro).length,
-    reproduced: inside.filter((c) => c.status === "fail" && c.repro?.reproduced).length,
+    reproChecked: failures.filter((c) => c.repro).length,
+    reproduced: failures.filter((c) => c.repro?.reproduced).length,
   };
+}
+
+/**
+ * Cells folded to what tells them apart for a maintainer: the layout and model; the dtype, norm and regime
+ * variants of one layout that show the same cause are one entry with their count.
+ */
+export function foldCells(cases: readonly string[]): string {
+  const by = new Map<string, number>();
+  for (const c of cases) {
+    const k = c.split("/").slice(0, 2).join("/");
+    by.set(k, (by.get(k) ?? 0) + 1);
+  }
+  return [...by].map(([k, n]) => `\`${k}\`${n > 1 ? ` ×${n}` : ""}`).join(", ");
+}
+
+/** One row per root cause over `cells` (a framework's, or several frameworks' with the same cause text). */
+interface CauseRow {
+  cause: RootCause;
+  cells: string[];
+}
+
+function causeRows(cells: readonly FrameworkCellRecord[], explain: Record<string, string>): CauseRow[] {
+  const rows = new Map<string, CauseRow>();
+  for (const c of cells) {
+    for (const k of c.causes) {
+      const cause = rootCause(k, explain);
+      // causes whose text is one (a detail that differs in a number) are one root cause
+      const row = rows.get(cause.text) ?? { cause, cells: [] };
+      if (!row.cells.includes(c.case)) row.cells.push(c.case);
+      rows.set(cause.text, row);
+    }
+  }
+  return [...rows.values()].sort((a, b) => b.cells.length - a.cells.length || a.cause.text.localeCompare(b.cause.text));
+}
+
+const SEVERITY_OF_CLASS: Record<CauseClass, string> = { correctness: "correctness", performance: "performance", "unsupported input": "unsupported input (not a failure)" };
+
+/** The rows of one class as a table: cause, severity, the cells folded, the source, the upstream status. */
+function causeTableLines(title: string, rows: readonly CauseRow[]): string[] {
+  if (!rows.length) return [];
+  const o = ["", title, "", "| root cause | severity | cells | source | upstream |", "|---|---|---|---|---|"];
+  for (const r of rows) {
+    o.push(`| ${esc(r.cause.text)} | ${SEVERITY_OF_CLASS[r.cause.cls]} | ${r.cells.length}: ${esc(foldCells(r.cells))} | ${r.cause.source ? `\`${esc(r.cause.source)}\`` : "-"} | ${esc(r.cause.upstream)} |`);
+  }
+  return o;
+}
+
+/** Root causes over every framework's cells in its configurations: frameworks whose cause reads the same (one code path) share a row. */
+function rootCauseSection(d: FrameworksData, explain: Record<string, Record<string, string>>): string[] {
+  const rows = new Map<string, { cause: RootCause; by: [string, number][]; sources: string[]; upstreams: string[] }>();
+  for (const f of d.frameworks) {
+    const inside = f.cells.filter((c) => c.status === "fail" && !c.outside);
+    for (const r of causeRows(inside, explain[f.name] ?? {})) {
+      const key = `${r.cause.cls}\u0000${r.cause.text}`;
+      const row = rows.get(key) ?? { cause: r.cause, by: [], sources: [], upstreams: [] };
+      row.by.push([f.name, r.cells.length]);
+      // one code path read from several frameworks' files: each file's source and upstream status, once
+      if (r.cause.source && !row.sources.includes(r.cause.source)) row.sources.push(r.cause.source);
+      if (!row.upstreams.includes(r.cause.upstream)) row.upstreams.push(r.cause.upstream);
+      rows.set(key, row);
+    }
+  }
+  if (!rows.size) return [];
+  const order: CauseClass[] = ["correctness", "unsupported input", "performance"];
+  const sorted = [...rows.values()].sort((a, b) => order.indexOf(a.cause.cls) - order.indexOf(b.cause.cls));
+  const o = [
+    "",
+    "## Root causes",
+    "",
+    "Every cause seen in a framework's configurations, one row each: frameworks whose clip fails by the same code path (the same " +
+      "explanation) share it, and a cause's dtype, norm and regime variants are counted in its cells, not listed apart. *Correctness* is " +
+      "a wrong result (the failures counted above); *unsupported input* a raise that refuses, by the framework's design, an input it " +
+      "does not support (not counted as a failure); *performance* a right result at more collectives than the fused optimum " +
+      "(comm.budget; a note, not a failure).",
+    "",
+    "| root cause | severity | frameworks (cells) | source | upstream |",
+    "|---|---|---|---|---|",
+  ];
+  for (const r of sorted) {
+    o.push(`| ${esc(r.cause.text)} | ${SEVERITY_OF_CLASS[r.cause.cls]} | ${r.by.map(([n, k]) => `${n} (${k})`).join(", ")} | ${r.sources.map((x) => `\`${esc(x)}\``).join("; ") || "-"} | ${esc(r.upstreams.join("; "))} |`);
+  }
+  return o;
 }
 
 /** "k of n" for the failures whose scripts ran; "-" without failures; "not checked" when none of them ran. */
@@ -138,19 +247,39 @@ export function renderFrameworks(d: FrameworksData, explain: Record<string, Reco
       "the cells (harness/external/torch/repro-run.ts).",
   );
   o.push("");
-  o.push("| framework | version | in its configurations | passed | vacuous | failed | reproduced | outside them (failed) | n/a | not run here | failed by check |");
-  o.push("|---|---|---|---|---|---|---|---|---|---|---|");
+  o.push(
+    "A failing cell is counted by its root cause (the section *Root causes*): *failed* counts the cells with a wrong result " +
+      "(correctness); a cell whose only causes are a raise of input the framework refuses by design is *unsupported input*, and " +
+      "one whose only finding is more collectives than the fused optimum is a *performance note*: both are listed apart, not as " +
+      "failures. *n/a* splits into cells the framework's clip cannot be asked (no such argument) and cells the adapter does not " +
+      "build inputs for. A framework none of whose cells ran here reads NOT TESTED, with the reason.",
+  );
+  o.push("");
+  o.push(
+    "| framework | version | in its configurations | passed | vacuous | failed | reproduced | unsupported input | performance notes | " +
+      "outside them (failed) | n/a (cannot be asked / not built) | not run here | failed by check |",
+  );
+  o.push("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
   for (const f of d.frameworks) {
     if (f.version === null) {
-      o.push(`| ${f.name} | does not import | 0 | - | - | - | - | - | - | - | ${esc(f.error ?? "")} |`);
+      o.push(`| ${f.name} | does not import | 0 | - | - | - | - | - | - | - | - | - | ${esc(f.error ?? "")} |`);
       continue;
     }
-    const t = tally(f.cells);
+    const ex = explain[f.name] ?? {};
+    const t = tally(f.cells, ex);
+    if (t.notRun === f.cells.length && f.cells.length) {
+      const why = [...new Set(f.cells.map((c) => c.cannotRun ?? ""))].join("; ");
+      o.push(`| ${f.name} | ${f.package} ${f.version} | NOT TESTED: ${esc(why)} | - | - | - | - | - | - | - | - | ${t.notRun} | - |`);
+      continue;
+    }
+    // a row whose every pass in its configurations is vacuous has shown nothing passing
+    const passed = t.passed === 0 && t.vacuous > 0 ? `0 (all ${t.vacuous} passes vacuous)` : `${t.passed}`;
     o.push(
-      `| ${f.name} | ${f.package} ${f.version} | ${t.inside} | ${t.passed} | ${t.vacuous} | ${t.failed} | ${reproCell(t)} | ${t.outside} (${t.outsideFailed}) | ${t.na} | ${t.notRun} | ` +
-        `${t.checks.map(([k, n]) => `${k} ${n}`).join(", ") || "-"} |`,
+      `| ${f.name} | ${f.package} ${f.version} | ${t.inside} | ${passed} | ${t.vacuous} | ${t.failed} | ${reproCell(t)} | ${t.unsupported} | ${t.performance} | ` +
+        `${t.outside} (${t.outsideFailed}) | ${t.na} (${t.naAsked} / ${t.na - t.naAsked}) | ${t.notRun} | ${t.checks.map(([k, n]) => `${k} ${n}`).join(", ") || "-"} |`,
     );
   }
+  o.push(...rootCauseSection(d, explain));
   o.push(...timeSection(d));
   for (const f of d.frameworks) {
     o.push("");
@@ -164,7 +293,8 @@ export function renderFrameworks(d: FrameworksData, explain: Record<string, Reco
       o.push(`Not run: it does not import here: ${f.error}`);
       continue;
     }
-    const t = tally(f.cells);
+    const ex = explain[f.name] ?? {};
+    const t = tally(f.cells, ex);
     const ranCells = f.cells.filter((c) => c.status === "pass" || c.status === "fail");
     const paths = count(ranCells, (c) => (c.paths.length ? [c.paths.join(" + ")] : []));
     if (paths.length > 1) {
@@ -179,30 +309,41 @@ export function renderFrameworks(d: FrameworksData, explain: Record<string, Reco
       }
     }
     o.push("");
-    o.push(
-      `In its configurations, ${t.inside} cells: ${t.passed} passed, ${t.failed} failed${t.vacuous ? `, ${t.vacuous} passed vacuously` : ""}.` +
-        (t.outside ? ` Outside them, ${t.outside} cells (${t.outsideFailed} failed).` : "") +
-        (t.na ? ` ${t.na} not applicable.` : "") +
-        (t.notRun ? ` ${t.notRun} not run here.` : ""),
-    );
+    if (t.notRun === f.cells.length && f.cells.length) o.push(`NOT TESTED: none of its ${t.notRun} cells ran here.`);
+    else
+      o.push(
+        `In its configurations, ${t.inside} cells: ${t.passed} passed, ${t.failed} failed${t.vacuous ? `, ${t.vacuous} passed vacuously` : ""}` +
+          `${t.unsupported ? `, ${t.unsupported} raised on unsupported input` : ""}${t.performance ? `, ${t.performance} with a performance note only` : ""}.` +
+          (t.passed === 0 && t.vacuous > 0 ? ` Every pass is vacuous: these cells show nothing of its clip passing.` : "") +
+          (t.outside ? ` Outside them, ${t.outside} cells (${t.outsideFailed} failed).` : "") +
+          (t.na ? ` ${t.na} not applicable.` : "") +
+          (t.notRun ? ` ${t.notRun} not run here.` : ""),
+      );
     const inside = f.cells.filter((c) => (c.status === "pass" || c.status === "fail") && !c.outside);
+    const insideFails = inside.filter((c) => c.status === "fail");
+    const rows = causeRows(insideFails, ex);
+    const of = (cls: CauseClass) => rows.filter((r) => r.cause.cls === cls);
+    o.push(...causeTableLines("Failures in its configurations, one row per root cause:", of("correctness")));
+    o.push(...causeTableLines("Unsupported input (a raise the framework makes by design; not counted as a failure):", of("unsupported input")));
+    o.push(...causeTableLines("Performance notes (the norm is right; more collectives than the fused optimum; not counted as a failure):", of("performance")));
     const causeTable = (cells: readonly FrameworkCellRecord[], title: string) => {
-      const causes = count(cells, (c) => c.causes).sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
+      // by the cause's text: keys that differ in a detail only (the norm order in an error message) are one cause
+      const text = (c: FrameworkCellRecord) => [...new Set(c.causes.map((k) => causeText(k, ex)))];
+      const causes = count(cells, text).sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
       if (!causes.length) return;
       o.push("", title, "", "| cells | cause | first cell |", "|---|---|---|");
-      for (const [k, n] of causes) o.push(`| ${n} | ${esc(causeText(k, explain[f.name]))} | \`${cells.find((c) => c.causes.includes(k))!.case}\` |`);
+      for (const [k, n] of causes) o.push(`| ${n} | ${esc(k)} | \`${cells.find((c) => text(c).includes(k))!.case}\` |`);
     };
-    causeTable(inside, "Why cells fail in its configurations (a cell may show several):");
     if (t.checks.length) {
       o.push("");
-      o.push("| failed check | cells | one message (first failing cell) |");
+      o.push("| failed check (correctness failures) | cells | one message (first failing cell) |");
       o.push("|---|---|---|");
       for (const [k, n] of t.checks) {
-        const first = inside.find((c) => c.failed.includes(k))!;
+        const first = inside.find((c) => c.failed.includes(k) && kindOf(c, ex) === "fail")!;
         o.push(`| ${k} | ${n} | \`${first.case}\`: ${esc(first.messages[k] ?? "")} |`);
       }
     }
-    const failures = inside.filter((c) => c.status === "fail");
+    const failures = inside.filter((c) => kindOf(c, ex) === "fail");
     if (failures.length) {
       const checked = failures.filter((c) => c.repro);
       const longest = Math.max(0, ...checked.map((c) => c.repro!.lines));
@@ -222,7 +363,7 @@ export function renderFrameworks(d: FrameworksData, explain: Record<string, Reco
     }
     causeTable(outside.filter((c) => c.status === "fail"), "What those cells show (not counted as failures):");
     const na = count(f.cells.filter((c) => c.status === "n/a"), (c) => [c.notApplicable ?? ""]);
-    for (const [why, n] of na) o.push("", `Not applicable (${n} cells): ${why}.`);
+    for (const [why, n] of na) o.push("", `Not applicable, ${naKind(why) === "cannot be asked" ? "the framework cannot be asked this" : "the adapter does not build this"} (${n} cells): ${why}.`);
     for (const [why, n] of count(inside.filter((c) => c.vacuous), (c) => [c.vacuous!])) o.push("", `Vacuous passes (${n} cells): ${why}.`);
     const notRun = count(f.cells.filter((c) => c.status === "not run"), (c) => [c.cannotRun ?? ""]);
     for (const [why, n] of notRun) o.push("", `Not run here (${n} cells): ${why}.`);
@@ -231,7 +372,11 @@ export function renderFrameworks(d: FrameworksData, explain: Record<string, Reco
     o.push("");
     o.push("| cell | result | failed checks | causes |");
     o.push("|---|---|---|---|");
-    for (const c of f.cells) o.push(`| ${c.case} | ${c.status}${c.vacuous ? " (vacuous)" : ""}${c.outside ? " (outside)" : ""} | ${c.failed.join(", ") || "-"} | ${esc(c.causes.join(", ")) || "-"} |`);
+    for (const c of f.cells) {
+      const kind = c.status === "fail" ? kindOf(c, ex) : null;
+      const note = kind === "unsupported input" || kind === "performance" ? ` (${kind})` : "";
+      o.push(`| ${c.case} | ${c.status}${note}${c.vacuous ? " (vacuous)" : ""}${c.outside ? " (outside)" : ""} | ${c.failed.join(", ") || "-"} | ${esc(c.causes.join(", ")) || "-"} |`);
+    }
     o.push("");
     o.push("</details>");
   }

@@ -11,8 +11,8 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { main as cli } from "../../cli/main.ts";
-import { caseKey, causesOf, CI_SUBSET, runFrameworks, type FrameworkCellRecord, type FrameworksData } from "../../harness/external/frameworks-run.ts";
-import { renderFrameworks } from "../../scripts/docs/frameworks-page.ts";
+import { caseKey, causesOf, CI_SUBSET, rootCause, runFrameworks, type FrameworkCellRecord, type FrameworksData } from "../../harness/external/frameworks-run.ts";
+import { foldCells, kindOf, naKind, renderFrameworks } from "../../scripts/docs/frameworks-page.ts";
 import { frameworkCases } from "../../matrix/frameworks.ts";
 import { parseLayout, SINGLE, worldSize } from "../../harness/layout/layout.ts";
 import { exportCell, parseCellId, renderCall } from "../../harness/external/torch/export.ts";
@@ -561,3 +561,61 @@ function ast(script: string): void {
   execFileSync(torchOptionsFromEnv().python, ["-c", "import ast, sys; ast.parse(open(sys.argv[1], encoding='utf-8').read())", path]);
   rmSync(dirname(path), { recursive: true, force: true });
 }
+
+describe("docs/frameworks.md: root causes, severities and what is not a failure", () => {
+  const rec = (c: string, more: Partial<FrameworkCellRecord> = {}): FrameworkCellRecord => ({ case: c, status: "fail", failed: ["parity.norm"], messages: {}, causes: [], paths: [], ...more });
+  const framework = (name: string, cells: FrameworkCellRecord[]) => ({ name, package: name, version: "1", description: "d", trainer: "t", cells });
+  const page = (frameworks: FrameworksData["frameworks"], explain: Record<string, Record<string, string>>) => renderFrameworks({ ...committed(), native: undefined, frameworks }, explain);
+
+  it("a raise of input the framework refuses by design is unsupported input, a collective count a performance note, and neither a failure", () => {
+    expect(kindOf(rec("a", { causes: ["two-meshes"] }))).toBe("unsupported input");
+    expect(kindOf(rec("a", { failed: ["comm.budget"], causes: ["comm-budget"] }))).toBe("performance");
+    // a cell with a wrong norm as well is a failure, whatever else it shows
+    expect(kindOf(rec("a", { failed: ["parity.norm", "comm.budget"], causes: ["mtp-twice", "comm-budget"] }))).toBe("fail");
+    // no cause read: the failed checks' severities decide
+    expect(kindOf(rec("a", { failed: ["comm.budget"] }))).toBe("performance");
+    expect(kindOf(rec("a"))).toBe("fail");
+    // a framework file may class a cause itself; a cause it calls performance cannot hide a failed correctness check
+    expect(kindOf(rec("a", { causes: ["norm-too-small"] }), { "norm-too-small#class": "unsupported input" })).toBe("unsupported input");
+    expect(kindOf(rec("a", { causes: ["norm-too-small"] }), { "norm-too-small#class": "performance" })).toBe("fail");
+    expect(() => rootCause("x", { "x#class": "minor" })).toThrow(/explain "x#class": "minor" is not a cause class/);
+  });
+
+  it("a root cause carries its source and upstream status: the framework file's, else torch's known issue for two meshes, else not known upstream", () => {
+    expect(rootCause("two-meshes").upstream).toMatch(/^known: https:\/\/github\.com\/pytorch\/pytorch\/issues\/180346/);
+    expect(rootCause("mtp-twice")).toMatchObject({ source: null, upstream: "not known upstream", cls: "correctness" });
+    const ex = { "raises:IndexError": "no gradient", "raises:IndexError#source": "ds/utils.py:clip_grad_norm_", "raises:IndexError#upstream": "known: https://x/1" };
+    expect(rootCause("raises:IndexError: list index out of range", ex)).toMatchObject({ text: "no gradient", source: "ds/utils.py:clip_grad_norm_", upstream: "known: https://x/1" });
+  });
+
+  it("folds a layout's variant cells into one entry, and n/a says whether the framework or the adapter cannot do it", () => {
+    expect(foldCells(["tp2/m/f32/n2/active/s0", "tp2/m/bf16/n1/zeros/s0", "pp2/m/f32/n2/active/s0"])).toBe("`tp2/m` ×2, `pp2/m`");
+    expect(naKind("its clip takes no norm_type: it computes the 2-norm only, and the cell asks for 1")).toBe("cannot be asked");
+    expect(naKind("its inputs are built over dp_replicate x dp_shard only, and the layout has tp(2)")).toBe("not built");
+  });
+
+  it("lists one row per root cause with its cells, source and upstream status; frameworks sharing a code path share a row; notes and unsupported input apart", () => {
+    const ex = { two: "one stack over two meshes", "two#class": "unsupported input", "two#source": "clip_grad.py:_get_total_norm", wrong: "the norm is wrong", "wrong#source": "f.py:g" };
+    const cells = [
+      rec("tp2/m/f32/n2/active/s0", { causes: ["wrong"] }),
+      rec("tp2/m/bf16/n1/zeros/s0", { causes: ["wrong"] }),
+      rec("ep2/m/f32/n2/active/s0", { causes: ["two"] }),
+      rec("ep4/m/f32/n2/active/s0", { failed: ["comm.budget"], causes: ["comm-budget"] }),
+    ];
+    const md = page([framework("a", cells), framework("b", cells.map((c) => ({ ...c })))], { a: ex, b: ex });
+    expect(md).toContain("| a | a 1 | 4 | 0 | 0 | 2 | not checked | 1 | 1 |");
+    expect(md).toContain("| the norm is wrong | correctness | a (2), b (2) | `f.py:g` | not known upstream |");
+    expect(md).toContain("| one stack over two meshes | unsupported input (not a failure) | a (1), b (1) | `clip_grad.py:_get_total_norm` | not known upstream |");
+    expect(md).toContain("| the norm is wrong | correctness | 2: `tp2/m` ×2 | `f.py:g` | not known upstream |");
+    expect(md).toMatch(/Performance notes \(the norm is right; more collectives than the fused optimum; not counted as a failure\):\n\n\| root cause[^\n]*\n[^\n]*\n\| more collectives across ranks than the fused optimum/);
+  });
+
+  it("a framework none of whose cells ran reads NOT TESTED with the reason; one whose passes are all vacuous says so", () => {
+    const notRun = rec("tp2/m/f32/n2/active/s0", { status: "not run", failed: [], cannotRun: "needs CUDA: no GPU here" });
+    const vacuous = rec("tp2/m/f32/n2/active/s0", { status: "pass", failed: [], vacuous: "a clip that returns 0 passes it too" });
+    const md = page([framework("mg", [notRun]), framework("ds", [vacuous])], {});
+    expect(md).toContain("| mg | mg 1 | NOT TESTED: needs CUDA: no GPU here |");
+    expect(md).toContain("| ds | ds 1 | 1 | 0 (all 1 passes vacuous) |");
+    expect(md).toContain("Every pass is vacuous: these cells show nothing of its clip passing.");
+  });
+});
