@@ -66,7 +66,9 @@ const IDENT_RE = /^[A-Za-z_]\w*$/;
  * framework's trainer derives it; a framework file says which it passes, and where (adapters/torch/frameworks/).
  */
 export const ARG_SOURCES = {
-  params: "every physical parameter copy on the rank: nn.Parameter DTensors on the cell's meshes, .grad set or None",
+  params:
+    "every physical parameter copy on the rank: nn.Parameter DTensors on the framework's meshes (its support module's MESHES) or the " +
+    "cell's, plain tensors on one rank; .grad set or None",
   model: "an nn.Module whose parameters() and named_parameters() yield those parameters, named by physical FQN",
   grads: "the gradients of the parameters that have one (DTensors)",
   local_params: "plain-tensor parameters over the rank's local shards, .grad the local gradient (for frameworks that never see a DTensor)",
@@ -81,9 +83,10 @@ export const ARG_SOURCES = {
     "the local gradients DeepSpeed's BF16_Optimizer.get_grads_for_norm counts, by its own predicates: not a pipeline tied replica " +
     "(ds_pipe_replicated), and tensor-parallel rank 0 or is_model_parallel_parameter (local_params carry tensor_model_parallel)",
   fsdp1_module:
-    "a root FSDP1 FullyShardedDataParallel over every parameter of the rank (use_orig_params=False; FULL_SHARD over dp_shard, " +
-    "HYBRID_SHARD over dp_replicate x dp_shard, NO_SHARD over dp_replicate), lazily initialised, its FlatParameter's .grad the " +
-    "rank's shard of the flattened gradients as its reduce-scatter leaves it; the clipped shard is copied back into the cell's own local shards for the checks",
+    "a root FSDP1 FullyShardedDataParallel over a module tree of the rank's parameters, each transformer block its own instance by " +
+    "transformer_auto_wrap_policy (use_orig_params=False; FULL_SHARD over dp_shard, HYBRID_SHARD over dp_replicate x dp_shard, NO_SHARD " +
+    "over dp_replicate or one rank), lazily initialised, each FlatParameter's .grad the rank's shard of its flattened gradients as its " +
+    "reduce-scatter leaves it; the clipped shards are copied back into the cell's own local shards for the checks (adapters/torch/support/fw_torch_fsdp1.py)",
   zero_optimizer:
     "DeepSpeed's ZeRO stage 1/2 optimizer (DeepSpeedZeroOptimizer) of an engine deepspeed.initialize builds for the cell (gradient_clipping " +
     "= max_norm, SGD(lr=0) inside) over the parameters, each whole over the data-parallel axes and split over tp (tensor_model_parallel; " +
