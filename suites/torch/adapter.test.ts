@@ -90,8 +90,8 @@ describe(`PyTorch functions as subjects, through the adapter${torch.skipNote}`, 
 
   it.runIf(torch.run)("stock clip_grad_norm_ with experts on their own mesh: raises on every rank", async () => {
     const r = await run(cell(STOCK, "pp2,dp_shard2,ep2", "deepseek-v3-debug", "f32", 2, "active"));
-    expect(failed(r)).toContain("parity.norm");
-    expect(message(r, "parity.norm")).toMatch(/RuntimeError: .*same mesh/);
+    expect(failed(r)).toContain("errors.raised");
+    expect(message(r, "errors.raised")).toMatch(/RuntimeError: .*same mesh/);
     expect(r.ranks.every((x) => x.error !== undefined)).toBe(true);
   }, 300_000);
 
@@ -110,6 +110,20 @@ describe(`PyTorch functions as subjects, through the adapter${torch.skipNote}`, 
     const r = await run(cell("torch:clip_targets:hidden", "dp_shard2,tp2", "llama3-debug", "f32", 2, "active"));
     expect(message(r, "comm.budget")).toMatch(/^rank \d issued \d+ collectives/);
     for (const c of r.comm) expect(c.calls).toBeGreaterThan(20);
+  }, 300_000);
+
+  it.runIf(torch.run)("scratch allocated out of the dispatch monitor's sight (_disable_current_modes) is counted at torch's allocator", async () => {
+    // a flat copy of every local gradient, then torch's own clip: only the copy is over budget
+    const r = await run(cell("torch:clip_targets:hidden_scratch", "dp_shard2,tp2", "llama3-debug", "f32", 2, "active"));
+    expect(failed(r)).toContain("memory.peak");
+    expect(status(r, "parity.norm")).toBe("pass");
+    for (const m of r.memory) expect(m.scratchPeakBytes).toBeGreaterThanOrEqual(m.gradBytes);
+  }, 300_000);
+
+  it.runIf(torch.run)("a target that stops the profiler counting its memory fails instead of reading 0 bytes", async () => {
+    const r = await run(cell("torch:clip_targets:stops_profiler", "dp_shard2,tp2", "llama3-debug", "f32", 2, "active"));
+    expect(r.ranks.every((x) => /the target stopped torch's profiler during the call/.test(x.error ?? ""))).toBe(true);
+    expect(r.checks.filter((c) => c.status === "fail").length).toBeGreaterThan(0);
   }, 300_000);
 
   it.runIf(torch.run)("gradients the target replaced instead of scaling are judged as returned: the same dtype passes, another dtype is refused", async () => {
