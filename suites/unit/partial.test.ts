@@ -122,7 +122,8 @@ describe("the reference and the checks on Partial gradients", () => {
     });
     const over = (await runCell(cell({ layout: parseLayout("dp_replicate2,tp2") }), { subject: extra })).checks.find((c) => c.id === "comm.budget")!;
     expect(over.status).toBe("fail");
-    expect(over.message).toContain(`budget ${params + 3} = 2 distinct reduction groups + 1 (pp) + ${params} Partial gradients (summed over the Partial axes)`);
+    // the tp group, no PP reduction at pp = 1 (SPEC §10's "+ 1 (PP)" is for a pipeline), one sum per Partial gradient
+    expect(over.message).toMatch(new RegExp(`budget ${params + 1} = 1 distinct reduction group \\(\\{[\\d,]+\\} \\(tp\\)\\) \\+ ${params} Partial gradients \\(summed over the Partial axes\\);`));
   });
 });
 
