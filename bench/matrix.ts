@@ -325,7 +325,7 @@ if (!args["no-matrix"]) {
  * the two is how much lower the reference phase of those keys is, measured in one run on one machine.
  */
 let generalReference: { keys: number; bytes: number; exactMs: number; libmMs: number } | null = null;
-if (!args["no-matrix"]) {
+{
   const keys = new Map<string, Case>();
   for (const c of cpu.cases) {
     if (c.dtype !== "f32" || !isGeneralP(c.normType) || regimeSpec(c.regime).special !== null) continue;
