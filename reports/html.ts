@@ -17,6 +17,7 @@
  * Stable ids and classes (cell pass|fail|skip, data-cell-id, article.group with data-subject,
  * data-check, data-kind, data-cells; bar over, budget) are what tests and scripts may rely on.
  */
+import { CHECK_INFO } from "../harness/checks/index.ts";
 import type { RunSummary } from "../harness/results/types.ts";
 import { counts, describeRun, failedChecks, layoutOf, gridOf, NOTHING_JUDGED, outcomeOf, runVerdict, summaryText, VERDICT_TEXT, type Grid, type ReportMeta } from "./common.ts";
 import { formatBytes } from "../harness/results/text.ts";
@@ -95,6 +96,7 @@ const SCRIPT = `
 (function () {
   "use strict";
   var data = JSON.parse(document.getElementById("cells-data").textContent);
+  var severity = CHECK_SEVERITY;
   // control and bidi characters shown as escapes, as the server-side text is (escape.ts)
   function shown(x) {
     return String(x).replace(/\\r\\n/g, "\\n").replace(/[\\u0000-\\u0008\\u000b-\\u001f\\u007f-\\u009f\\u2028\\u2029\\u202a-\\u202e\\u2066-\\u2069]/g, function (c) {
@@ -149,7 +151,9 @@ const SCRIPT = `
     panel.appendChild(table("checks", ["status", "check", "message"], c.checks.map(function (x) {
       var tr = el("tr", "check"); tr.setAttribute("data-check", x.id);
       tr.appendChild(td(x.status, "st-" + x.status));
-      var code = el("td"); code.appendChild(el("code", "", x.id)); tr.appendChild(code);
+      var code = el("td"); code.appendChild(el("code", "", x.id));
+      // what a failure of it means: a wrong result (correctness) or a right one at a cost (performance)
+      code.appendChild(el("span", "severity", " " + (x.severity || severity[x.id] || "correctness"))); tr.appendChild(code);
       var msg = el("td"); if (x.message) msg.appendChild(el("pre", "", body(x.message))); tr.appendChild(msg);
       return tr;
     })));
@@ -519,7 +523,7 @@ ${digest.failingCells ? failuresSection(digest, index) : `<p class="none">No fai
 ${meta.sections?.length ? sectionsHtml(meta.sections) : ""}
 <script type="application/json" id="cells-data">${scriptJson(cells)}</script>
 <noscript><p class="note">Cell details and filters need JavaScript; the failure groups above are complete without it.</p></noscript>
-<script>${SCRIPT}</script>
+<script>var CHECK_SEVERITY = ${scriptJson(Object.fromEntries([...CHECK_INFO].map(([id, c]) => [id, c.severity])))};${SCRIPT}</script>
 </body>
 </html>
 `;
