@@ -206,6 +206,9 @@ describe("parity.tensors", () => {
     const r = run({ ...bf16, plan: [[param("a")], [param("b")]], grads: [[{ v: c }], [{ v: 0.1 }]] as never });
     expect(r.status).toBe("fail");
     expect(r.message).toMatch(new RegExp(`^rank 1, b, element 0: got 0\\.1, expected ${c} = round\\(g \\* ${c}\\), nor round\\(g \\* c\\) for c in [\\d., e-]+ \\(the coefficient held in bf16\\)$`));
+    // the second gradient of rank 1 off: named as rank 1's (its index counts after rank 0's gradients)
+    const second = run({ ...bf16, plan: [[param("a")], [param("b"), param("c")]], grads: [[{ v: c }], [{ v: c }, { v: 0.1 }]] as never });
+    expect(second.message).toMatch(/^rank 1, c, element 0: got 0\.1/);
     // both ranks right: pass (no retry makes a pass of a mismatch, nor a mismatch of a pass)
     expect(run({ ...bf16, plan: [[param("a")], [param("b")]], grads: [[{ v: c }], [{ v: c }]] as never }).status).toBe("pass");
   });
