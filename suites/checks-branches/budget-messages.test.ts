@@ -86,3 +86,18 @@ describe("errors.raised says who raised and what", () => {
     expect(await said("errors.raised", bucketed)).toEqual({ status: "pass", line: "" });
   });
 });
+
+describe("comm.budget's edges", () => {
+  it("a collective over one rank is local whatever the rank's number (rank 12 alone is not two ranks)", async () => {
+    const { crossRankCalls } = await import("../../harness/checks/comm-budget.ts");
+    const kinds = { all_reduce: { calls: 3, bytes: 0 }, all_gather: { calls: 0, bytes: 0 }, broadcast: { calls: 0, bytes: 0 }, barrier: { calls: 0, bytes: 0 } };
+    expect(crossRankCalls({ calls: 3, bytes: 0, byKind: kinds, byGroup: { "12": { calls: 1, bytes: 0 }, "3": { calls: 1, bytes: 0 }, "12,13": { calls: 1, bytes: 0 } } })).toBe(1);
+  });
+
+  it("a stage whose copies are all replicated may reduce once over the stage, named so", async () => {
+    const dpReplicate2 = { layout: parseLayout("dp_replicate2") };
+    expect(await said("comm.budget", barrierAfter(bucketed, "dp_replicate"), dpReplicate2)).toEqual({ status: "pass", line: "at most 1 collectives across ranks per rank" });
+    const r = await said("comm.budget", barrierAfter(barrierAfter(bucketed, "dp_replicate"), "dp_replicate"), dpReplicate2);
+    expect(r.line).toMatch(/budget 1 = 1 distinct reduction group \(\{0,1\} \(the stage\)\); fused: one all_reduce over \{0,1\} \(the stage\)$/);
+  });
+});
