@@ -111,6 +111,11 @@ describe("comm.reach counts what reached a rank", () => {
     );
   });
 
+  it("names every rank a rank was joined to, comma-separated", () => {
+    const plan = [[copyOf("w", [6], [0], [2])], [copyOf("w", [6], [2], [2])], [copyOf("w", [6], [4], [2])]];
+    expect(reach(plan, [[G], [G], [G]], [[0, 1], [0, 1], [0, 1, 2]], [1, undefined, undefined]).message).toMatch(/joined it only to ranks \[0,1\], which hold 4 of the 6 elements/);
+  });
+
   it("a parameter with no gradient anywhere is not needed", () => {
     const plan = [[copyOf("w", [4], [0], [4]), copyOf("frozen", [4], [0], [2])], [copyOf("w", [4], [0], [4]), copyOf("frozen", [4], [2], [2])]];
     expect(reach(plan, [[G, null], [G, null]], [[0], [1]]).status).toBe("pass");
