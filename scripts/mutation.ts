@@ -9,6 +9,13 @@
  * --set-before records a report as the "before" measurement the page compares with; --render-only writes
  * docs/strength.md again from the committed docs/mutation.json (after a change to the cpu matrix's size or
  * to the explanations), nothing run.
+ *
+ * --merge (with or without --no-run): the report is a scoped run (`npx stryker run --concurrency 1 --mutate FILE`,
+ * on a machine too small for the whole scope): its files' figures replace theirs in docs/mutation.json, each
+ * recorded with the commit it was measured on (the commit that gave the file the text Stryker
+ * mutated, from the report; `uncommitted` when none) and --suite (`full`, or `fast` for MUTATION_SUITE=fast);
+ * the other files keep theirs. The score is the sum over the files. The first merge into a whole run's data
+ * records its files as measured on --base-commit.
  */
 import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
@@ -16,7 +23,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { writeFileAtomic } from "../harness/util/fs.ts";
 import { subjectsOf } from "../harness/run/policy.ts";
-import { formatMutationData, renderStrength, summarizeStryker, unexplained, type MutationData } from "./docs/mutation-report.ts";
+import { formatMutationData, mergeScoped, renderStrength, summarizeStryker, unexplained, type MutationData } from "./docs/mutation-report.ts";
 import { OPTIMIZER_SUBJECTS } from "../harness/subject/registry.ts";
 import { finalizeMatrix } from "../matrix/finalize.ts";
 import { trainCases } from "../matrix/train.ts";
@@ -39,6 +46,16 @@ export function suiteText(): string {
   return `the cpu matrix (${cells} cells, each compared with golden/cpu.json) and the ${loadRegressions().length} regression cells on each correct subject, ${optimizer}, and the unit tests of the optimizer helpers, comm.budget, Partial gradients and gradient specs`;
 }
 
+/** The commit (short) that gave `file` the text `source` (the newest of the last 200 touching it whose text it is); `uncommitted` when none. */
+export function commitHolding(file: string, source: string): string {
+  const git = (...args: string[]) => spawnSync("git", args, { cwd: ROOT, encoding: "utf8", input: args[0] === "hash-object" ? source : undefined }).stdout.trim();
+  const blob = git("hash-object", "--stdin");
+  for (const c of git("log", "--format=%h", "-n", "200", "--", file).split("\n").filter(Boolean)) {
+    if (git("rev-parse", `${c}:${file}`) === blob) return c;
+  }
+  return "uncommitted";
+}
+
 function main(): number {
   let v;
   try {
@@ -51,6 +68,9 @@ function main(): number {
         "before-seconds": { type: "string" },
         "before-suite": { type: "string" },
         "render-only": { type: "boolean" },
+        merge: { type: "boolean" },
+        suite: { type: "string" },
+        "base-commit": { type: "string" },
       },
       strict: true,
     }).values;
@@ -84,7 +104,16 @@ function main(): number {
     const run = summarizeStryker(JSON.parse(readFileSync(v["set-before"], "utf8")), Number(v["before-seconds"] ?? 0));
     before = { ...run, suite: v["before-suite"] ?? "before" };
   }
-  const data: MutationData = { suite: suiteText(), after: summarizeStryker(JSON.parse(readFileSync(REPORT, "utf8")), seconds), before };
+  const report = JSON.parse(readFileSync(REPORT, "utf8")) as { files: Record<string, { source: string }> };
+  const measured = summarizeStryker(report as Parameters<typeof summarizeStryker>[0], seconds);
+  const suite = v.suite ?? (process.env.MUTATION_SUITE === "fast" ? "fast" : "full");
+  const after = v.merge
+    ? mergeScoped(previous?.after ?? null, measured, {
+        commits: Object.fromEntries(Object.entries(report.files).map(([f, x]) => [f, commitHolding(f, x.source)])),
+        suite,
+      }, previous && !previous.after.runs ? { commits: Object.fromEntries(Object.keys(previous.after.files).map((f) => [f, v["base-commit"] ?? "unknown"])), suite: "full" } : undefined)
+    : measured;
+  const data: MutationData = { suite: suiteText(), after, before };
   writeFileAtomic(DATA, formatMutationData(data));
   const missing = unexplained(data);
   if (missing.length) {
