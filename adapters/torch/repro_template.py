@@ -100,6 +100,23 @@ def first_mismatch(grads, coef):  # the first element that is not round(float32(
     return None
 
 #?}
+#?{ comm.budget
+class Comm(CommDebugMode):  # CommDebugMode's counts, and apart those over a one-rank group: local, they move nothing
+    local = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        before, out = self.get_total_counts(), super().__torch_dispatch__(func, types, args, kwargs)
+        self.local += self.get_total_counts() > before and any(group_size(a) == 1 for a in [*args, *(kwargs or {}).values()])
+        return out
+
+def group_size(a):  # the size of a process group given by name, boxed or plain; None for any other argument
+    try:
+        pg = dist.distributed_c10d._resolve_process_group(a) if isinstance(a, str) else dist.ProcessGroup.unbox(a) if isinstance(a, torch.ScriptObject) else a
+        return dist.get_world_size(pg) if isinstance(pg, dist.ProcessGroup) else None
+    except Exception:  # noqa: BLE001 - not a group (a reduce op's name)
+        return None
+
+#?}
 @@CALL@@
 
 def main():
@@ -112,7 +129,8 @@ def main():
     meshes, named = build(device)
     for g in {g for m in meshes.values() for g in m.get_all_groups()}: dist.set_timeout(TIMEOUT, g)  # a rank left waiting raises  #? liveness
     before = {fqn: local(p.grad).detach().cpu().clone() for fqn, p in named if p.grad is not None}  #? parity.tensors scaling.nonempty
-    norm, error, where, bad, comm = None, None, "", {}, CommDebugMode()
+    norm, error, where, bad, comm = None, None, "", {}, Comm()  #? comm.budget
+    norm, error, where, bad, comm = None, None, "", {}, CommDebugMode()  #? !comm.budget
     try:
         with comm:
             ret = clip(named, meshes)
@@ -121,7 +139,7 @@ def main():
     except Exception as e:  # noqa: BLE001 - the target's exception is the finding
         error, where = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}", frames(e)
     every, fails = [None] * WORLD, []
-    dist.all_gather_object(every, (norm, error, bad, comm.get_total_counts(), where), group=control)
+    dist.all_gather_object(every, (norm, error, bad, comm.get_total_counts() - getattr(comm, "local", 0), where), group=control)
     if rank == 0:
         ref, rel = expected_norm(), lambda n: abs(n - ref) / abs(ref) if ref and math.isfinite(ref) and math.isfinite(n) else float("nan")  # |got - expected| <= bound * expected
         print(f"{TARGET} (torch {torch.__version__}, {dist.get_backend()}); clip-parity cell {CELL_ID}\nexpected: norm {ref!r} (float64, this script's generator; clip-parity: {REFERENCE_NORM!r}) on every rank within relative {NORM_BOUND:.3g} ({TOLERANCE}), clip_coef {CLIP_COEF!r}")
@@ -129,12 +147,14 @@ def main():
         eps, raise_wanted = NORM_BOUND, ERROR_IF_NONFINITE and not math.isfinite(ref)  # the checks, in order (raise_wanted: every rank must raise the non-finite error)
         norms, errors = [(r, x[0]) for r, x in enumerate(every) if x[0] is not None], [(r, x[1]) for r, x in enumerate(every) if x[1]]
         far = [(r, n) for r, n in norms if not (n == ref or TOLERANCE == "exact" and n == REFERENCE_NORM or math.isnan(n) and math.isnan(ref) or abs(n - ref) <= eps * abs(ref))]
-        found = {"parity.norm": [f"rank {r} raised {e}" for r, e in errors if not raise_wanted] + [f"rank {r}: expected {ref!r} (float64), got {n!r}, rel err {rel(n):.3g}, bound {eps:.3g} ({TOLERANCE})" for r, n in far]}
+        found = {"parity.norm": [f"rank {r}: expected {ref!r} (float64), got {n!r}, rel err {rel(n):.3g}, bound {eps:.3g} ({TOLERANCE})" for r, n in far]}
         found["parity.tensors"] = [f"rank {r}: {x[2]['parity.tensors']}" for r, x in enumerate(every) if "parity.tensors" in x[2]]  #? parity.tensors
         found["parity.ranks"] = ["the ranks returned different norms"] if len({repr(n) for _, n in norms}) > 1 else []  #? parity.ranks
         found["scaling.nonempty"] = [f"rank {r}: {x[2]['scaling.nonempty']}" for r, x in enumerate(every) if "scaling.nonempty" in x[2]]  #? scaling.nonempty
         found["errors.nonfinite"] = [f"rank {r} {'raised another error' if x[1] else 'returned a norm'}" for r, x in enumerate(every) if raise_wanted and "finite" not in (x[1] or "")]  #? errors.nonfinite
-        found["comm.budget"] = [f"rank {r} issued {x[3]} collectives in one clip; budget {COMM_BUDGET[r]} = reduction groups + 1 (pp)" for r, x in enumerate(every) if x[3] > COMM_BUDGET[r]]  #? comm.budget
+        found["comm.budget"] = [f"rank {r} issued {x[3]} collectives across ranks in one clip; budget {COMM_BUDGET[r]} = {COMM_WHY}" for r, x in enumerate(every) if x[3] > COMM_BUDGET[r]]  #? comm.budget
+        raised = [f"rank {r} raised {e} (at {w})" for r, (n, e, b, c, w) in enumerate(every) if e and not raise_wanted]
+        found = {"errors.raised": raised} if raised else found  # a raise is its own finding: the value checks skip a cell where a rank raised
         hung = [f"rank {r} timed out in a collective (a hang): {e}" for r, e in errors if re.search(@@TIMEOUT_RE@@, e, re.I)]  #? liveness
         found = {"liveness": hung} if hung else found  # what a hang shows besides is its consequence  #? liveness
         fails = [f"{check}: {what[0]}" for check, what in found.items() if what]

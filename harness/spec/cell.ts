@@ -43,7 +43,7 @@ export interface Budgets {
    * every gradient shows.
    */
   scratchSlackBytes?: number;
-  /** Collectives allowed per rank per clip (default: distinct reduction groups + 1). */
+  /** Collectives allowed per rank per clip (default: comm.budget's rule, distinct reduction groups + 1 for the PP reduction when pp > 1). */
   collectives?: number;
 }
 

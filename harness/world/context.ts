@@ -60,16 +60,6 @@ export function reductionGroup(meshes: Meshes, rank: number, mesh: MeshRef, axes
 }
 
 /**
- * How many distinct reduction groups a rank's copies reduce over (the ranks along each one's Shard axes),
- * at least one (its stage, even when the stage holds no parameter): the base of SPEC §10's collective budget.
- */
-export function reductionGroupCount(meshes: Meshes, rank: number, params: readonly { mesh: MeshName; meshAxes: readonly AxisName[]; placements: readonly Placement[] }[]): number {
-  const groups = new Set<string>();
-  for (const p of params) groups.add(reductionGroup(meshes, rank, p, p.placements.map((x) => x.kind === "shard")).key);
-  return Math.max(1, groups.size);
-}
-
-/**
  * Whether a correct clip sums p's partials before its norm: p is Partial(sum) on some axis and its
  * Partial axes span more than this rank (on one rank the partial is the logical gradient).
  */

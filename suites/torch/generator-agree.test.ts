@@ -120,7 +120,7 @@ describe(`the exported script's generate(), gen.py's and the native generator ag
     return exportCell({ cell: parseCellId(id), outDir: dir, run: false });
   }
 
-  it.runIf(torch.run)("an exported script carries the marked text verbatim, once, and stays within 165 lines", async () => {
+  it.runIf(torch.run)("an exported script carries the marked text verbatim, once, and stays within 180 lines", async () => {
     for (const id of [TORCH_PASS, TITAN_COMM]) {
       const { script } = (await exportTo(id)).data;
       expect(script.split(generatorText()).length - 1, id).toBe(1);
@@ -128,8 +128,9 @@ describe(`the exported script's generate(), gen.py's and the native generator ag
       expect(script, id).not.toContain("@@");
       expect(script, id).not.toMatch(/^\s*(import|from)\s+(gen|gen_core|st_io|adapter|agree|harness)\b/m);
       // a listed failure's script: 149 lines before issue 43 added the expected norm in float64 (expected_norm), the
-      // framework's frames of a raise (frames) and torchtitan's support module (its meshes), about 12 lines in all
-      if (id === TITAN_COMM) expect(script.split("\n").length - 1, id).toBeLessThanOrEqual(165);
+      // framework's frames of a raise (frames) and torchtitan's support module (its meshes), about 12 lines in all,
+      // and comm.budget's count of collectives across ranks (a one-rank group's are local), 16 more
+      if (id === TITAN_COMM) expect(script.split("\n").length - 1, id).toBeLessThanOrEqual(180);
     }
   });
 

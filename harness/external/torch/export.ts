@@ -26,7 +26,8 @@ import { maxNormOf, REGIMES, regimeSpec, type Regime } from "../../gradients/reg
 import type { ModelManifest } from "../../model/manifest.ts";
 import { causeText, causesOf, messageHead, type FrameworksData } from "../frameworks-run.ts";
 import { applicability, outsideConfigurations } from "./frameworks.ts";
-import { meshesOf, reductionGroupCount } from "../../world/context.ts";
+import { meshesOf } from "../../world/context.ts";
+import { neededGroups } from "../../checks/comm-budget.ts";
 import { clipCoefficient, type DType } from "../../subject/api.ts";
 import { runCell } from "../../run/cell.ts";
 import { cellId, type Cell } from "../../spec/cell.ts";
@@ -487,7 +488,7 @@ function seenFromRecord(cell: Cell, subject: TorchSubject, records?: FrameworksD
 }
 
 /** The checks an exported script implements (repro_template.py); it makes those clip-parity saw fail, in clip-parity's order (ALL_CHECKS). */
-export const SCRIPT_CHECKS: ReadonlySet<string> = new Set(["parity.norm", "parity.tensors", "parity.ranks", "scaling.nonempty", "liveness", "errors.nonfinite", "comm.budget"]);
+export const SCRIPT_CHECKS: ReadonlySet<string> = new Set(["parity.norm", "parity.tensors", "parity.ranks", "scaling.nonempty", "liveness", "errors.nonfinite", "errors.raised", "comm.budget"]);
 const ALL_CHECKS = CHECK_IDS.filter((c) => SCRIPT_CHECKS.has(c));
 if (ALL_CHECKS.length !== SCRIPT_CHECKS.size) throw new Error(`internal: the export implements checks the harness does not have: ${[...SCRIPT_CHECKS].filter((c) => !CHECK_IDS.includes(c)).join(", ")}`);
 
@@ -626,8 +627,11 @@ export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult |
     for (const r of t.replicas) if (r.tp !== p.tp) throw new Error(`internal: ${r.fqn} has tp style ${r.tp}, its canonical copy ${p.tp}: the script gives a replica its canonical copy's`);
   }
   const meshes = meshesOf(layout);
-  // comm.budget's budget for a clip-shaped subject (no tie term) with no Partial gradient (refused above)
-  const commBudgets = plan.map((params, rank) => reductionGroupCount(meshes, rank, params) + 1);
+  // comm.budget's budget for a clip-shaped subject (no tie term) with no Partial gradient (refused above): the
+  // check's own groups, + 1 for the PP reduction only where there is a pipeline
+  const pp = layout.pp > 1 ? 1 : 0;
+  const commBudgets = plan.map((params, rank) => neededGroups(meshes, rank, params).size + pp);
+  const commWhy = `distinct reduction groups${pp ? " + 1 (the PP reduction)" : ""}`;
   const expertsPresent = plan.some((ps) => ps.some((p) => p.mesh === "sparse"));
   const seen = run ? seenFromRun(run) : seenFromRecord(cell, subject, records);
   const convention = subject.convention;
@@ -635,7 +639,8 @@ export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult |
   // a configuration the framework's trainer never builds: a failure there is not one its maintainers would take
   const outside = subject.framework ? outsideConfigurations(subject.framework, { ...cell, errorIfNonfinite }) : null;
   // The checks the script makes (those it implements, in clip-parity's order): what clip-parity saw fail, else all.
-  const checks = new Set(ALL_CHECKS.filter((c) => !seen?.failed.length || c === "parity.norm" || seen.failed.includes(c)));
+  // errors.raised always: a raise is what any cell can meet first
+  const checks = new Set(ALL_CHECKS.filter((c) => !seen?.failed.length || c === "parity.norm" || c === "errors.raised" || seen.failed.includes(c)));
   // errors.nonfinite can only fail on a non-finite norm with error_if_nonfinite set, scaling.nonempty only when clip_coef < 1.
   if (errorIfNonfinite && !Number.isFinite(reference.totalNorm)) checks.add("errors.nonfinite");
   else checks.delete("errors.nonfinite");
@@ -686,7 +691,7 @@ export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult |
     // NORM_BOUND: |norm - ref| / ref the class allows (fp32-accum: 8 sqrt(n + 1) 2^-24 / p + 4 2^-24, n the cell's elements)
     `REFERENCE_NORM, CLIP_COEF, TOLERANCE, NORM_BOUND = ${pyFloat(reference.totalNorm)}, ${pyFloat(coef)}, "${tolerance}", ` +
       `${pyFloat(normTolerance(tolerance, cell.normType, reference.elementsWithGrad))}  # as clip-parity computes them`,
-    ...(features.has("comm.budget") ? [`COMM_BUDGET = ${budgets}  # collectives per rank: distinct reduction groups + 1 (pp)`] : []),
+    ...(features.has("comm.budget") ? [`COMM_BUDGET, COMM_WHY = ${budgets}, "${commWhy}"  # collectives across ranks per rank, as clip-parity's comm.budget`] : []),
     `N_LAYERS, TIES = ${model.nLayers}, [${model.ties.flatMap((t) => t.replicas.map((r) => `(${JSON.stringify(t.canonical)}, ${JSON.stringify(r.fqn)})`)).join(", ")}]`,
     ...modelCode(model),
   ].join("\n");
@@ -694,17 +699,17 @@ export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult |
   const fileName = `repro-${id.replace(/[^A-Za-z0-9_.-]+/g, "-").replace(/^-+|-+$/g, "")}.py`;
   const doc = docText({ cell, layout, world, model: model.name, regime: cell.regime, maxNorm, errorIfNonfinite, subject, target, unsupported, outside, seen, reference: reference.totalNorm, fileName, checks: ALL_CHECKS.filter((c) => checks.has(c)) });
   // Template lines tagged `#? a b`, and blocks between `#?{ a b` and `#?}`, are kept only when the script makes one of
-  // those checks or uses that feature; the tags themselves never reach the script.
-  const keep = (tags: string) => tags.split(" ").some((f) => features.has(f));
+  // those checks or uses that feature (`!f`: only when it does not); the tags themselves never reach the script.
+  const keep = (tags: string) => tags.split(" ").some((f) => (f.startsWith("!") ? !features.has(f.slice(1)) : features.has(f)));
   const skipping: boolean[] = [];
   const template = readFileSync(TEMPLATE, "utf8")
     .split("\n")
     .flatMap((line) => {
-      const block = /^\s*#\?\{ ([\w. -]+)$/.exec(line);
+      const block = /^\s*#\?\{ ([\w.! -]+)$/.exec(line);
       if (block) return skipping.push(skipping.some(Boolean) || !keep(block[1]!)), [];
       if (/^\s*#\?\}$/.test(line)) return skipping.pop(), [];
       if (skipping.some(Boolean)) return [];
-      const m = /^(.*?)\s*#\? ([\w. -]+)$/.exec(line);
+      const m = /^(.*?)\s*#\? ([\w.! -]+)$/.exec(line);
       return !m ? [line] : keep(m[2]!) ? [m[1]!] : [];
     })
     .join("\n");
