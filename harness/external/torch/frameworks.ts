@@ -83,11 +83,13 @@ export const frameworkSchema = z.strictObject({
   /**
    * The scratch its clip takes by design, when more than SPEC's default budget allows (a float32 copy of the
    * rank's largest local shard): a copy of `bytesPerElement` bytes per element of the largest local shard or of the
-   * largest whole parameter the rank holds (an engine that flattens parameters partitions its own way), plus
-   * 1 MiB; `why` quotes the source. Still far below a replica of every gradient, which memory.peak is for.
+   * largest whole parameter the rank holds (an engine that flattens parameters partitions its own way), or of
+   * the rank's largest flat parameter shard (FSDP1: each wrapped block's parameters concatenated and split over
+   * dp_shard), plus 1 MiB; `why` quotes the source. Still far below a replica of every gradient, which
+   * memory.peak is for.
    */
   scratch: z
-    .strictObject({ bytesPerElement: z.number().int().positive(), of: z.enum(["local shard", "parameter"]), why: z.string().min(1) })
+    .strictObject({ bytesPerElement: z.number().int().positive(), of: z.enum(["local shard", "parameter", "flat parameter shard"]), why: z.string().min(1) })
     .optional(),
   /**
    * docs/frameworks.md's one-line explanation of a failure cause (harness/external/frameworks-run.ts

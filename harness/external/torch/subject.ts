@@ -379,17 +379,32 @@ async function runExternal(subject: TorchSubject, x: ExternalCell): Promise<Exte
     log.sessionEnded = outOfStep;
     await session.close();
   }
-  return { ranks, liveness, comm: results.map(commRecord), memory, tolerance, ...declaredScratch(subject.framework, x.params) };
+  return { ranks, liveness, comm: results.map(commRecord), memory, tolerance, ...declaredScratch(subject.framework, x.params, x.layout.dp_shard) };
 }
 
 /** The scratch budget a framework file's `scratch` declares, per rank (none when it declares none). */
-export function declaredScratch(fw: Framework | null, params: ExternalCell["params"]): Pick<ExternalRun, "scratchBudget"> {
+export function declaredScratch(fw: Framework | null, params: ExternalCell["params"], shardOver = 1): Pick<ExternalRun, "scratchBudget"> {
   const s = fw?.scratch;
   if (!s) return {};
   const product = (dims: readonly number[]) => dims.reduce((a, b) => a * b, 1);
   const elements = (p: ParamView) => product(s.of === "parameter" ? p.globalShape : p.block.len);
-  const bytes = params.map((views) => Math.max(0, ...views.map(elements)) * s.bytesPerElement + DEFAULT_SCRATCH_SLACK_BYTES);
+  const largest = (views: readonly ParamView[]) => (s.of === "flat parameter shard" ? largestFlatShard(views, shardOver) : Math.max(0, ...views.map(elements)));
+  const bytes = params.map((views) => largest(views) * s.bytesPerElement + DEFAULT_SCRATCH_SLACK_BYTES);
   return { scratchBudget: { bytes, rule: `${fw!.name} declares a ${s.bytesPerElement}-byte copy of its largest ${s.of} + 1 MiB: ${s.why}` } };
+}
+
+/**
+ * The elements of a rank's largest FSDP1 flat parameter shard: the parameters of each wrapped unit (the module
+ * at the innermost numbered path segment, `layers.3.`, as transformer_auto_wrap_policy wraps a block; the root
+ * holds the rest) concatenated whole and split in `shardOver` equal shards, the last padded.
+ */
+export function largestFlatShard(views: readonly ParamView[], shardOver: number): number {
+  const units = new Map<string, number>();
+  for (const v of views) {
+    const unit = /^(.*\.\d+\.)/.exec(v.fqn)?.[1] ?? "";
+    units.set(unit, (units.get(unit) ?? 0) + v.globalShape.reduce((a, b) => a * b, 1));
+  }
+  return Math.max(0, ...[...units.values()].map((n) => Math.ceil(n / shardOver)));
 }
 
 /** Every target a convention calls (probed before anything runs). */
