@@ -17,7 +17,7 @@
  * Stable ids and classes (cell pass|fail|skip, data-cell-id, article.group with data-subject,
  * data-check, data-kind, data-cells; bar over, budget) are what tests and scripts may rely on.
  */
-import { CHECK_INFO } from "../harness/checks/index.ts";
+import { PERFORMANCE_CHECKS } from "../harness/results/severity.ts";
 import type { RunSummary } from "../harness/results/types.ts";
 import { counts, describeRun, failedChecks, layoutOf, gridOf, NOTHING_JUDGED, outcomeOf, runVerdict, summaryText, VERDICT_TEXT, type Grid, type ReportMeta } from "./common.ts";
 import { formatBytes } from "../harness/results/text.ts";
@@ -523,7 +523,7 @@ ${digest.failingCells ? failuresSection(digest, index) : `<p class="none">No fai
 ${meta.sections?.length ? sectionsHtml(meta.sections) : ""}
 <script type="application/json" id="cells-data">${scriptJson(cells)}</script>
 <noscript><p class="note">Cell details and filters need JavaScript; the failure groups above are complete without it.</p></noscript>
-<script>var CHECK_SEVERITY = ${scriptJson(Object.fromEntries([...CHECK_INFO].map(([id, c]) => [id, c.severity])))};${SCRIPT}</script>
+<script>var CHECK_SEVERITY = ${scriptJson(Object.fromEntries([...PERFORMANCE_CHECKS].map((id) => [id, "performance"])))};${SCRIPT}</script>
 </body>
 </html>
 `;

@@ -5,7 +5,7 @@
  * messages and reproduce command. The part outside <details> stays one screen for a run of a few subjects.
  * Long runs are cut inside the fold (GitHub keeps 1 MiB of summary per step) with a count of the rest.
  */
-import { severityOf } from "../harness/checks/index.ts";
+import { severityOf } from "../harness/results/severity.ts";
 import type { RunSummary } from "../harness/results/types.ts";
 import { counts, describeRun, failedChecks, gridOf, NOTHING_JUDGED, runVerdict, summaryText, VERDICT_TEXT, type ReportMeta } from "./common.ts";
 import { firstLine, messageBody } from "../harness/results/text.ts";

@@ -18,7 +18,6 @@ import commReach from "./comm-reach.ts";
 import { isolation } from "./isolation.ts";
 import { golden } from "./golden.ts";
 
-import type { CheckResult, Severity } from "./types.ts";
 
 export type { CanFailFacts, Check, CheckInfo, CheckResult, CheckStatus, Severity } from "./types.ts";
 
@@ -45,11 +44,4 @@ export const RUN_CHECKS: readonly CheckInfo[] = [isolation, golden];
 /** Every check a result can hold, by id. */
 export const CHECK_INFO: ReadonlyMap<string, CheckInfo> = new Map([...CHECKS, ...RUN_CHECKS].map((c) => [c.id, c]));
 
-/**
- * A result's severity: the one it carries (stamped by defineCheck), else its check's declaration by id (a
- * result read from a file carries none). An id no check declares is a correctness failure: a result nobody
- * can classify is never downgraded to a note.
- */
-export function severityOf(result: Pick<CheckResult, "id" | "severity">): Severity {
-  return result.severity ?? CHECK_INFO.get(result.id)?.severity ?? "correctness";
-}
+export { severityOf } from "../results/severity.ts";
