@@ -31,7 +31,8 @@ const MATRIX_CELLS: Record<string, string> = {
   "replica-unscaled": "replica-unscaled/pp2/deepseek-v3-debug/f32/n2/active/s0",
   "tp-replicate-summed": "tp-replicate-summed/tp2/llama3-debug/f32/n2/active/s0",
   "inf-as-sum": "inf-as-sum/dp_shard2/llama3-debug/bf16/ninf/boundary/s0",
-  unbucketed: "unbucketed/single/llama3-debug/f32/n2/active/s0",
+  // one rank: a collective over a group of one moves nothing and is not counted, so the smallest cell is two ranks
+  unbucketed: "unbucketed/dp_shard2/llama3-debug/f32/n2/active/s0",
   "ep-skip-empty": "ep-skip-empty/pp4/deepseek-v3-debug/f32/n2/active/s0",
   "padding-counted": "padding-counted/tp3/llama3-debug/f32/n2/active/s0",
   "bf16-norm": "bf16-norm/single/llama3-debug/f32/n2/active/s0",
