@@ -382,11 +382,12 @@ async function runExternal(subject: TorchSubject, x: ExternalCell): Promise<Exte
   return { ranks, liveness, comm: results.map(commRecord), memory, tolerance, ...declaredScratch(subject.framework, x.params, x.layout.dp_shard) };
 }
 
+const product = (dims: readonly number[]) => dims.reduce((a, b) => a * b, 1);
+
 /** The scratch budget a framework file's `scratch` declares, per rank (none when it declares none). */
 export function declaredScratch(fw: Framework | null, params: ExternalCell["params"], shardOver = 1): Pick<ExternalRun, "scratchBudget"> {
   const s = fw?.scratch;
   if (!s) return {};
-  const product = (dims: readonly number[]) => dims.reduce((a, b) => a * b, 1);
   const elements = (p: ParamView) => product(s.of === "parameter" ? p.globalShape : p.block.len);
   const largest = (views: readonly ParamView[]) => (s.of === "flat parameter shard" ? largestFlatShard(views, shardOver) : Math.max(0, ...views.map(elements)));
   const bytes = params.map((views) => largest(views) * s.bytesPerElement + DEFAULT_SCRATCH_SLACK_BYTES);
@@ -402,7 +403,7 @@ export function largestFlatShard(views: readonly ParamView[], shardOver: number)
   const units = new Map<string, number>();
   for (const v of views) {
     const unit = /^(.*\.\d+\.)/.exec(v.fqn)?.[1] ?? "";
-    units.set(unit, (units.get(unit) ?? 0) + v.globalShape.reduce((a, b) => a * b, 1));
+    units.set(unit, (units.get(unit) ?? 0) + product(v.globalShape));
   }
   return Math.max(0, ...[...units.values()].map((n) => Math.ceil(n / shardOver)));
 }
