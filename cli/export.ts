@@ -21,6 +21,7 @@ export const spec: CommandSpec = {
     subject: { type: "string", value: "torch:...", description: "the torch subject (with --cell: replaces the cell's)" },
     out: { type: "string", value: "DIR", description: "folder to write the script to" },
     "no-run": { type: "boolean", description: "do not run the cell through clip-parity first (its failures go in the script's header)" },
+    full: { type: "boolean", description: "the cell's own gradients and every check, even where the layout alone fails (then minimised by default)" },
     layout: { type: "string", value: "SPEC", description: "layout, e.g. dp_shard2,tp2" },
     model: { type: "string", value: "NAME", description: "clip-parity list models" },
     dtype: { type: "string", value: DTYPES.join("|"), description: "gradient dtype" },
@@ -73,7 +74,7 @@ export async function run(argv: string[]): Promise<number> {
   } else {
     cell = cellFromFlags(s);
   }
-  const { path, seen, data } = await exportCell({ cell, outDir: out, run: v["no-run"] !== true });
+  const { path, seen, data } = await exportCell({ cell, outDir: out, run: v["no-run"] !== true, full: v.full === true });
   const failed = seen?.checks.filter((c) => c.status === "fail").map((c) => c.id) ?? [];
   const world = data.script.match(/--nproc-per-node (\d+)/)?.[1];
   process.stdout.write(

@@ -6,7 +6,7 @@ import sys
 import traceback
 from datetime import timedelta
 
-import numpy as np
+import numpy as np  #? !minimal
 import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh
@@ -16,6 +16,7 @@ from torch.distributed.tensor.debug import CommDebugMode
 @@CELL@@
 TIMEOUT = timedelta(seconds=float(os.environ.get("REPRO_TIMEOUT_S", "60")))  # a rank left waiting in a collective raises after it
 TORCH_DTYPE = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
+#?{ !minimal
 LOGICAL = []  # (index, name, shape, tp style, stage); layer i is on the stage s with floor(s*L/pp) <= i < floor((s+1)*L/pp)
 for where, prefix, rows in MODEL:
     pp, words = LAYOUT["pp"], rows.split()
@@ -25,6 +26,7 @@ for where, prefix, rows in MODEL:
             LOGICAL.append((len(LOGICAL), prefix.format(i=i) + name, [int(d) for d in shape.split(",")], style, stage))
 
 @@GENERATE@@
+#?}
 
 @@SUPPORT@@
 local = lambda t: t.to_local() if isinstance(t, DTensor) else t  # a gradient's local block: a DTensor's own, a plain tensor itself
@@ -50,7 +52,8 @@ def build(device):  # this rank's parameter copies, gradients set: DTensors on i
         plain = WORLD == 1  # one process: no mesh, plain tensors, as a user on one rank has them
         p = torch.nn.Parameter(torch.empty(shape, dtype=TORCH_DTYPE[DTYPE], device=device) if plain else distribute_tensor(torch.empty(shape, dtype=TORCH_DTYPE[DTYPE], device=device), mesh, pls, src_data_rank=None))
         if HAS_GRAD(i):  # the logical gradient in the cell's regime, then this rank's part of it
-            g = generate(name, math.prod(shape), SEED, STEP, DTYPE, EXP) if MODE == "gen" else torch.full([math.prod(shape)], float(MODE == "ones"), dtype=TORCH_DTYPE[DTYPE])
+            g = generate(name, math.prod(shape), SEED, STEP, DTYPE, EXP) if MODE == "gen" else torch.full([math.prod(shape)], float(MODE == "ones"), dtype=TORCH_DTYPE[DTYPE])  #? !minimal
+            g = torch.randn(math.prod(shape), generator=torch.Generator().manual_seed(i)).to(TORCH_DTYPE[DTYPE])  # the same on every rank; any values do  #? minimal
             if SPECIAL and name == SPECIAL[0] and g.numel():  #? special
                 g[0] = SPECIAL[1]  # the regime's non-finite value  #? special
             p.grad = g.reshape(shape).to(device) if plain else distribute_tensor(g.reshape(shape).to(device), mesh, pls, src_data_rank=None)
@@ -61,12 +64,14 @@ def build(device):  # this rank's parameter copies, gradients set: DTensors on i
         named.append((fqn, p))
     return meshes, named
 
+#?{ !minimal
 def expected_norm():  # SPEC 6's norm in float64 from this script's own generator: each logical parameter with a gradient, once
     gs = [(generate(name, math.prod(shape), SEED, STEP, DTYPE, EXP) if MODE == "gen" else torch.full([math.prod(shape)], float(MODE == "ones"))).double().abs() for i, name, shape, _, _ in LOGICAL if HAS_GRAD(i)]
     if SPECIAL:  #? special
         gs[0][0] = abs(SPECIAL[1])  # the regime's non-finite value, in the first parameter with a gradient  #? special
     parts = torch.stack([g.max() if NORM_TYPE == math.inf else (g ** NORM_TYPE).sum() for g in gs if g.numel()] or [torch.zeros((), dtype=torch.float64)])
     return (parts.max() if NORM_TYPE == math.inf else parts.sum() ** (1 / NORM_TYPE)).item()
+#?}
 
 def frames(e):  # where the error was raised: the innermost frames of the framework's and torch's files (not this script's, not torch's dispatch)
     tb = [f for f in traceback.extract_tb(e.__traceback__) if f.filename != os.path.abspath(__file__) and not re.search(r"torch/(_ops|_compile|_dynamo/|utils/_python_dispatch|distributed/tensor/debug/)", f.filename)]
@@ -141,13 +146,16 @@ def main():
     every, fails = [None] * WORLD, []
     dist.all_gather_object(every, (norm, error, bad, comm.get_total_counts() - getattr(comm, "local", 0), where), group=control)
     if rank == 0:
-        ref, rel = expected_norm(), lambda n: abs(n - ref) / abs(ref) if ref and math.isfinite(ref) and math.isfinite(n) else float("nan")  # |got - expected| <= bound * expected
-        print(f"{TARGET} (torch {torch.__version__}, {dist.get_backend()}); clip-parity cell {CELL_ID}\nexpected: norm {ref!r} (float64, this script's generator; clip-parity: {REFERENCE_NORM!r}) on every rank within relative {NORM_BOUND:.3g} ({TOLERANCE}), clip_coef {CLIP_COEF!r}")
-        print("\n".join(f"  rank {r}: " + (f"raised {e} (at {w})" if e else f"expected {ref!r} (float64), got {n!r}, rel err {rel(n):.3g}, bound {NORM_BOUND:.3g}") + f"; {c} collectives" + "".join(f"; {k}: {v}" for k, v in b.items()) for r, (n, e, b, c, w) in enumerate(every)))
-        eps, raise_wanted = NORM_BOUND, ERROR_IF_NONFINITE and not math.isfinite(ref)  # the checks, in order (raise_wanted: every rank must raise the non-finite error)
-        norms, errors = [(r, x[0]) for r, x in enumerate(every) if x[0] is not None], [(r, x[1]) for r, x in enumerate(every) if x[1]]
-        far = [(r, n) for r, n in norms if not (n == ref or TOLERANCE == "exact" and n == REFERENCE_NORM or math.isnan(n) and math.isnan(ref) or abs(n - ref) <= eps * abs(ref))]
-        found = {"parity.norm": [f"rank {r}: expected {ref!r} (float64), got {n!r}, rel err {rel(n):.3g}, bound {eps:.3g} ({TOLERANCE})" for r, n in far]}
+        ref, rel = expected_norm(), lambda n: abs(n - ref) / abs(ref) if ref and math.isfinite(ref) and math.isfinite(n) else float("nan")  # |got - expected| <= bound * expected  #? !minimal
+        print(f"{TARGET} (torch {torch.__version__}, {dist.get_backend()}); clip-parity cell {CELL_ID}\nexpected: norm {ref!r} (float64, this script's generator; clip-parity: {REFERENCE_NORM!r}) on every rank within relative {NORM_BOUND:.3g} ({TOLERANCE}), clip_coef {CLIP_COEF!r}")  #? !minimal
+        print("\n".join(f"  rank {r}: " + (f"raised {e} (at {w})" if e else f"expected {ref!r} (float64), got {n!r}, rel err {rel(n):.3g}, bound {NORM_BOUND:.3g}") + f"; {c} collectives" + "".join(f"; {k}: {v}" for k, v in b.items()) for r, (n, e, b, c, w) in enumerate(every)))  #? !minimal
+        eps, raise_wanted = NORM_BOUND, ERROR_IF_NONFINITE and not math.isfinite(ref)  # the checks, in order (raise_wanted: every rank must raise the non-finite error)  #? !minimal
+        print(f"{TARGET} (torch {torch.__version__}, {dist.get_backend()}); clip-parity cell {CELL_ID}, minimised\nexpected: a norm on every rank, no exception")  #? minimal
+        print("\n".join(f"  rank {r}: " + (f"raised {e} (at {w})" if e else f"returned {n!r}") + f"; {c} collectives across ranks" for r, (n, e, b, c, w) in enumerate(every)))  #? minimal
+        norms, errors, raise_wanted, found = [(r, x[0]) for r, x in enumerate(every) if x[0] is not None], [(r, x[1]) for r, x in enumerate(every) if x[1]], False, {}  #? minimal
+        norms, errors = [(r, x[0]) for r, x in enumerate(every) if x[0] is not None], [(r, x[1]) for r, x in enumerate(every) if x[1]]  #? !minimal
+        far = [(r, n) for r, n in norms if not (n == ref or TOLERANCE == "exact" and n == REFERENCE_NORM or math.isnan(n) and math.isnan(ref) or abs(n - ref) <= eps * abs(ref))]  #? !minimal
+        found = {"parity.norm": [f"rank {r}: expected {ref!r} (float64), got {n!r}, rel err {rel(n):.3g}, bound {eps:.3g} ({TOLERANCE})" for r, n in far]}  #? !minimal
         found["parity.tensors"] = [f"rank {r}: {x[2]['parity.tensors']}" for r, x in enumerate(every) if "parity.tensors" in x[2]]  #? parity.tensors
         found["parity.ranks"] = ["the ranks returned different norms"] if len({repr(n) for _, n in norms}) > 1 else []  #? parity.ranks
         found["scaling.nonempty"] = [f"rank {r}: {x[2]['scaling.nonempty']}" for r, x in enumerate(every) if "scaling.nonempty" in x[2]]  #? scaling.nonempty

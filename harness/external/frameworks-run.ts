@@ -82,9 +82,10 @@ export interface FrameworkCellRecord {
   seconds?: { cell: number; target: number; adapter: number; phases?: Record<string, number> };
   /**
    * A failure in the framework's configurations: its `clip-parity export` script run standalone under torchrun
-   * (repro-run.ts): its length in lines, whether it printed REPRODUCED, and the checks it saw fail.
+   * (repro-run.ts): its length in lines, whether it printed REPRODUCED, the checks it saw fail, and whether it was the
+   * minimised script (a failure of the layout alone: a few parameters, random gradients) or the whole cell.
    */
-  repro?: { lines: number; reproduced: boolean; failed: string[] };
+  repro?: { lines: number; reproduced: boolean; failed: string[]; minimised?: boolean };
 }
 
 export interface FrameworkRecord {

@@ -121,13 +121,14 @@ function causeTableLines(title: string, rows: readonly CauseRow[]): string[] {
 
 /** Root causes over every framework's cells in its configurations: frameworks whose cause reads the same (one code path) share a row. */
 function rootCauseSection(d: FrameworksData, explain: Record<string, Record<string, string>>): string[] {
-  const rows = new Map<string, { cause: RootCause; by: [string, number][]; sources: string[]; upstreams: string[] }>();
+  const rows = new Map<string, { cause: RootCause; by: [string, number][]; sources: string[]; upstreams: string[]; cells: FrameworkCellRecord[] }>();
   for (const f of d.frameworks) {
     const inside = f.cells.filter((c) => c.status === "fail" && !c.outside);
     for (const r of causeRows(inside, explain[f.name] ?? {})) {
       const key = `${r.cause.cls}\u0000${r.cause.text}`;
-      const row = rows.get(key) ?? { cause: r.cause, by: [], sources: [], upstreams: [] };
+      const row = rows.get(key) ?? { cause: r.cause, by: [], sources: [], upstreams: [], cells: [] };
       row.by.push([f.name, r.cells.length]);
+      row.cells.push(...inside.filter((c) => r.cells.includes(c.case)));
       // one code path read from several frameworks' files: each file's source and upstream status, once
       if (r.cause.source && !row.sources.includes(r.cause.source)) row.sources.push(r.cause.source);
       if (!row.upstreams.includes(r.cause.upstream)) row.upstreams.push(r.cause.upstream);
@@ -147,13 +148,28 @@ function rootCauseSection(d: FrameworksData, explain: Record<string, Record<stri
       "does not support (not counted as a failure); *performance* a right result at more collectives than the fused optimum " +
       "(comm.budget; a note, not a failure).",
     "",
-    "| root cause | severity | frameworks (cells) | source | upstream |",
-    "|---|---|---|---|---|",
+    "| root cause | severity | frameworks (cells) | reproduced by the exported scripts | source | upstream |",
+    "|---|---|---|---|---|---|",
   ];
   for (const r of sorted) {
-    o.push(`| ${esc(r.cause.text)} | ${SEVERITY_OF_CLASS[r.cause.cls]} | ${r.by.map(([n, k]) => `${n} (${k})`).join(", ")} | ${r.sources.map((x) => `\`${esc(x)}\``).join("; ") || "-"} | ${esc(r.upstreams.join("; "))} |`);
+    const where = r.sources.map((x) => `\`${esc(x)}\``).join("; ") || "-";
+    o.push(`| ${esc(r.cause.text)} | ${SEVERITY_OF_CLASS[r.cause.cls]} | ${r.by.map(([n, k]) => `${n} (${k})`).join(", ")} | ${reproOfCells(r.cells)} | ${where} | ${esc(r.upstreams.join("; "))} |`);
   }
   return o;
+}
+
+/** ", N minimised" when some of the scripts run were minimised (the failure is the layout's alone). */
+function minimisedNote(checked: readonly FrameworkCellRecord[]): string {
+  const n = checked.filter((c) => c.repro?.minimised).length;
+  return n ? `, ${n === checked.length ? "all" : n} minimised` : "";
+}
+
+/** A root cause's cells reproduced by their scripts: "k of n (scripts of L lines at most, minimised)". */
+function reproOfCells(cells: readonly FrameworkCellRecord[]): string {
+  const checked = cells.filter((c) => c.repro);
+  if (!checked.length) return "not checked";
+  const longest = Math.max(...checked.map((c) => c.repro!.lines));
+  return `${checked.filter((c) => c.repro!.reproduced).length} of ${cells.length} (${longest} lines at most${minimisedNote(checked)})`;
 }
 
 /** "k of n" for the failures whose scripts ran; "-" without failures; "not checked" when none of them ran. */
@@ -244,7 +260,9 @@ export function renderFrameworks(d: FrameworksData, explain: Record<string, Reco
     "A failure is *reproduced* when the script `clip-parity export --cell torch:<framework>/<cell> --no-run` writes for it runs " +
       "standalone under `torchrun --standalone` (torch and the framework alone, nothing of clip-parity on the path, CPU ranks) and " +
       "prints REPRODUCED with the same failed checks (those a script implements): `npm run frameworks` runs every such script after " +
-      "the cells (harness/external/torch/repro-run.ts).",
+      "the cells (harness/external/torch/repro-run.ts). Where the layout alone makes the failure (a raise, a hang or collectives beyond " +
+      "the budget, with finite gradients) the script is *minimised*: the first parameter of each pipeline stage and gradient placement, " +
+      "random gradients, no norm to compare; one that does not reproduce the failure is followed by the whole cell's (`--full`).",
   );
   o.push("");
   o.push(
@@ -350,7 +368,7 @@ export function renderFrameworks(d: FrameworksData, explain: Record<string, Reco
       o.push(
         "",
         checked.length
-          ? `Reproduced standalone: ${t.reproduced} of ${failures.length} failures (scripts of ${longest} lines at most).`
+          ? `Reproduced standalone: ${t.reproduced} of ${failures.length} failures (scripts of ${longest} lines at most${minimisedNote(checked)}).`
           : `Reproduced standalone: not checked (this data has no run of the exported scripts).`,
       );
       const not = checked.filter((c) => !c.repro!.reproduced);

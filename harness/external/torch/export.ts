@@ -18,12 +18,12 @@ import { InputError } from "../../errors.ts";
 import { writeFileAtomic } from "../../util/fs.ts";
 import { formatLayout, parseLayout, validateLayout, worldSize, type ValidLayout } from "../../layout/layout.ts";
 import { getModel, MODEL_NAMES } from "../../model/models.ts";
-import { planWorld } from "../../model/plan.ts";
+import { placementsFor, planWorld, stageOfParam } from "../../model/plan.ts";
 import { computeReference } from "../../gradients/reference.ts";
 import { lowPrecisionDtype, normTolerance } from "../../checks/types.ts";
 import { CHECK_IDS } from "../../checks/index.ts";
 import { maxNormOf, REGIMES, regimeSpec, type Regime } from "../../gradients/regimes.ts";
-import type { ModelManifest } from "../../model/manifest.ts";
+import type { LogicalParam, ModelManifest } from "../../model/manifest.ts";
 import { causeText, causesOf, messageHead, type FrameworksData } from "../frameworks-run.ts";
 import { applicability, outsideConfigurations } from "./frameworks.ts";
 import { meshesOf } from "../../world/context.ts";
@@ -454,6 +454,8 @@ export interface ExportData {
   cell: Cell;
   script: string;
   fileName: string;
+  /** The script keeps a few parameters with random gradients: the failure is the layout's alone (LAYOUT_ONLY_CHECKS). */
+  minimised: boolean;
 }
 
 /** What clip-parity saw on the cell: a run, or the committed docs/frameworks.json record of the framework's run. */
@@ -490,6 +492,27 @@ function seenFromRecord(cell: Cell, subject: TorchSubject, records?: FrameworksD
 /** The checks an exported script implements (repro_template.py); it makes those clip-parity saw fail, in clip-parity's order (ALL_CHECKS). */
 export const SCRIPT_CHECKS: ReadonlySet<string> = new Set(["parity.norm", "parity.tensors", "parity.ranks", "scaling.nonempty", "liveness", "errors.nonfinite", "errors.raised", "comm.budget"]);
 const ALL_CHECKS = CHECK_IDS.filter((c) => SCRIPT_CHECKS.has(c));
+/**
+ * The failures the layout alone makes, whatever the gradients hold: a raise (of input refused, of a rank with nothing
+ * to count), a hang, collectives beyond the budget. A script for these is minimised (`minimalParams`).
+ */
+export const LAYOUT_ONLY_CHECKS: ReadonlySet<string> = new Set(["errors.raised", "liveness", "comm.budget"]);
+
+/**
+ * The parameters a minimised script keeps: the first of each class of (pipeline stage, tied or not, and for one with
+ * a gradient its mesh and placements over the axes of size > 1). A layout-only failure depends on which meshes and
+ * placements a rank's gradients span, and a class spans the same ones; a tied parameter keeps its replica.
+ */
+export function minimalParams(model: ModelManifest, layout: ValidLayout, hasGrad: (index: number) => boolean): LogicalParam[] {
+  const tied = new Set(model.ties.map((t) => t.canonical));
+  const classes = new Set<string>();
+  return model.params.filter((p) => {
+    const { mesh, meshAxes, placements } = placementsFor(p, layout);
+    const split = meshAxes.flatMap((a, k) => ((layout as Record<string, number>)[a] ?? 2) > 1 ? [`${a}:${JSON.stringify(placements[k])}`] : []);
+    const key = JSON.stringify([stageOfParam(p, model.nLayers, layout.pp), tied.has(p.name), hasGrad(p.index) && [mesh, split]]);
+    return !classes.has(key) && !!classes.add(key);
+  });
+}
 if (ALL_CHECKS.length !== SCRIPT_CHECKS.size) throw new Error(`internal: the export implements checks the harness does not have: ${[...SCRIPT_CHECKS].filter((c) => !CHECK_IDS.includes(c)).join(", ")}`);
 
 /** A Python literal of a float: repr-exact for finite values. */
@@ -607,7 +630,7 @@ function modelCode(model: ModelManifest): string[] {
  * clip-parity's run of the cell, if it ran; otherwise the committed docs/frameworks.json record is used when it has
  * the cell.
  */
-export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult | null, records?: FrameworksData): ExportData {
+export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult | null, records?: FrameworksData, full = false): ExportData {
   const layout = validateLayout(cell.layout);
   const world = worldSize(layout);
   const model = getModel(cell.model);
@@ -638,9 +661,12 @@ export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult |
   const unsupported = applicability(convention, { layout, normType: cell.normType, regime: cell.regime, errorIfNonfinite });
   // a configuration the framework's trainer never builds: a failure there is not one its maintainers would take
   const outside = subject.framework ? outsideConfigurations(subject.framework, { ...cell, errorIfNonfinite }) : null;
+  // Minimised (unless --full): a failure of the layout alone, in a regime of finite gradients, on a configuration
+  // the framework supports: a few parameters with random gradients, no generator, no norm to compare.
+  const minimal = !full && !!seen?.failed.length && seen.failed.every((c) => LAYOUT_ONLY_CHECKS.has(c)) && regime.special === null && !unsupported;
   // The checks the script makes (those it implements, in clip-parity's order): what clip-parity saw fail, else all.
   // errors.raised always: a raise is what any cell can meet first
-  const checks = new Set(ALL_CHECKS.filter((c) => !seen?.failed.length || c === "parity.norm" || c === "errors.raised" || seen.failed.includes(c)));
+  const checks = new Set(ALL_CHECKS.filter((c) => !seen?.failed.length || (c === "parity.norm" && !minimal) || c === "errors.raised" || seen.failed.includes(c)));
   // errors.nonfinite can only fail on a non-finite norm with error_if_nonfinite set, scaling.nonempty only when clip_coef < 1.
   if (errorIfNonfinite && !Number.isFinite(reference.totalNorm)) checks.add("errors.nonfinite");
   else checks.delete("errors.nonfinite");
@@ -663,6 +689,7 @@ export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult |
   const tolerance = torchTolerance(cell.dtype, subject.options.tolerance);
   const features = new Set([
     ...checks,
+    ...(minimal ? ["minimal"] : []),
     ...(used.has("grads_for_norm") ? ["counted"] : []), // build() marks the copies Megatron's selection counts
     ...(used.has("mpu") || used.has("grads_for_norm_deepspeed") ? ["mp-attrs"] : []), // and those DeepSpeed's reads
     ...(experts ? ["dense-experts"] : []),
@@ -683,21 +710,39 @@ export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult |
   const special = specialParam === null ? "None" : `(${JSON.stringify(specialParam)}, ${pyFloat(regime.special!)})`;
   const target = subject.framework ? `${subject.framework.name} ${subject.info.packageVersion ?? ""}`.trim() : subject.name.slice("torch:".length);
   const budgets = new Set(commBudgets).size === 1 ? `[${commBudgets[0]}] * ${world}` : `[${commBudgets.join(", ")}]`;
+  const kept = minimal ? minimalParams(model, layout, regime.hasGrad) : model.params;
+  const ties = model.ties.filter((t) => kept.some((p) => p.name === t.canonical));
+  const tiesCode = `[${ties.flatMap((t) => t.replicas.map((r) => `(${JSON.stringify(t.canonical)}, ${JSON.stringify(r.fqn)})`)).join(", ")}]`;
   const cellCode = [
     `CELL_ID, TARGET, UNSUPPORTED = ${JSON.stringify(id)}, ${JSON.stringify(target)}, ${JSON.stringify(unsupported ? `(${target} does not support this configuration: ${unsupported})` : "")}`,
     `WORLD, LAYOUT = ${world}, {${LAYOUT_AXES.map((a) => `"${a}": ${layout[a]}`).join(", ")}}`,
-    `DTYPE, SEED, STEP, MODE, EXP, SPECIAL, HAS_GRAD = "${cell.dtype}", ${cell.seed}, ${step}, "${regime.mode}", ${regime.exp}, ${special}, ${hasGrad}  # regime ${cell.regime}`,
+    minimal
+      ? `DTYPE, HAS_GRAD = "${cell.dtype}", ${hasGrad}  # regime ${cell.regime}`
+      : `DTYPE, SEED, STEP, MODE, EXP, SPECIAL, HAS_GRAD = "${cell.dtype}", ${cell.seed}, ${step}, "${regime.mode}", ${regime.exp}, ${special}, ${hasGrad}  # regime ${cell.regime}`,
     `NORM_TYPE, MAX_NORM, ERROR_IF_NONFINITE = ${cell.normType === Infinity ? "math.inf" : pyFloat(cell.normType)}, ${pyFloat(maxNorm)}, ${errorIfNonfinite ? "True" : "False"}`,
     // NORM_BOUND: |norm - ref| / ref the class allows (fp32-accum: 8 sqrt(n + 1) 2^-24 / p + 4 2^-24, n the cell's elements)
-    `REFERENCE_NORM, CLIP_COEF, TOLERANCE, NORM_BOUND = ${pyFloat(reference.totalNorm)}, ${pyFloat(coef)}, "${tolerance}", ` +
-      `${pyFloat(normTolerance(tolerance, cell.normType, reference.elementsWithGrad))}  # as clip-parity computes them`,
+    ...(minimal
+      ? []
+      : [
+          `REFERENCE_NORM, CLIP_COEF, TOLERANCE, NORM_BOUND = ${pyFloat(reference.totalNorm)}, ${pyFloat(coef)}, "${tolerance}", ` +
+            `${pyFloat(normTolerance(tolerance, cell.normType, reference.elementsWithGrad))}  # as clip-parity computes them`,
+        ]),
     ...(features.has("comm.budget") ? [`COMM_BUDGET, COMM_WHY = ${budgets}, "${commWhy}"  # collectives across ranks per rank, as clip-parity's comm.budget`] : []),
-    `N_LAYERS, TIES = ${model.nLayers}, [${model.ties.flatMap((t) => t.replicas.map((r) => `(${JSON.stringify(t.canonical)}, ${JSON.stringify(r.fqn)})`)).join(", ")}]`,
-    ...modelCode(model),
+    ...(minimal
+      ? [
+          `TIES, LOGICAL = ${tiesCode}, [  # (index, name, shape, tp style, stage): the first of each stage and placement of ${model.name}'s ${model.params.length}`,
+          ...kept.map((p) => `    (${p.index}, ${JSON.stringify(p.name)}, [${p.shape.join(", ")}], "${p.tp}", ${stageOfParam(p, model.nLayers, layout.pp)}),`),
+          "]",
+        ]
+      : [`N_LAYERS, TIES = ${model.nLayers}, ${tiesCode}`, ...modelCode(model)]),
   ].join("\n");
 
   const fileName = `repro-${id.replace(/[^A-Za-z0-9_.-]+/g, "-").replace(/^-+|-+$/g, "")}.py`;
-  const doc = docText({ cell, layout, world, model: model.name, regime: cell.regime, maxNorm, errorIfNonfinite, subject, target, unsupported, outside, seen, reference: reference.totalNorm, fileName, checks: ALL_CHECKS.filter((c) => checks.has(c)) });
+  const doc = docText({
+    ...{ cell, layout, world, model: model.name, regime: cell.regime, maxNorm, errorIfNonfinite, subject, target, unsupported, outside, seen },
+    ...{ reference: reference.totalNorm, fileName, checks: ALL_CHECKS.filter((c) => checks.has(c)) },
+    minimised: minimal ? { kept: kept.length, of: model.params.length, budget: features.has("comm.budget") ? `${new Set(commBudgets).size === 1 ? commBudgets[0] : `[${commBudgets.join(", ")}] by rank`} (${commWhy})` : null } : null,
+  });
   // Template lines tagged `#? a b`, and blocks between `#?{ a b` and `#?}`, are kept only when the script makes one of
   // those checks or uses that feature (`!f`: only when it does not); the tags themselves never reach the script.
   const keep = (tags: string) => tags.split(" ").some((f) => (f.startsWith("!") ? !features.has(f.slice(1)) : features.has(f)));
@@ -720,8 +765,9 @@ export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult |
     .replace("@@GENERATE@@", () => generatorText())
     .replace("@@SUPPORT@@", () => supportCode)
     // the hang as clip-parity tells it from a raise (subject.ts), the same pattern (a Python raw string)
-    .replace("@@TIMEOUT_RE@@", () => `r"${COLLECTIVE_TIMEOUT_RE.source}"`);
-  return { cell, script, fileName };
+    .replace("@@TIMEOUT_RE@@", () => `r"${COLLECTIVE_TIMEOUT_RE.source}"`)
+    .replace(/\n{4,}/g, "\n\n\n");
+  return { cell, script, fileName, minimised: minimal };
 }
 
 const LAYOUT_AXES = ["pp", "dp_replicate", "dp_shard", "cp", "tp", "ep"] as const;
@@ -759,6 +805,8 @@ function docText(x: {
   reference: number;
   fileName: string;
   checks: string[];
+  /** A minimised script: parameters kept of the model's, and the collectives' budget per rank when it checks one. */
+  minimised: { kept: number; of: number; budget: string | null } | null;
 }): string {
   // "Label:     text", the text wrapped under itself.
   const field = (label: string, text: string) => wrap(text, "", 104).map((l, i) => (i === 0 && label ? `${label}:` : "").padEnd(12) + l);
@@ -789,17 +837,27 @@ function docText(x: {
   else if (!x.seen) lines.push(...field("Cause", "not known: exported without running the cell (--no-run), and docs/frameworks.json has no record of it"));
   else if (!x.seen.failed.length) lines.push(...field("Cause", `none: every check passed in ${x.seen.source}`));
   else x.seen.causes.forEach((k, i) => lines.push(...field(i === 0 ? "Cause" : "", `- ${causeText(k, fw?.explain ?? {})}`)));
-  lines.push(...field("Expected", `norm ${x.reference} on every rank (exact; the script recomputes it in float64), every gradient scaled by clip_coef ${clipCoefficient(x.maxNorm, x.reference)}`));
+  if (x.minimised) {
+    lines.push(
+      ...field(
+        "Minimised",
+        `${x.minimised.kept} of ${x.model}'s ${x.minimised.of} parameters (the first of each pipeline stage and placement of its gradient) ` +
+          "with random gradients: the layout alone makes this failure. `clip-parity export --full` writes the cell's own gradients and every check.",
+      ),
+      ...field("Expected", `a norm on every rank, no exception${x.minimised.budget ? `; collectives across ranks per rank at most ${x.minimised.budget}` : ""}`),
+    );
+  } else lines.push(...field("Expected", `norm ${x.reference} on every rank (exact; the script recomputes it in float64), every gradient scaled by clip_coef ${clipCoefficient(x.maxNorm, x.reference)}`));
   if (x.seen?.failed.length) {
     // the frames clip-parity names ("(at file:line fn < ...)") are where it was raised inside torch's dispatch: the script shows the error itself
-    const got = x.seen.failed.map((c) => `${c}: ${(x.seen!.messages[c] ?? "").replace(/ \(at [^()]*\)$/, "").slice(0, 240)}`);
+    const cut = (m: string) => (m.length > 240 ? `${m.slice(0, 240).replace(/\s+\S*$/, "")} ...` : m); // at a word, said so
+    const got = x.seen.failed.map((c) => `${c}: ${cut((x.seen!.messages[c] ?? "").replace(/ \(at [^()]*\)$/, ""))}`);
     got[got.length - 1] += ` (${x.seen.source})`;
     got.forEach((g, i) => lines.push(...field(i === 0 ? "Got" : "", g)));
   }
   lines.push(
     "",
     ...wrap(
-      `Written by clip-parity export; needs torch, numpy${fw && fw.package !== "torch" ? ` and ${fw.package}` : ""}${fw ? "" : " and the function under test"} (gloo; NCCL with a ` +
+      `Written by clip-parity export; needs torch${x.minimised ? "" : ", numpy"}${fw && fw.package !== "torch" ? ` and ${fw.package}` : ""}${fw ? "" : " and the function under test"} (gloo; NCCL with a ` +
         `GPU per rank). Checks ${x.checks.join(", ")}: REPRODUCED (exit 1) if one fails${x.seen?.failed.length ? " as above" : ""}, else NOT REPRODUCED.`,
       "",
     ),
@@ -823,6 +881,8 @@ export interface ExportRequest {
   options?: Partial<TorchOptions>;
   /** With run false: the frameworks run whose record of the cell goes in the header (default docs/frameworks.json). */
   records?: FrameworksData;
+  /** The whole cell (its gradients, every check) even for a failure of the layout alone, which is otherwise minimised. */
+  full?: boolean;
 }
 
 /** Writes the script atomically into outDir; returns its path and what the harness saw. */
@@ -842,7 +902,7 @@ export async function exportCell(req: ExportRequest): Promise<{ path: string; se
       await closeTorchSessions();
     }
   }
-  const data = buildExport(req.cell, subject, seen, req.records);
+  const data = buildExport(req.cell, subject, seen, req.records, req.full);
   const dir = resolve(req.outDir);
   const path = join(dir, data.fileName);
   writeFileAtomic(path, data.script, 0o755);

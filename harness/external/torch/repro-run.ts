@@ -63,7 +63,9 @@ export function listedFailures(data: FrameworksData): { framework: string; rec: 
 
 /**
  * Exports the script of every failure `data` lists (with that run's record in its header, nothing re-run by
- * clip-parity) and runs it standalone; sets each record's `repro`. Returns how many reproduced, of how many.
+ * clip-parity) and runs it standalone; sets each record's `repro`. A minimised script (a failure of the layout alone)
+ * that does not reproduce it is followed by the whole cell's, and the record is of that one. Returns how many
+ * reproduced, of how many.
  */
 export async function reproduceListedFailures(
   data: FrameworksData,
@@ -75,11 +77,16 @@ export async function reproduceListedFailures(
   const failures = listedFailures(data);
   try {
     for (const { rec, id } of failures) {
-      const { path, data: x } = await exportCell({ cell: parseCellId(id), outDir: dir, run: false, records: data });
-      const run = await runExportedScript(path, worldSize(x.cell.layout), python);
-      rec.repro = { lines: x.script.split("\n").length - 1, reproduced: run.reproduced && sameFindings(rec.failed, run.failed), failed: run.failed };
-      if (run.reproduced) reproduced++;
-      onCell?.(id, rec.repro, run);
+      for (const full of [false, true]) {
+        // the minimised script first where there is one; the whole cell's only if that one did not reproduce it
+        const { path, data: x } = await exportCell({ cell: parseCellId(id), outDir: dir, run: false, records: data, full });
+        const run = await runExportedScript(path, worldSize(x.cell.layout), python);
+        const same = run.reproduced && sameFindings(rec.failed, run.failed);
+        rec.repro = { lines: x.script.split("\n").length - 1, reproduced: same, failed: run.failed, minimised: x.minimised };
+        onCell?.(id, rec.repro, run);
+        if (same || !x.minimised) break;
+      }
+      if (rec.repro!.reproduced) reproduced++;
     }
   } finally {
     rmSync(dir, { recursive: true, force: true });
