@@ -19,7 +19,7 @@ use crate::kernels;
 use crate::ledger::{self, check_alloc_fill, check_p, Ledger};
 use crate::optim::{self, AdamW};
 use crate::path::KernelPath;
-use crate::pool::{self, Pooled};
+use crate::pool::{self, Buffer};
 use crate::store_api::{load_safetensors_with, save_safetensors_with, Mismatch, StoreKind, TensorStore};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -45,10 +45,11 @@ impl Backend {
     }
 }
 
+/// A tensor's elements: a range of the process-wide arena (pool.rs), back there when dropped.
 pub enum Data {
-    F32(Vec<f32>),
-    BF16(Vec<bf16>),
-    F16(Vec<f16>),
+    F32(Buffer<f32>),
+    BF16(Buffer<bf16>),
+    F16(Buffer<f16>),
     Meta,
 }
 
@@ -94,54 +95,15 @@ impl Data {
     }
 }
 
-/// A freed tensor's buffer goes to the pool (pool.rs) for the next tensor of its size class.
-impl Drop for Data {
-    fn drop(&mut self) {
-        match self {
-            Data::F32(v) => pool::give(std::mem::take(v)),
-            Data::BF16(v) => pool::give(std::mem::take(v)),
-            Data::F16(v) => pool::give(std::mem::take(v)),
-            Data::Meta => {}
-        }
-    }
-}
-
 /// A tensor of the cpu/meta store.
 pub type Tensor = ledger::Tensor<Data>;
 
-/// n zero elements (+0.0 in every dtype): a kept buffer (pool.rs) zeroed in place, or fresh zeroed
-/// memory from the allocator (which the OS hands out zeroed, so calloc need not write it).
-fn try_zeroed<T: Pooled>(n: usize) -> Result<Vec<T>> {
-    if let Some(mut v) = pool::take_kept::<T>(n) {
-        v.resize(n, T::from_bits(0));
-        return Ok(v);
-    }
-    let cap = pool::capacity_for::<T>(n);
-    if cap == 0 {
-        return Ok(Vec::new());
-    }
-    let layout =
-        std::alloc::Layout::array::<T>(cap).map_err(|_| Error(format!("cannot allocate {n} elements: size overflows")))?;
-    // SAFETY: layout has non-zero size; all-zero bits are +0.0 for f32, bf16 and f16.
-    let p = unsafe { std::alloc::alloc_zeroed(layout) } as *mut T;
-    if p.is_null() {
-        bail!("out of memory allocating {} bytes", layout.size());
-    }
-    // SAFETY: p was allocated with the layout of [T; cap]; its first n <= cap elements are
-    // initialized (zeroed).
-    Ok(unsafe { Vec::from_raw_parts(p, n, cap) })
-}
-
-/// A vector of n elements written by the generator as `Block::fill` writes them, without zeroing
-/// the memory first (a kept buffer from pool.rs when there is one: no page faults either).
-/// Requires block.validate() and block.numel() == n.
-fn filled<T: Pooled>(n: usize, path: KernelPath, spec: &GenSpec, block: &Block) -> Result<Vec<T>> {
-    let mut v = pool::take::<T>(n)?;
-    block.fill_uninit_with(path, spec, &mut v.spare_capacity_mut()[..n]);
-    // SAFETY: fill_uninit_with wrote all n elements (it checks that its rows cover the block and
-    // panics before returning otherwise), and the capacity is at least n.
-    unsafe { v.set_len(n) };
-    Ok(v)
+/// A buffer of n elements written by the generator as `Block::fill` writes them, without zeroing
+/// the memory first. Requires block.validate() and block.numel() == n.
+fn filled<T: Elem>(n: usize, path: KernelPath, spec: &GenSpec, block: &Block) -> Result<Buffer<T>> {
+    // SAFETY: fill_uninit_with writes all n elements (it checks that its rows cover the block and
+    // panics before returning otherwise).
+    unsafe { pool::filled_with(n, |xs| block.fill_uninit_with(path, spec, xs)) }
 }
 
 pub struct Store {
@@ -178,9 +140,9 @@ impl Store {
         }
         let n = Self::cpu_len(numel)?;
         Ok(match dtype {
-            DType::F32 => Data::F32(try_zeroed(n)?),
-            DType::BF16 => Data::BF16(try_zeroed(n)?),
-            DType::F16 => Data::F16(try_zeroed(n)?),
+            DType::F32 => Data::F32(pool::zeroed(n)?),
+            DType::BF16 => Data::BF16(pool::zeroed(n)?),
+            DType::F16 => Data::F16(pool::zeroed(n)?),
         })
     }
 }
@@ -234,7 +196,7 @@ impl TensorStore for Store {
     }
 
     fn free(&mut self, id: u32) -> Result<()> {
-        self.table.remove(id)?; // its buffer goes to the pool (Data's Drop)
+        self.table.remove(id)?; // its buffer goes back to the arena (Buffer's Drop)
         Ok(())
     }
 
@@ -320,14 +282,14 @@ impl TensorStore for Store {
             return Ok(());
         }
         // -0 is the identity of float addition: a sum of -0s stays -0, as a dist.all_reduce of them does
-        let mut acc = vec![-0f32; n];
+        let mut acc = pool::full(n, -0f32)?;
         for &s in srcs {
             let t = self.get(s)?;
             with_data!(&t.data, xs => acc.iter_mut().zip(xs.iter()).for_each(|(a, x)| *a += x.to_f32()), meta => ());
         }
         let t = self.table.get_mut(dst)?;
         // every dtype widens exactly into f32; the sum is rounded once to the dtype
-        with_data!(&mut t.data, xs => xs.iter_mut().zip(&acc).for_each(|(x, a)| *x = Elem::from_f32(*a)), meta => ());
+        with_data!(&mut t.data, xs => xs.iter_mut().zip(acc.iter()).for_each(|(x, a)| *x = Elem::from_f32(*a)), meta => ());
         Ok(())
     }
 
