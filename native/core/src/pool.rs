@@ -357,7 +357,7 @@ mod tests {
     }
 
     #[test]
-    fn buffers_of_any_dtype_reuse_each_others_ranges() {
+    fn a_range_reused_by_another_dtype_never_shows_its_old_contents() {
         // the process-wide arena: other tests use it at the same time, so only contents are asserted
         let n = 1_234_567;
         let mut a = zeroed::<f32>(n).unwrap();

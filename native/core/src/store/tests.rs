@@ -238,7 +238,7 @@ fn alloc_fill_equals_alloc_then_fill() {
 
 #[test]
 fn reused_buffers_never_show_old_contents() {
-    // large enough for the pool (pool.rs); an odd size, so other tests do not take the buffers
+    // every freed range goes back to the arena (pool.rs) and serves the next buffer of any dtype
     let mut s = Store::new(Backend::Cpu, 1).unwrap();
     let shape = [1001, 1003];
     let blk = Block::full(&shape);
