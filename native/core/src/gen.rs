@@ -615,6 +615,24 @@ mod simd_parity {
     }
 
     #[test]
+    fn the_wide_generator_across_the_boundaries_of_its_tables() {
+        // simd::GenQ16 takes x = key + gamma + i apart at multiples of 16 and of 2^30 (its tables
+        // change with x >> 30) and wraps at 2^64: starts that put x just before each of them
+        use crate::simd::GAMMA;
+        for name in ["a", "layers.3.w"] {
+            let s = GenSpec::new(5, 1, name, DType::F32, 0, GenMode::Gen);
+            let key = s.key();
+            for boundary in [0u64, 1 << 30, 7 << 30, 15 << 30, 16 << 30, 0x8000_0000_0000_0000] {
+                for before in [0u64, 1, 5, 15, 16, 17, 100] {
+                    let start = boundary.wrapping_sub(before).wrapping_sub(key).wrapping_sub(GAMMA);
+                    fill_both::<f32>(&s, start, 300);
+                    fill_both::<bf16>(&GenSpec { dtype: DType::BF16, ..s.clone() }, start, 300);
+                }
+            }
+        }
+    }
+
+    #[test]
     fn fill_range_simd_equals_portable() {
         let mut r = Rng(1);
         for _ in 0..3000 {

@@ -399,7 +399,7 @@ pub unsafe fn exact_into<T: Elem, const P2: bool>(xs: &[T], out: &mut FoldBins, 
 // ---- the SPEC section 5 generator, 8 elements per step (gen.rs holds the portable reference) ----
 
 /// splitmix64 constants (gen::splitmix64).
-const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
+pub(crate) const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
 const MIX1: u64 = 0xBF58_476D_1CE4_E5B9;
 const MIX2: u64 = 0x94D0_49BB_1331_11EB;
 
@@ -517,11 +517,29 @@ impl QStream for GenQ8 {
 /// [`GenQ8`]'s q with AVX-512's 64-bit lane multiply (`vpmullq`) instead of 32-bit halves: about
 /// twice the values per cycle where the CPU has it (the generator is compute-bound). The same
 /// bits: splitmix64 exactly, then the high half of each lane, as GenQ8::next explains.
+///
+/// Its first multiply costs one scalar multiply per 16 values instead of two vector ones. Write
+/// x = key + gamma + i as X + t, X a multiple of 16 and t < 16: then x >> 30 = X >> 30 = S, and
+/// x ^ S = W + (t ^ (S & 15)) with W = (X ^ S) & !15, so (x ^ S) * MIX1 = W * MIX1 + (t ^ (S & 15)) * MIX1
+/// (mod 2^64). A lane's t never changes (x steps by 16), nor does S & 15 but once every 2^26 steps:
+/// the second term is a table per lane, made again when S & 15 changes; the first is one scalar
+/// product per multiple of 16, shared by the lanes that fall in it (the 16 lanes span X and X + 16).
 struct GenQ16 {
-    /// key + gamma + i for i + 0..8 (`a`) and i + 8..16 (`b`)
-    a: __m512i,
-    b: __m512i,
-    sixteen: __m512i,
+    /// X of the lanes' lower multiple of 16, this step
+    x: u64,
+    /// W * MIX1 for X (`low`) and X + 16 (`high`), broadcast
+    low: __m512i,
+    high: __m512i,
+    /// the lanes (bit j: lane j of a, 8 + j of b) that fall in X + 16
+    in_high_a: __mmask8,
+    in_high_b: __mmask8,
+    /// S & 15 of the tables, and (t ^ (S & 15)) * MIX1 per lane
+    s: u64,
+    table_a: __m512i,
+    table_b: __m512i,
+    /// t per lane
+    t_a: __m512i,
+    t_b: __m512i,
     mix1: __m512i,
     mix2: __m512i,
     /// picks the odd (high) 32-bit halves of a then b
@@ -531,34 +549,89 @@ struct GenQ16 {
     flip: __m512i,
 }
 
+/// W * MIX1 of a multiple of 16 (see GenQ16).
+#[inline(always)]
+fn w_mix1(x: u64) -> u64 {
+    ((x ^ (x >> 30)) & !15).wrapping_mul(MIX1)
+}
+
 impl GenQ16 {
     #[inline(always)]
     unsafe fn new(key: u64, m: u32, start: u64) -> GenQ16 {
         debug_assert!((2..=24).contains(&m));
-        let base = _mm512_set1_epi64(key.wrapping_add(GAMMA).wrapping_add(start) as i64);
-        GenQ16 {
-            a: _mm512_add_epi64(base, _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7)),
-            b: _mm512_add_epi64(base, _mm512_setr_epi64(8, 9, 10, 11, 12, 13, 14, 15)),
-            sixteen: _mm512_set1_epi64(16),
+        let x0 = key.wrapping_add(GAMMA).wrapping_add(start);
+        let r = x0 & 15;
+        // lane j holds t = (r + j) & 15, in X + 16 when r + j >= 16
+        let in_high = (0xffff_u32 << (16 - r)) as u16;
+        let t = |j: i64| (r as i64 + j) & 15;
+        let t_a = _mm512_setr_epi64(t(0), t(1), t(2), t(3), t(4), t(5), t(6), t(7));
+        let t_b = _mm512_setr_epi64(t(8), t(9), t(10), t(11), t(12), t(13), t(14), t(15));
+        let x = x0 & !15;
+        let mut g = GenQ16 {
+            x,
+            low: _mm512_set1_epi64(w_mix1(x) as i64),
+            high: _mm512_set1_epi64(w_mix1(x.wrapping_add(16)) as i64),
+            in_high_a: in_high as u8,
+            in_high_b: (in_high >> 8) as u8,
+            s: u64::MAX,
+            table_a: _mm512_setzero_si512(),
+            table_b: _mm512_setzero_si512(),
+            t_a,
+            t_b,
             mix1: _mm512_set1_epi64(MIX1 as i64),
             mix2: _mm512_set1_epi64(MIX2 as i64),
             high_halves: _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31),
             shift: _mm_cvtsi32_si128(32 - m as i32),
             flip: _mm512_set1_epi32(i32::MIN),
-        }
+        };
+        g.tables_for((x >> 30) & 15);
+        g
+    }
+
+    #[inline(always)]
+    unsafe fn tables_for(&mut self, s: u64) {
+        let sv = _mm512_set1_epi64(s as i64);
+        self.s = s;
+        self.table_a = _mm512_mullo_epi64(_mm512_xor_si512(self.t_a, sv), self.mix1);
+        self.table_b = _mm512_mullo_epi64(_mm512_xor_si512(self.t_b, sv), self.mix1);
+    }
+
+    /// (x ^ (x >> 30)) * MIX1 of the 16 lanes of this step, the direct way: for the step where
+    /// S & 15 changes, which the tables do not hold.
+    #[cold]
+    #[inline(never)]
+    #[target_feature(enable = "avx2,avx512f,avx512dq")]
+    unsafe fn first_mix_direct(x: u64, t_a: __m512i, t_b: __m512i, in_high_a: __mmask8, in_high_b: __mmask8) -> (__m512i, __m512i) {
+        let mix1 = _mm512_set1_epi64(MIX1 as i64);
+        let lane = |t: __m512i, in_high: __mmask8| {
+            let x = _mm512_add_epi64(_mm512_mask_blend_epi64(in_high, _mm512_set1_epi64(x as i64), _mm512_set1_epi64(x.wrapping_add(16) as i64)), t);
+            _mm512_mullo_epi64(_mm512_xor_si512(x, _mm512_srli_epi64::<30>(x)), mix1)
+        };
+        (lane(t_a, in_high_a), lane(t_b, in_high_b))
     }
 }
 
 impl QStream for GenQ16 {
     #[inline(always)]
     unsafe fn next16(&mut self) -> (__m256i, __m256i) {
-        let (xa, xb) = (self.a, self.b);
-        self.a = _mm512_add_epi64(self.a, self.sixteen);
-        self.b = _mm512_add_epi64(self.b, self.sixteen);
-        let xa = _mm512_xor_si512(xa, _mm512_srli_epi64::<30>(xa));
-        let xb = _mm512_xor_si512(xb, _mm512_srli_epi64::<30>(xb));
-        let za = _mm512_mullo_epi64(xa, self.mix1);
-        let zb = _mm512_mullo_epi64(xb, self.mix1);
+        let x = self.x;
+        let (s_low, s_high) = ((x >> 30) & 15, (x.wrapping_add(16) >> 30) & 15);
+        let (za, zb) = if s_low == self.s && s_high == self.s {
+            (
+                _mm512_add_epi64(_mm512_mask_blend_epi64(self.in_high_a, self.low, self.high), self.table_a),
+                _mm512_add_epi64(_mm512_mask_blend_epi64(self.in_high_b, self.low, self.high), self.table_b),
+            )
+        } else {
+            let z = Self::first_mix_direct(x, self.t_a, self.t_b, self.in_high_a, self.in_high_b);
+            if s_low == s_high {
+                self.tables_for(s_low);
+            }
+            z
+        };
+        // the next step: X + 16 becomes the low multiple
+        self.x = x.wrapping_add(16);
+        self.low = self.high;
+        self.high = _mm512_set1_epi64(w_mix1(self.x.wrapping_add(16)) as i64);
         let za = _mm512_xor_si512(za, _mm512_srli_epi64::<27>(za));
         let zb = _mm512_xor_si512(zb, _mm512_srli_epi64::<27>(zb));
         let za = _mm512_mullo_epi64(za, self.mix2);
@@ -657,6 +730,8 @@ unsafe fn fill_from<T: Elem, G: QStream, const ROUND: bool>(mut g: G, unit: f32,
     let u = _mm256_set1_ps(unit);
     let mut k = 0;
     while k + 16 <= n {
+        // the line PREFETCH bytes on, for writing: its read for ownership is done before the store
+        _mm_prefetch::<_MM_HINT_ET0>((dst as *const i8).wrapping_add(k * std::mem::size_of::<T>() + PREFETCH));
         let (q0, q1) = g.next16();
         store8::<T, ROUND>(dst.add(k), scaled8(q0, u));
         store8::<T, ROUND>(dst.add(k + 8), scaled8(q1, u));
@@ -747,6 +822,8 @@ unsafe fn first_difference_from<T: Elem, G: QStream, const NAN: bool>(mut g: G, 
     let p = have.as_ptr();
     let mut k = 0;
     while k + 16 <= n {
+        // the line PREFETCH bytes on: its load starts long before the generator gets there
+        _mm_prefetch::<_MM_HINT_T0>((p as *const i8).wrapping_add(k * std::mem::size_of::<T>() + PREFETCH));
         let (q0, q1) = g.next16();
         let (d0, d1) = (differ8::<T, NAN>(_mm256_mul_ps(scaled8(q0, u), cv), p.add(k)), differ8::<T, NAN>(_mm256_mul_ps(scaled8(q1, u), cv), p.add(k + 8)));
         if (d0 | d1) != 0 {
