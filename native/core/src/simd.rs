@@ -611,9 +611,10 @@ impl GenQ16 {
     }
 }
 
-impl QStream for GenQ16 {
+impl GenQ16 {
+    /// The 16 q of this step in one register (`next16` gives them as two halves).
     #[inline(always)]
-    unsafe fn next16(&mut self) -> (__m256i, __m256i) {
+    unsafe fn next16_512(&mut self) -> __m512i {
         let x = self.x;
         let (s_low, s_high) = ((x >> 30) & 15, (x.wrapping_add(16) >> 30) & 15);
         let (za, zb) = if s_low == self.s && s_high == self.s {
@@ -637,7 +638,14 @@ impl QStream for GenQ16 {
         let za = _mm512_mullo_epi64(za, self.mix2);
         let zb = _mm512_mullo_epi64(zb, self.mix2);
         let h = _mm512_permutex2var_epi32(za, self.high_halves, zb);
-        let q = _mm512_sra_epi32(_mm512_xor_si512(h, self.flip), self.shift);
+        _mm512_sra_epi32(_mm512_xor_si512(h, self.flip), self.shift)
+    }
+}
+
+impl QStream for GenQ16 {
+    #[inline(always)]
+    unsafe fn next16(&mut self) -> (__m256i, __m256i) {
+        let q = self.next16_512();
         (_mm512_castsi512_si256(q), _mm512_extracti64x4_epi64::<1>(q))
     }
 }
@@ -703,9 +711,35 @@ pub unsafe fn gen_fill<T: Elem>(key: u64, m: u32, unit: f32, start: u64, dst: *m
 #[target_feature(enable = "avx2,f16c,avx512f,avx512dq")]
 pub unsafe fn gen_fill_wide<T: Elem>(key: u64, m: u32, unit: f32, start: u64, dst: *mut T, n: usize, round: bool) {
     if round {
-        fill_from::<T, _, true>(GenQ16::new(key, m, start), unit, dst, n)
+        fill_from_512::<T, true>(GenQ16::new(key, m, start), unit, dst, n)
     } else {
-        fill_from::<T, _, false>(GenQ16::new(key, m, start), unit, dst, n)
+        fill_from_512::<T, false>(GenQ16::new(key, m, start), unit, dst, n)
+    }
+}
+
+/// [`fill_from`] on 16 lanes at once (AVX-512 F), the rest of fewer than 16 by fill_from.
+#[inline(always)]
+unsafe fn fill_from_512<T: Elem, const ROUND: bool>(mut g: GenQ16, unit: f32, dst: *mut T, n: usize) {
+    let u = _mm512_set1_ps(unit);
+    let mut k = 0;
+    while k + 16 <= n {
+        // the line PREFETCH bytes on, for writing: its read for ownership is done before the store
+        _mm_prefetch::<_MM_HINT_ET0>((dst as *const i8).wrapping_add(k * std::mem::size_of::<T>() + PREFETCH));
+        let v = _mm512_mul_ps(_mm512_cvtepi32_ps(g.next16_512()), u);
+        let p = dst.add(k);
+        match T::DTYPE {
+            DType::F32 => _mm512_storeu_ps(p as *mut f32, v),
+            // exact in bf16: the high halves
+            DType::BF16 if !ROUND => _mm256_storeu_si256(p as *mut __m256i, _mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(_mm512_castps_si512(v)))),
+            _ => {
+                store8::<T, ROUND>(p, _mm512_castps512_ps256(v));
+                store8::<T, ROUND>(p.add(8), _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v))));
+            }
+        }
+        k += 16;
+    }
+    if k < n {
+        fill_from::<T, GenQ16, ROUND>(g, unit, dst.add(k), n - k);
     }
 }
 
@@ -802,7 +836,56 @@ pub unsafe fn gen_scaled_first_difference<T: Elem>(key: u64, m: u32, unit: f32, 
 /// As [`gen_scaled_first_difference`], and the CPU must support AVX-512 F and DQ ([`wide_available`]).
 #[target_feature(enable = "avx2,f16c,avx512f,avx512dq")]
 pub unsafe fn gen_scaled_first_difference_wide<T: Elem>(key: u64, m: u32, unit: f32, start: u64, c: f32, have: &[T]) -> Option<usize> {
-    scaled_first_difference(GenQ16::new(key, m, start), unit, c, have)
+    let g = GenQ16::new(key, m, start);
+    if c.is_finite() {
+        first_difference_from_512(g, unit, c, have)
+    } else {
+        first_difference_from::<T, GenQ16, true>(g, unit, c, have)
+    }
+}
+
+/// Lane mask (bit j for element j of 16) of the elements at `have` that differ bitwise from
+/// round_T(e), for e holding no NaN.
+#[inline(always)]
+unsafe fn differ16<T: Elem>(e: __m512, have: *const T) -> u32 {
+    let x = _mm512_castps_si512(e);
+    (match T::DTYPE {
+        DType::F32 => _mm512_cmpneq_epi32_mask(x, _mm512_loadu_si512(have as *const __m512i)),
+        DType::BF16 => {
+            // round to nearest even (no NaN to keep), compared as 32-bit lanes
+            let r = _mm512_add_epi32(_mm512_set1_epi32(0x7fff), _mm512_and_si512(_mm512_srli_epi32::<16>(x), _mm512_set1_epi32(1)));
+            let b = _mm512_srli_epi32::<16>(_mm512_add_epi32(x, r));
+            _mm512_cmpneq_epi32_mask(b, _mm512_cvtepu16_epi32(_mm256_loadu_si256(have as *const __m256i)))
+        }
+        DType::F16 => {
+            let h = _mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(e);
+            _mm512_cmpneq_epi32_mask(_mm512_cvtepu16_epi32(h), _mm512_cvtepu16_epi32(_mm256_loadu_si256(have as *const __m256i)))
+        }
+    }) as u32
+}
+
+/// [`first_difference_from`] for a finite coefficient on 16 lanes at once (AVX-512 F), the rest of
+/// fewer than 16 by first_difference_from.
+#[inline(always)]
+unsafe fn first_difference_from_512<T: Elem>(mut g: GenQ16, unit: f32, c: f32, have: &[T]) -> Option<usize> {
+    let (u, cv) = (_mm512_set1_ps(unit), _mm512_set1_ps(c));
+    let n = have.len();
+    let p = have.as_ptr();
+    let mut k = 0;
+    while k + 16 <= n {
+        // the line PREFETCH bytes on: its load starts long before the generator gets there
+        _mm_prefetch::<_MM_HINT_T0>((p as *const i8).wrapping_add(k * std::mem::size_of::<T>() + PREFETCH));
+        let e = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(g.next16_512()), u), cv);
+        let d = differ16::<T>(e, p.add(k));
+        if d != 0 {
+            return Some(k + d.trailing_zeros() as usize);
+        }
+        k += 16;
+    }
+    if k < n {
+        return first_difference_from::<T, GenQ16, false>(g, unit, c, &have[k..]).map(|j| k + j);
+    }
+    None
 }
 
 #[inline(always)]
