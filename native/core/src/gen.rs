@@ -618,7 +618,7 @@ mod simd_parity {
     fn the_wide_generator_across_the_boundaries_of_its_tables() {
         // simd::GenQ16 takes x = key + gamma + i apart at multiples of 16 and of 2^30 (its tables
         // change with x >> 30) and wraps at 2^64: starts that put x just before each of them
-        use crate::simd::GAMMA;
+        use crate::genq::GAMMA;
         for name in ["a", "layers.3.w"] {
             let s = GenSpec::new(5, 1, name, DType::F32, 0, GenMode::Gen);
             let key = s.key();

@@ -1,12 +1,18 @@
 //! The integer core of the SPEC section 5 generator: splitmix64, fnv1a64, a parameter's key and
 //! q(key, m, i). Below gen.rs and the SIMD kernels (simd.rs), which both compute q.
 
+/// splitmix64's constants (SPEC section 5): the increment and the two multipliers. The SIMD
+/// generators (simd.rs) take them from here.
+pub const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
+pub const MIX1: u64 = 0xBF58_476D_1CE4_E5B9;
+pub const MIX2: u64 = 0x94D0_49BB_1331_11EB;
+
 /// splitmix64 finalizer as written in SPEC section 5 (all arithmetic mod 2^64).
 #[inline(always)]
 pub fn splitmix64(x: u64) -> u64 {
-    let x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let z = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    let z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    let x = x.wrapping_add(GAMMA);
+    let z = (x ^ (x >> 30)).wrapping_mul(MIX1);
+    let z = (z ^ (z >> 27)).wrapping_mul(MIX2);
     z ^ (z >> 31)
 }
 

@@ -6,6 +6,7 @@
 use std::arch::x86_64::*;
 
 use crate::dtype::{pow2, DType, Elem};
+use crate::genq::{GAMMA, MIX1, MIX2};
 
 /// Whether the AVX2 + F16C kernels can run on this CPU (cached by std).
 #[inline]
@@ -45,6 +46,14 @@ unsafe fn load4_pd<T: Elem>(p: *const T) -> __m256d {
 
 /// Prefetch distance in bytes (prefetching past the end of a slice is harmless).
 const PREFETCH: usize = 4096;
+
+/// Asks for the cache line PREFETCH bytes past element k of `p` (HINT: `_MM_HINT_T0` to read it,
+/// `_MM_HINT_ET0` to write it), so that its load starts long before a compute-bound loop gets there.
+/// The address is only computed (`wrapping_add`), never dereferenced: past the end of a slice is fine.
+#[inline(always)]
+unsafe fn prefetch_ahead<T, const HINT: i32>(p: *const T, k: usize) {
+    _mm_prefetch::<HINT>((p as *const i8).wrapping_add(k * std::mem::size_of::<T>() + PREFETCH));
+}
 
 /// Lanes of the f64 sums (must equal kernels::L).
 pub const LANES: usize = 32;
@@ -398,11 +407,6 @@ pub unsafe fn exact_into<T: Elem, const P2: bool>(xs: &[T], out: &mut FoldBins, 
 
 // ---- the SPEC section 5 generator, 8 elements per step (gen.rs holds the portable reference) ----
 
-/// splitmix64 constants (gen::splitmix64).
-pub(crate) const GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
-const MIX1: u64 = 0xBF58_476D_1CE4_E5B9;
-const MIX2: u64 = 0x94D0_49BB_1331_11EB;
-
 /// A 64-bit multiplier's low and high 32-bit halves, in every 64-bit lane (for `_mm256_mul_epu32`)
 /// and in every 32-bit lane (for `_mm256_mullo_epi32`).
 #[derive(Clone, Copy)]
@@ -540,7 +544,6 @@ struct GenQ16 {
     /// t per lane
     t_a: __m512i,
     t_b: __m512i,
-    mix1: __m512i,
     mix2: __m512i,
     /// picks the odd (high) 32-bit halves of a then b
     high_halves: __m512i,
@@ -578,7 +581,6 @@ impl GenQ16 {
             table_b: _mm512_setzero_si512(),
             t_a,
             t_b,
-            mix1: _mm512_set1_epi64(MIX1 as i64),
             mix2: _mm512_set1_epi64(MIX2 as i64),
             high_halves: _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31),
             shift: _mm_cvtsi32_si128(32 - m as i32),
@@ -590,10 +592,10 @@ impl GenQ16 {
 
     #[inline(always)]
     unsafe fn tables_for(&mut self, s: u64) {
-        let sv = _mm512_set1_epi64(s as i64);
+        let (sv, mix1) = (_mm512_set1_epi64(s as i64), _mm512_set1_epi64(MIX1 as i64));
         self.s = s;
-        self.table_a = _mm512_mullo_epi64(_mm512_xor_si512(self.t_a, sv), self.mix1);
-        self.table_b = _mm512_mullo_epi64(_mm512_xor_si512(self.t_b, sv), self.mix1);
+        self.table_a = _mm512_mullo_epi64(_mm512_xor_si512(self.t_a, sv), mix1);
+        self.table_b = _mm512_mullo_epi64(_mm512_xor_si512(self.t_b, sv), mix1);
     }
 
     /// (x ^ (x >> 30)) * MIX1 of the 16 lanes of this step, the direct way: for the step where
@@ -723,8 +725,7 @@ unsafe fn fill_from_512<T: Elem, const ROUND: bool>(mut g: GenQ16, unit: f32, ds
     let u = _mm512_set1_ps(unit);
     let mut k = 0;
     while k + 16 <= n {
-        // the line PREFETCH bytes on, for writing: its read for ownership is done before the store
-        _mm_prefetch::<_MM_HINT_ET0>((dst as *const i8).wrapping_add(k * std::mem::size_of::<T>() + PREFETCH));
+        prefetch_ahead::<T, _MM_HINT_ET0>(dst, k);
         let v = _mm512_mul_ps(_mm512_cvtepi32_ps(g.next16_512()), u);
         let p = dst.add(k);
         match T::DTYPE {
@@ -764,8 +765,7 @@ unsafe fn fill_from<T: Elem, G: QStream, const ROUND: bool>(mut g: G, unit: f32,
     let u = _mm256_set1_ps(unit);
     let mut k = 0;
     while k + 16 <= n {
-        // the line PREFETCH bytes on, for writing: its read for ownership is done before the store
-        _mm_prefetch::<_MM_HINT_ET0>((dst as *const i8).wrapping_add(k * std::mem::size_of::<T>() + PREFETCH));
+        prefetch_ahead::<T, _MM_HINT_ET0>(dst, k);
         let (q0, q1) = g.next16();
         store8::<T, ROUND>(dst.add(k), scaled8(q0, u));
         store8::<T, ROUND>(dst.add(k + 8), scaled8(q1, u));
@@ -873,8 +873,7 @@ unsafe fn first_difference_from_512<T: Elem>(mut g: GenQ16, unit: f32, c: f32, h
     let p = have.as_ptr();
     let mut k = 0;
     while k + 16 <= n {
-        // the line PREFETCH bytes on: its load starts long before the generator gets there
-        _mm_prefetch::<_MM_HINT_T0>((p as *const i8).wrapping_add(k * std::mem::size_of::<T>() + PREFETCH));
+        prefetch_ahead::<T, _MM_HINT_T0>(p, k);
         let e = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(g.next16_512()), u), cv);
         let d = differ16::<T>(e, p.add(k));
         if d != 0 {
@@ -905,8 +904,7 @@ unsafe fn first_difference_from<T: Elem, G: QStream, const NAN: bool>(mut g: G, 
     let p = have.as_ptr();
     let mut k = 0;
     while k + 16 <= n {
-        // the line PREFETCH bytes on: its load starts long before the generator gets there
-        _mm_prefetch::<_MM_HINT_T0>((p as *const i8).wrapping_add(k * std::mem::size_of::<T>() + PREFETCH));
+        prefetch_ahead::<T, _MM_HINT_T0>(p, k);
         let (q0, q1) = g.next16();
         let (d0, d1) = (differ8::<T, NAN>(_mm256_mul_ps(scaled8(q0, u), cv), p.add(k)), differ8::<T, NAN>(_mm256_mul_ps(scaled8(q1, u), cv), p.add(k + 8)));
         if (d0 | d1) != 0 {
