@@ -14,8 +14,8 @@
 //!
 //! Chunks of at least [`CHUNK_BYTES`] come from the global allocator and go back to it only when
 //! one is wholly free while more than [`KEEP_BYTES`] of the chunks held are free (live buffers do
-//! not count: a long-lived large buffer must not make every other chunk go back and fault again). What a reused range held is never
-//! visible: [`zeroed`] writes zeros, [`filled_with`] hands the range to a fill that writes every
+//! not count: a long-lived large buffer must not make every other chunk go back and fault again).
+//! What a reused range held is never visible: [`zeroed`] writes zeros, [`filled_with`] hands the range to a fill that writes every
 //! element before the buffer exists. The ledger does not see any of this: it charges numel * dtype
 //! size, whatever the range's rounding.
 
@@ -79,14 +79,6 @@ impl Arena {
             .ok_or_else(|| Error(format!("cannot allocate {bytes} bytes: size overflows")))
     }
 
-    fn insert_free(&mut self, addr: usize, size: usize) {
-        self.free_by_addr.insert(addr, size);
-    }
-
-    fn remove_free(&mut self, addr: usize) {
-        self.free_by_addr.remove(&addr);
-    }
-
     /// The chunk holding addr: its base.
     fn chunk_of(&self, addr: usize) -> usize {
         let (&base, c) = self.chunks.range(..=addr).next_back().expect("a released range lies in a chunk");
@@ -99,9 +91,9 @@ impl Arena {
         let size = Self::rounded(bytes)?;
         let addr = match self.free_by_addr.iter().find(|(_, &have)| have >= size).map(|(&addr, &have)| (have, addr)) {
             Some((have, addr)) => {
-                self.remove_free(addr);
+                self.free_by_addr.remove(&addr);
                 if have > size {
-                    self.insert_free(addr + size, have - size);
+                    self.free_by_addr.insert(addr + size, have - size);
                 }
                 addr
             }
@@ -123,7 +115,7 @@ impl Arena {
                 self.chunks.insert(addr, Chunk { size: csize, live: 0 });
                 self.held += csize;
                 if csize > size {
-                    self.insert_free(addr + size, csize - size);
+                    self.free_by_addr.insert(addr + size, csize - size);
                 }
                 addr
             }
@@ -146,14 +138,13 @@ impl Arena {
         if addr > base {
             if let Some((&pa, &ps)) = self.free_by_addr.range(..addr).next_back() {
                 if pa + ps == addr {
-                    self.remove_free(pa);
+                    self.free_by_addr.remove(&pa);
                     (addr, len) = (pa, ps + len);
                 }
             }
         }
         if addr + len < end {
-            if let Some(&ns) = self.free_by_addr.get(&(addr + len)) {
-                self.remove_free(addr + len);
+            if let Some(ns) = self.free_by_addr.remove(&(addr + len)) {
                 len += ns;
             }
         }
@@ -164,7 +155,7 @@ impl Arena {
             // SAFETY: base was allocated in `alloc` with this very layout, and no range in it is live.
             unsafe { std::alloc::dealloc(base as *mut u8, chunk_layout(csize).expect("allocated with it")) };
         } else {
-            self.insert_free(addr, len);
+            self.free_by_addr.insert(addr, len);
         }
     }
 
