@@ -9,6 +9,7 @@
  */
 import { parseArgs } from "node:util";
 import { InputError } from "../harness/errors.ts";
+import { formatPin, normalizePins, parsePin, withPins, type Pin } from "../harness/external/torch/environments.ts";
 
 export interface FlagSpec {
   type: "string" | "boolean";
@@ -233,4 +234,26 @@ export function assertOnlyJsonWithMatrix(v: Values, positionals: readonly string
   if (other.length || positionals.length) {
     throw new InputError(`--matrix runs a whole ${section} section; it takes only --json, --subject and --timeout-s (got ${other.map((o) => `--${o}`).concat(positionals).join(", ")})`);
   }
+}
+
+/** The `--with PKG==VER` flag of the commands that run torch: subjects: one declaration, one parse. */
+export const WITH_FLAG: FlagSpec = {
+  type: "string",
+  multiple: true,
+  value: "PKG==VER",
+  description: "run torch: subjects with this release (repeatable; torch==X too), in an environment built from the package registry and cached",
+};
+
+/** The releases `--with` names (empty when not given); InputError naming the flag and the value. */
+export function withPinsOf(v: Values): Pin[] {
+  return normalizePins((list(v, "with") ?? []).map((t) => parsePin(t, "--with")), "--with");
+}
+
+/** Every torch: subject of `specs` with `pins` added; InputError when pins are given and no subject is torch:. */
+export function applyWith(specs: readonly string[], pins: readonly Pin[]): string[] {
+  if (!pins.length) return [...specs];
+  if (!specs.some((s) => s.startsWith("torch:"))) {
+    throw new InputError(`--with ${pins.map(formatPin).join(" --with ")}: releases apply to torch: subjects, and the run has none (subjects: ${specs.join(", ")})`);
+  }
+  return specs.map((s) => withPins(s, pins));
 }

@@ -10,7 +10,7 @@ import { DTYPES, type Case } from "../harness/spec/cell.ts";
 import { summaryLine } from "../harness/results/summary.ts";
 import { jsonReport } from "../harness/results/json.ts";
 import { assertWritableDir, assertWritableFile, humanOutput, writeOutputFile } from "../harness/util/fs.ts";
-import { EXIT_STATUS, givenFlags, parseBoolean, parseChoice, parseCommand, parseInteger, parseNormType, parsePositiveReal, str, type CommandSpec } from "./args.ts";
+import { applyWith, EXIT_STATUS, givenFlags, WITH_FLAG, withPinsOf, parseBoolean, parseChoice, parseCommand, parseInteger, parseNormType, parsePositiveReal, str, type CommandSpec } from "./args.ts";
 import { memoryTable, printCell } from "./print.ts";
 
 export const spec: CommandSpec = {
@@ -32,6 +32,7 @@ export const spec: CommandSpec = {
     file: { type: "string", value: "FUZZ_CASE.json", description: "replay a counterexample written by npm run fuzz (only --subject may be given with it)" },
     "timeout-s": { type: "string", value: "S", description: "wall-clock limit in seconds", default: String(DEFAULT_TIMEOUT_MS / 1000) },
     "max-world": { type: "string", value: "N", description: "refuse a layout of more ranks", default: String(DEFAULT_LIMITS.maxWorld) },
+    with: WITH_FLAG,
   },
   notes: EXIT_STATUS,
 };
@@ -59,7 +60,7 @@ export async function run(argv: string[]): Promise<number> {
     ...(maxNormText !== undefined ? { maxNorm: parsePositiveReal(maxNormText, "--max-norm") } : {}),
     ...(errText !== undefined ? { errorIfNonfinite: parseBoolean(errText, "--error-if-nonfinite") } : {}),
   };
-  const subject = str(v, "subject")!;
+  const [subject] = applyWith([str(v, "subject")!], withPinsOf(v));
   const jsonPath = str(v, "json");
   if (jsonPath !== undefined) assertWritableFile(jsonPath, "--json");
   const dumpDir = str(v, "dump");

@@ -9,7 +9,7 @@ import { getModel } from "../harness/model/models.ts";
 import { REGIMES, type Regime } from "../harness/gradients/regimes.ts";
 import { DTYPES, type Cell } from "../harness/spec/cell.ts";
 import { exportCell, parseCellId } from "../harness/external/torch/export.ts";
-import { given, parseBoolean, parseChoice, parseCommand, parseInteger, parseNormType, parsePositiveReal, str, type CommandSpec } from "./args.ts";
+import { applyWith, given, WITH_FLAG, withPinsOf, parseBoolean, parseChoice, parseCommand, parseInteger, parseNormType, parsePositiveReal, str, type CommandSpec } from "./args.ts";
 
 export const spec: CommandSpec = {
   name: "export",
@@ -30,6 +30,7 @@ export const spec: CommandSpec = {
     seed: { type: "string", value: "N", description: "generator seed", default: "0" },
     "max-norm": { type: "string", value: "X", description: "the clip's max_norm" },
     "error-if-nonfinite": { type: "string", value: "true|false", description: "the clip's error_if_nonfinite" },
+    with: WITH_FLAG,
   },
   notes: "exit status: 0 the script was written, 2 bad input",
 };
@@ -74,6 +75,7 @@ export async function run(argv: string[]): Promise<number> {
   } else {
     cell = cellFromFlags(s);
   }
+  [cell.subject] = applyWith([cell.subject], withPinsOf(v));
   const { path, seen, data } = await exportCell({ cell, outDir: out, run: v["no-run"] !== true, full: v.full === true });
   const failed = seen?.checks.filter((c) => c.status === "fail").map((c) => c.id) ?? [];
   const world = data.script.match(/--nproc-per-node (\d+)/)?.[1];

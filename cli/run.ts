@@ -2,7 +2,7 @@
 import { combineHooks, runMatrix, DEFAULT_TIMEOUT_MS, type RunMatrixOptions } from "../harness/run/runner.ts";
 import { DEFAULT_HEAP_MB } from "../harness/run/pool.ts";
 import { GOLDEN_MODES } from "../harness/run/golden.ts";
-import { DEFAULT_LIMITS, parseBackend, selectCells } from "../harness/run/policy.ts";
+import { DEFAULT_LIMITS, parseBackend, selectCells, subjectsOf } from "../harness/run/policy.ts";
 import { formatShard, parseShard } from "../harness/run/shard.ts";
 import { cellFailed, verdictOf, summaryLine } from "../harness/results/summary.ts";
 import { cellJson, jsonReport, shownCatchBy } from "../harness/results/json.ts";
@@ -10,7 +10,7 @@ import type { CellJson } from "../harness/results/schema.ts";
 import { assertWritableDir, assertWritableFile, humanOutput, writeOutputFile } from "../harness/util/fs.ts";
 import { resolveMatrix } from "../matrix/index.ts";
 import { DEFAULT_OUT_DIR, REPORTER_NAMES, reportSession } from "../reports/index.ts";
-import { EXIT_STATUS, list, parseCommand, parseInteger, parseRegExp, str, type CommandSpec } from "./args.ts";
+import { applyWith, EXIT_STATUS, list, parseCommand, WITH_FLAG, withPinsOf, parseInteger, parseRegExp, str, type CommandSpec } from "./args.ts";
 import { progressHooks } from "./progress.ts";
 import { printFailures } from "./print.ts";
 import { runTrainMatrix } from "./train.ts";
@@ -28,6 +28,7 @@ export const spec: CommandSpec = {
     matrix: { type: "string", value: "NAME|FILE", description: "a built-in matrix (clip-parity list matrices) or a matrix JSON file", default: "cpu" },
     backend: { type: "string", value: "cpu|cuda|meta", description: "the backend (cuda matrices need CUDA)", defaultText: "the matrix's own" },
     subject: { type: "string", multiple: true, value: "NAME|PATH", description: "subjects to run instead of the matrix's (built-in name, module path or torch:...)" },
+    with: WITH_FLAG,
     filter: { type: "string", value: "RE", description: "only the cells whose id matches the regular expression RE (clip-parity list cells shows them)" },
     exclude: { type: "string", value: "RE", description: "leave out the cells whose id matches RE" },
     bail: { type: "boolean", description: "stop at the first cell that fails unexpectedly (a known-bad subject's failures do not stop it)" },
@@ -112,6 +113,8 @@ export async function run(argv: string[]): Promise<number> {
   const v = parseCommand(spec, argv);
   const options = runOptions(v);
   const matrix = resolveMatrix(str(v, "matrix")!, options.limits?.maxCells);
+  const pins = withPinsOf(v);
+  if (pins.length) options.subjects = applyWith(subjectsOf(matrix, options.subjects), pins);
   const jsonPath = str(v, "json");
   if (jsonPath !== undefined) assertWritableFile(jsonPath, "--json");
   if (str(v, "out") !== undefined) assertWritableDir(str(v, "out")!, "--out");

@@ -16,6 +16,9 @@ export const ENV_VARS = {
   CLIP_PARITY_GOLDEN_DIR: "where golden/<matrix>.json files are (default golden/)",
   CLIP_PARITY_SCRATCH: "where resume and train write checkpoints (default /dev/shm with 4 GiB free, else the OS temp dir)",
   CLIP_PARITY_FUZZ_SEED: "the fuzz seed when --seed is not given (default the CI seed)",
+  CLIP_PARITY_ENV_CACHE: "where environments for pinned framework releases (--with PKG==VER) are built and kept (default $XDG_CACHE_HOME/clip-parity/envs, else ~/.cache/clip-parity/envs)",
+  CLIP_PARITY_ENV_CACHE_GB: "the size cap of that cache in GB (default 40): least recently used environments are evicted past it",
+  XDG_CACHE_HOME: "the parent of that cache's default folder",
   OMP_NUM_THREADS: "threads of each torch rank (default 1; the agreement test's 2)",
   PYTHONPATH: "kept for the torch ranks, after the project root (so that torch:<module> subjects import)",
 } as const;

@@ -820,6 +820,8 @@ function docText(x: {
     `Reproducer: ${x.target} on ${formatLayout(x.layout)} / ${x.model} / ${DTYPE_WORDS[x.cell.dtype]} / ${norm}${x.seen?.failed.length ? `: ${x.seen.failed.join(", ")} fail` : ""}`,
     "",
     ...field("Framework", `${x.target}${fw?.package === "torch" ? "" : ` (torch ${x.subject.info.torch})`}: ${fw ? fw.description : "called as torch.nn.utils.clip_grad_norm_ is"}`),
+    // a pinned release: the versions the script reproduces on, as pip installs them
+    ...(x.subject.spec.pins.length ? field("Releases", `pip install ${x.subject.spec.pins.map((p) => `${p.name}==${p.version}`).join(" ")}`) : []),
     // No claim that the framework supports the configuration unless its file cites where its trainer builds it.
     ...field(
       "Config",
@@ -883,6 +885,8 @@ export interface ExportRequest {
   records?: FrameworksData;
   /** The whole cell (its gradients, every check) even for a failure of the layout alone, which is otherwise minimised. */
   full?: boolean;
+  /** The cell's result from a run already made (a history row's): put in the header, nothing run again. */
+  seen?: CellResult;
 }
 
 /** Writes the script atomically into outDir; returns its path and what the harness saw. */
@@ -894,8 +898,8 @@ export async function exportCell(req: ExportRequest): Promise<{ path: string; se
     );
   }
   const subject = loadTorchSubject(req.cell.subject, req.options) as TorchSubject;
-  let seen: CellResult | null = null;
-  if (req.run !== false) {
+  let seen: CellResult | null = req.seen ?? null;
+  if (req.run !== false && !req.seen) {
     try {
       seen = await runCell(req.cell, { subject });
     } finally {

@@ -39,6 +39,8 @@ export interface TorchOptions {
   verbose: boolean;
   /** Keep session directories (logs, every job's files) after the run. */
   keep: boolean;
+  /** Variables the ranks get besides the adapter's own (a release environment's TORCH_EXTENSIONS_DIR). */
+  env?: Readonly<Record<string, string>>;
 }
 
 export const DEFAULT_TORCH_OPTIONS: Readonly<TorchOptions> = Object.freeze({

@@ -112,6 +112,7 @@ export class TorchSession {
       CLIP_PARITY_TORCH_PG_TIMEOUT_S: String(options.cellTimeoutS + 60),
       CLIP_PARITY_TORCH_DEVICE: key.device,
       ...(options.keep ? { CLIP_PARITY_TORCH_KEEP: "1" } : {}),
+      ...options.env,
     };
     // launch.py: a child subreaper between this process and torchrun, which kills everything below it
     // when this process is gone (even by SIGKILL) or ends the session, and then removes the session folder

@@ -22,27 +22,36 @@ import type { CollectiveKind, CommRecord, DType, ExternalCell, ExternalRun, Para
 import { applicability, FRAMEWORK_NAME_RE, getFramework, plainConvention, type Framework } from "./frameworks.ts";
 import { ADAPTER, SETUP_HINT, torchOptionsFromEnv, type TorchOptions } from "./options.ts";
 import { PROTOCOL_VERSION, TARGET_RE, type ClipJob, type Convention, type JobParam, type Result } from "./protocol.ts";
+import { environmentFor, specPins, type Pin, type ReleaseEnvironment } from "./environments.ts";
 import { AdapterStartError, groupsOutOfStep, pythonPath, sessionFor, type TorchSession } from "./session.ts";
 
 export { closeTorchSessions } from "./session.ts";
 export { PROJECT_ROOT } from "./options.ts";
 
-export type TorchSpec =
+export type TorchSpec = (
   | { kind: "function"; spec: string; module: string; fn: string; target: string }
-  | { kind: "framework"; spec: string; framework: string };
+  | { kind: "framework"; spec: string; framework: string }
+) & {
+  /** Releases pinned after `@` (`torch:deepspeed@deepspeed==0.19.6,torch==2.9.1`): run in their own environment (environments.ts). */
+  pins: Pin[];
+};
 
 const FUNCTION_SPEC = /^torch:([A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*):([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)$/;
 
-/** `torch:<module>:<function>` or `torch:<framework>` -> its parts; InputError on anything else. */
+/**
+ * `torch:<module>:<function>` or `torch:<framework>`, optionally `@PKG==VER[,PKG==VER...]` -> its parts;
+ * InputError on anything else.
+ */
 export function parseTorchSpec(spec: string): TorchSpec {
-  const m = FUNCTION_SPEC.exec(spec);
-  if (m) return { kind: "function", spec, module: m[1]!, fn: m[2]!, target: `${m[1]}:${m[2]}` };
-  const name = spec.startsWith("torch:") ? spec.slice("torch:".length) : "";
-  if (FRAMEWORK_NAME_RE.test(name) && !name.includes(":")) return { kind: "framework", spec, framework: name };
+  const { head, pins } = specPins(spec);
+  const m = FUNCTION_SPEC.exec(head);
+  if (m) return { kind: "function", spec, module: m[1]!, fn: m[2]!, target: `${m[1]}:${m[2]}`, pins };
+  const name = head.startsWith("torch:") ? head.slice("torch:".length) : "";
+  if (FRAMEWORK_NAME_RE.test(name) && !name.includes(":")) return { kind: "framework", spec, framework: name, pins };
   throw new InputError(
     `subject "${spec}": a PyTorch subject is torch:<module>:<function>, e.g. torch:torch.nn.utils:clip_grad_norm_ ` +
       "(module: a dotted Python module path; function: a name in it), or torch:<framework>, e.g. torch:torchtitan " +
-      "(a file in adapters/torch/frameworks/)",
+      "(a file in adapters/torch/frameworks/); either may end in @PKG==VER[,PKG==VER...] to run those releases",
   );
 }
 
@@ -242,6 +251,8 @@ export interface TorchSubject extends Subject {
   readonly convention: Convention;
   readonly info: TorchInfo;
   readonly options: TorchOptions;
+  /** The environment of the releases the spec pins (null: the pinned .venv). */
+  readonly release: ReleaseEnvironment | null;
   /** Set after every external cell. */
   lastRun: TorchCellLog | null;
 }
@@ -271,7 +282,9 @@ async function runExternal(subject: TorchSubject, x: ExternalCell): Promise<Exte
     world,
     python: o.python,
     device: o.device,
-    isolation: subject.framework?.session === "own" ? subject.name : "shared",
+    // every subject in a process and session of its own (its releases' environment included): one target's
+    // import-time patch or process-wide state never reaches another's cells
+    isolation: subject.name,
   };
   let session: TorchSession;
   const t0 = performance.now();
@@ -427,6 +440,11 @@ function conventionTargets(c: Convention): string[] {
 export function loadTorchSubject(spec: string, overrides: Partial<TorchOptions> = {}): Subject {
   const parsed = parseTorchSpec(spec);
   const options = { ...torchOptionsFromEnv(), ...overrides };
+  const release = parsed.pins.length ? environmentFor(parsed.pins, { basePython: options.python }) : null;
+  if (release) {
+    options.python = release.python;
+    options.env = { ...options.env, ...release.env };
+  }
   const framework = parsed.kind === "framework" ? getFramework(parsed.framework) : null;
   const convention = framework ? framework.convention : plainConvention(parsed.kind === "function" ? parsed.target : "");
   const hint = framework
@@ -451,6 +469,7 @@ export function loadTorchSubject(spec: string, overrides: Partial<TorchOptions> 
     convention,
     info,
     options,
+    release,
     lastRun: null,
     async clip() {
       throw new Error(`${spec} runs in Python through the PyTorch adapter (Subject.external); it has no in-process clip`);
