@@ -323,9 +323,8 @@ export interface Timing {
 }
 
 /**
- * Runs every (framework, case). Cells go world size by world size, so that frameworks sharing a session
- * (`session: shared`) reuse one torchrun per world size; a framework that does not import is recorded
- * with its error and runs nothing.
+ * Runs every (framework, case). Each framework runs in a torchrun session of its own (one per world size, cells
+ * going world size by world size); a framework that does not import is recorded with its error and runs nothing.
  */
 export async function runFrameworks(
   names: readonly string[],
@@ -361,8 +360,7 @@ export async function runFrameworks(
     native.seconds[caseKey(c)] = ms(performance.now() - t0);
   }
   const byWorld = [...new Set(cases.map((c) => worldSize(c.layout)))].sort((a, b) => a - b);
-  // Shared-session frameworks first within a world size: they reuse one session between them.
-  const order = [...subjects.values()].sort((a, b) => Number(a.framework!.session === "own") - Number(b.framework!.session === "own"));
+  const order = [...subjects.values()];
   const results = new Map<string, Map<string, FrameworkCellRecord>>();
   // whether a clip that does not do the work passes the case too: judged once per case, on its first pass
   const vacuousCases = new Map<string, string | null>();

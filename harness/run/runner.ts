@@ -169,7 +169,12 @@ export async function executeRun(run: PreparedRun, options: RunMatrixOptions = {
   // With workers: 0 every cell runs here.
   const inProcess = options.workers === 0;
   const indices = inputs.map((_, i) => i);
-  const inline = indices.filter((i) => inProcess || isExternalSpec(inputs[i]!.cell.subject));
+  // each external subject runs in a session of its own: its cells together, subjects in the order they first appear
+  const subjectOrder = new Map<string, number>();
+  for (const i of indices) if (!subjectOrder.has(inputs[i]!.cell.subject)) subjectOrder.set(inputs[i]!.cell.subject, i);
+  const inline = indices
+    .filter((i) => inProcess || isExternalSpec(inputs[i]!.cell.subject))
+    .sort((a, b) => subjectOrder.get(inputs[a]!.cell.subject)! - subjectOrder.get(inputs[b]!.cell.subject)! || a - b);
   const pooled = indices.filter((i) => !inProcess && !isExternalSpec(inputs[i]!.cell.subject));
   // cells of one reference next to each other, the first of each group in matrix order (worker caches)
   const firstAt = new Map<string, number>();

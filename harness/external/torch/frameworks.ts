@@ -73,11 +73,6 @@ export const frameworkSchema = z.strictObject({
   imports: z.array(z.string().regex(/^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*$/)).min(1),
   /** Where the framework's trainer clips, quoted from its source. */
   trainer: z.string().min(1),
-  /**
-   * "own": the framework keeps process-wide state (an Accelerator, deepspeed's comm backend), so its
-   * cells run in a torchrun session of their own; "shared": any session of the right world size.
-   */
-  session: z.enum(["shared", "own"]).default("shared"),
   convention: conventionSchema,
   configurations: configurationsSchema.optional(),
   /**
