@@ -18,6 +18,8 @@ import * as resumeCmd from "./resume.ts";
 import * as fuzzCmd from "./fuzz.ts";
 import * as exportCmd from "./export.ts";
 import * as trainCmd from "./train.ts";
+import * as historyCmd from "./history.ts";
+import * as bisectCmd from "./bisect.ts";
 
 export interface Command {
   spec: CommandSpec;
@@ -37,6 +39,8 @@ export const COMMANDS: readonly Command[] = [
   trainCmd,
   fuzzCmd,
   exportCmd,
+  historyCmd,
+  bisectCmd,
 ];
 
 export function usage(): string {

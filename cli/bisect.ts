@@ -1,0 +1,126 @@
+/**
+ * `clip-parity bisect --subject torch:FW --releases A..B <cell flags | --matrix FILE>`: the releases of FW's package
+ * between A and B on the package registry, the verdict of each one run, and the first release whose verdict differs
+ * from A's, found by bisection (about log2(n) runs; environments are cached, so a second bisect reuses them).
+ * Exit status: 0 a boundary was found, 1 none (B's verdict is A's), 2 bad input.
+ */
+import { InputError } from "../harness/errors.ts";
+import { compareVersions, formatPin, registryVersions, withPins } from "../harness/external/torch/environments.ts";
+import { getFramework } from "../harness/external/torch/frameworks.ts";
+import { parseTorchSpec } from "../harness/external/torch/subject.ts";
+import { ALL_REGIMES, type Regime } from "../harness/gradients/regimes.ts";
+import { parseLayout } from "../harness/layout/layout.ts";
+import { getModel } from "../harness/model/models.ts";
+import { DTYPES, type Case, type Cell } from "../harness/spec/cell.ts";
+import { resolveMatrix } from "../matrix/index.ts";
+import { historyRunners } from "./history.ts";
+import { applyWith, given, parseBoolean, parseChoice, parseCommand, parseInteger, parseNormType, parsePositiveReal, str, WITH_FLAG, withPinsOf, type CommandSpec } from "./args.ts";
+
+export const spec: CommandSpec = {
+  name: "bisect",
+  summary: "Finds the first release of a framework whose verdict on a cell (or a matrix file's cells) differs from the first release's.",
+  flags: {
+    subject: { type: "string", value: "torch:FW", description: "the torch: subject (a framework of adapters/torch/frameworks/, or torch:<module>:<function>)", required: true },
+    releases: { type: "string", value: "A..B", description: "the first and last release to consider, both on the registry (e.g. 0.19.0..0.19.8)", required: true },
+    package: { type: "string", value: "PKG", description: "the package whose releases are bisected (default: the framework's; torch for torch:<module>:<function>)" },
+    matrix: { type: "string", value: "FILE", description: "the cells of a matrix file instead of the cell flags" },
+    layout: { type: "string", value: "SPEC", description: "e.g. single, dp_shard2,tp2" },
+    model: { type: "string", value: "NAME", description: "clip-parity list models" },
+    dtype: { type: "string", value: DTYPES.join("|"), description: "gradient dtype" },
+    norm: { type: "string", value: "2|1|inf|P", description: "the p of the p-norm" },
+    regime: { type: "string", value: "NAME", description: "clip-parity list regimes" },
+    seed: { type: "string", value: "N", description: "generator seed", default: "0" },
+    "max-norm": { type: "string", value: "X", description: "override the regime's max_norm" },
+    "error-if-nonfinite": { type: "string", value: "true|false", description: "override the regime's default" },
+    with: { ...WITH_FLAG, description: "other releases held fixed on every side (e.g. torch==2.9.1)" },
+    "timeout-s": { type: "string", value: "S", description: "wall-clock limit of one cell, the session start included", default: "600" },
+  },
+  notes: "exit status: 0 a boundary was found, 1 none (the last release's verdict is the first's), 2 bad input",
+};
+
+const CELL_FLAGS = ["layout", "model", "dtype", "norm", "regime"] as const;
+
+function casesOf(v: ReturnType<typeof parseCommand>): Case[] {
+  const s = (k: string) => str(v, k);
+  if (s("matrix") !== undefined) {
+    const extra = [...CELL_FLAGS, "max-norm", "error-if-nonfinite"].filter((f) => given(v, f));
+    if (extra.length) throw new InputError(`bisect: --matrix gives the cells; --${extra.join(", --")} cannot be given with it`);
+    return resolveMatrix(s("matrix")!).cases;
+  }
+  const missing = CELL_FLAGS.filter((f) => s(f) === undefined);
+  if (missing.length) throw new InputError(`bisect: --${missing.join(", --")} required (or --matrix FILE)`);
+  getModel(s("model")!);
+  return [
+    {
+      layout: parseLayout(s("layout")!),
+      model: s("model")!,
+      dtype: parseChoice(s("dtype")!, "--dtype", DTYPES),
+      normType: parseNormType(s("norm")!),
+      regime: parseChoice(s("regime")!, "--regime", ALL_REGIMES) as Regime,
+      seed: parseInteger(s("seed")!, "--seed"),
+      ...(s("max-norm") !== undefined ? { maxNorm: parsePositiveReal(s("max-norm")!, "--max-norm") } : {}),
+      ...(s("error-if-nonfinite") !== undefined ? { errorIfNonfinite: parseBoolean(s("error-if-nonfinite")!, "--error-if-nonfinite") } : {}),
+    },
+  ];
+}
+
+/** The releases of `pkg` from `a` to `b` inclusive, oldest first; InputError when either end is not a release. */
+export function releasesBetween(all: readonly string[], range: string, pkg: string): string[] {
+  const [a, b, ...rest] = range.split("..");
+  if (!a || !b || rest.length) throw new InputError(`--releases: "${range}" is not A..B (two releases, e.g. 0.19.0..0.19.8)`);
+  for (const end of [a, b]) if (!all.includes(end)) throw new InputError(`--releases: ${pkg} ${end} is not a release on the registry (nearest: ${nearest(all, end)})`);
+  if (compareVersions(a, b) >= 0) throw new InputError(`--releases: ${a} is not older than ${b}`);
+  return all.filter((x) => compareVersions(x, a) >= 0 && compareVersions(x, b) <= 0);
+}
+
+const nearest = (all: readonly string[], v: string) => all.filter((x) => x.split(".")[0] === v.split(".")[0]).slice(-5).join(", ") || all.slice(-5).join(", ");
+
+export async function run(argv: string[]): Promise<number> {
+  const v = parseCommand(spec, argv);
+  const subject = str(v, "subject")!;
+  const parsed = parseTorchSpec(subject);
+  if (parsed.pins.length) throw new InputError(`--subject: "${subject}" pins releases; bisect chooses them (give fixed ones with --with)`);
+  const pkg = str(v, "package") ?? (parsed.kind === "framework" ? getFramework(parsed.framework).package : "torch");
+  const fixed = withPinsOf(v);
+  if (fixed.some((p) => p.name === pkg)) throw new InputError(`--with ${pkg}: the bisected package cannot be held fixed`);
+  const cases = casesOf(v);
+  const releases = releasesBetween(registryVersions(pkg), str(v, "releases")!, pkg);
+  const { load, run: runCells } = historyRunners(parseInteger(str(v, "timeout-s")!, "--timeout-s", { min: 1, max: 86_400 }) * 1000);
+  const verdicts = new Map<string, string>();
+  const verdict = async (release: string): Promise<string> => {
+    const known = verdicts.get(release);
+    if (known !== undefined) return known;
+    const [spec] = applyWith([withPins(subject, [{ name: pkg, version: release }])], fixed);
+    let text: string;
+    try {
+      await load(spec!);
+      const results = await runCells(cases.map((c): Cell => ({ subject: spec!, ...c })));
+      const failed = [...new Set(results.flatMap((r) => r.checks.filter((c) => c.status === "fail").map((c) => c.id)))];
+      text = failed.length ? `fail ${failed.join(", ")}` : results.some((r) => r.checks.some((c) => c.status === "pass")) ? "pass" : "no verdict";
+    } catch (err) {
+      if (!(err instanceof InputError)) throw err;
+      text = `not run: ${err.message.split("\n")[0]}`;
+    }
+    verdicts.set(release, text);
+    process.stdout.write(`${formatPin({ name: pkg, version: release })}: ${text}\n`);
+    return text;
+  };
+  process.stdout.write(`bisect ${subject} over ${releases.length} releases of ${pkg} (${releases[0]} .. ${releases.at(-1)}), ${cases.length} cell${cases.length === 1 ? "" : "s"}\n`);
+  const first = await verdict(releases[0]!);
+  if ((await verdict(releases.at(-1)!)) === first) {
+    process.stdout.write(`no boundary: ${releases.at(-1)} gives ${releases[0]}'s verdict (${first}); ${verdicts.size} of ${releases.length} releases run\n`);
+    return 1;
+  }
+  let lo = 0;
+  let hi = releases.length - 1;
+  while (hi - lo > 1) {
+    const mid = (lo + hi) >> 1;
+    if ((await verdict(releases[mid]!)) === first) lo = mid;
+    else hi = mid;
+  }
+  process.stdout.write(
+    `first release whose verdict differs from ${releases[0]}'s: ${pkg} ${releases[hi]} (${releases[lo]}: ${verdicts.get(releases[lo]!)}; ${releases[hi]}: ${verdicts.get(releases[hi]!)}); ` +
+      `${verdicts.size} of ${releases.length} releases run\n`,
+  );
+  return 0;
+}
