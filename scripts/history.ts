@@ -1,0 +1,158 @@
+/**
+ * `npm run history [-- --row ID]... [--no-releases] [--out DIR]`: runs every history row (adapters/torch/history/)
+ * and writes docs/history.json, docs/history.md and each row's exported script (docs/history/); then tries the
+ * smoke cell on the last patch release of every minor of the frameworks in RELEASE_LINES and on every row's
+ * releases, recorded on the same page. A release's verdict is cached beside its environment (CLIP_PARITY_ENV_CACHE),
+ * keyed by the commit, so an interrupted run resumes where it stopped.
+ */
+import { execFileSync } from "node:child_process";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { parseArgs } from "node:util";
+import { historyRunners } from "../cli/history.ts";
+import { defaultEnvironmentOptions, formatPin, registryVersions } from "../harness/external/torch/environments.ts";
+import { loadHistoryRows, resolveHistoryRow, runHistoryRow, type HistoryRow, type RowOutcome } from "../harness/external/torch/history.ts";
+import { listFrameworkSubjects } from "../harness/external/torch/frameworks.ts";
+import { PROJECT_ROOT, torchOptionsFromEnv } from "../harness/external/torch/options.ts";
+import { probeTorch } from "../harness/external/torch/subject.ts";
+import { parseCellId } from "../harness/external/torch/export.ts";
+import { writeFileAtomic } from "../harness/util/fs.ts";
+import { renderHistory, type HistoryData, type ReleaseRecord } from "./docs/history-page.ts";
+
+/** The frameworks whose releases are tried, from which minor on (issue 53). */
+export const RELEASE_LINES: readonly { framework: string; package: string; from: string }[] = [
+  { framework: "deepspeed", package: "deepspeed", from: "0.13" },
+  { framework: "torchtitan", package: "torchtitan", from: "0.1" },
+  { framework: "accelerate", package: "accelerate", from: "1.0" },
+  { framework: "torchrec", package: "torchrec", from: "1.0" },
+];
+
+export const SMOKE_CELL = "single/llama3-debug/f32/n2/active/s0";
+
+/** The last patch release of every minor from `from` on, oldest first. */
+export function lastPatches(versions: readonly string[], from: string): string[] {
+  const [fm, fn] = from.split(".").map(Number) as [number, number];
+  const byMinor = new Map<string, string>();
+  for (const v of versions) {
+    const [a, b] = v.split(".").map(Number) as [number, number];
+    if (a < fm || (a === fm && b < fn)) continue;
+    byMinor.set(`${a}.${b}`, v); // versions come oldest first: the last one seen is the last patch
+  }
+  return [...byMinor.values()];
+}
+
+async function main(): Promise<number> {
+  const v = parseArgs({ args: process.argv.slice(2), options: { row: { type: "string", multiple: true }, "no-releases": { type: "boolean" }, out: { type: "string" }, "timeout-s": { type: "string" } }, strict: true }).values;
+  const out = resolve(v.out ?? join(PROJECT_ROOT, "docs"));
+  const scripts = join(out, "history");
+  const rows: HistoryRow[] = v.row ? v.row.map(resolveHistoryRow) : loadHistoryRows();
+  const timeoutMs = Number(v["timeout-s"] ?? "900") * 1000;
+  const { load, run } = historyRunners(timeoutMs);
+  const commit = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: PROJECT_ROOT, encoding: "utf8" }).trim();
+  const torch = probeTorch(torchOptionsFromEnv().python).torch;
+  const log = (line: string) => process.stderr.write(`history: ${line}\n`);
+
+  const previous: HistoryData | null = existsSync(join(out, "history.json")) ? (JSON.parse(readFileSync(join(out, "history.json"), "utf8")) as HistoryData) : null;
+  const started = performance.now();
+  const tmp = mkdtempSync(join(tmpdir(), "clip-parity-history-"));
+  const outcomes: RowOutcome[] = [];
+  try {
+    for (const row of rows) {
+      const o = await runHistoryRow(row, load, run, tmp, log);
+      outcomes.push(o);
+      log(`${row.id}: ${o.caught ? "caught" : `NOT CAUGHT: ${o.why}`}`);
+    }
+    mkdirSync(scripts, { recursive: true });
+    for (const o of outcomes) if (o.script) copyFileSync(join(tmp, o.script.path), join(scripts, o.script.path));
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+  // rows not run this time keep their last outcome (--row runs some)
+  const kept = (previous?.rows ?? []).filter((o) => !outcomes.some((x) => x.id === o.id) && loadHistoryRows().some((r) => r.id === o.id));
+  const allRows = [...kept, ...outcomes].sort((a, b) => a.id.localeCompare(b.id));
+  const live = new Set(allRows.flatMap((o) => (o.script ? [o.script.path] : [])));
+  if (existsSync(scripts)) for (const f of readdirSync(scripts)) if (!live.has(f)) rmSync(join(scripts, f));
+  const rowSeconds = (performance.now() - started) / 1000 + (kept.length && previous ? previous.seconds.rows : 0);
+
+  const releasesStarted = performance.now();
+  const releases = v["no-releases"] ? (previous?.releases ?? []) : await tryReleases(rows, commit, load, run, log);
+  const data: HistoryData = {
+    commit,
+    torch,
+    smoke: SMOKE_CELL,
+    rows: allRows,
+    releases,
+    seconds: { rows: rowSeconds, releases: v["no-releases"] ? (previous?.seconds.releases ?? 0) : (performance.now() - releasesStarted) / 1000 },
+  };
+  mkdirSync(out, { recursive: true });
+  writeFileAtomic(join(out, "history.json"), JSON.stringify(data, null, 2) + "\n");
+  writeFileAtomic(join(out, "history.md"), renderHistory(data));
+  process.stdout.write(`wrote ${join(out, "history.md")}: ${allRows.filter((o) => o.caught).length} of ${allRows.length} rows caught, ${releases.length} releases tried\n`);
+  return allRows.every((o) => o.caught) ? 0 : 1;
+}
+
+/** The smoke cell on every release line's last patches and every row's releases; verdicts cached by commit. */
+async function tryReleases(rows: readonly HistoryRow[], commit: string, load: ReturnType<typeof historyRunners>["load"], run: ReturnType<typeof historyRunners>["run"], log: (l: string) => void): Promise<ReleaseRecord[]> {
+  const known = new Set(listFrameworkSubjects().map((s) => s.framework));
+  const wanted: { framework: string; pins: string[] }[] = [];
+  for (const line of RELEASE_LINES) {
+    let versions: string[] = [];
+    try {
+      versions = registryVersions(line.package);
+    } catch (err) {
+      wanted.push({ framework: line.framework, pins: [`${line.package}==?`] });
+      log(`${line.package}: ${(err as Error).message}`);
+      continue;
+    }
+    for (const ver of lastPatches(versions, line.from)) wanted.push({ framework: line.framework, pins: [`${line.package}==${ver}`] });
+  }
+  for (const r of rows) {
+    for (const side of ["buggy", "fixed"] as const) {
+      const fw = r.subject.replace(/^torch:/, "");
+      if (!wanted.some((w) => w.framework === fw && w.pins.join(" ") === r[side].pins.join(" "))) wanted.push({ framework: fw, pins: r[side].pins });
+    }
+  }
+  const cacheDir = join(defaultEnvironmentOptions().cacheDir, "..", "verdicts");
+  mkdirSync(cacheDir, { recursive: true });
+  const records: ReleaseRecord[] = [];
+  for (const w of wanted) {
+    const key = join(cacheDir, `${commit}-${w.framework}-${w.pins.join("_").replace(/[^A-Za-z0-9._=-]/g, "_")}.json`);
+    if (existsSync(key)) {
+      records.push(JSON.parse(readFileSync(key, "utf8")) as ReleaseRecord);
+      continue;
+    }
+    const rec: ReleaseRecord = { framework: w.framework, pins: w.pins, verdict: "", versions: {}, environment: null };
+    if (!known.has(w.framework)) rec.verdict = `not run: no adapters/torch/frameworks/${w.framework}.json`;
+    else if (w.pins.some((p) => p.endsWith("==?"))) rec.verdict = "not run: the registry lists no releases";
+    else {
+      const spec = `torch:${w.framework}@${w.pins.join(",")}`;
+      log(`release ${w.pins.join(" ")} (${w.framework})`);
+      try {
+        const s = await load(spec);
+        rec.versions = { ...(s.release?.record.versions ?? {}), torch: s.info.torch };
+        rec.environment = s.release?.record.kind ?? "pinned";
+        const [r] = await run([{ ...parseCellId(`${spec}/${SMOKE_CELL}`), subject: spec }]);
+        const failed = r!.checks.filter((c) => c.status === "fail");
+        rec.verdict = failed.length ? `fail ${failed.map((c) => c.id).join(", ")}: ${failed[0]!.message.split("\n")[0]!.slice(0, 200)}` : "pass";
+      } catch (err) {
+        rec.verdict = `not run: ${(err as Error).message.split("\n")[0]!.slice(0, 300)}`;
+      }
+    }
+    writeFileAtomic(key, JSON.stringify(rec) + "\n");
+    records.push(rec);
+  }
+  return records;
+}
+
+export { formatPin };
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  main().then(
+    (code) => process.exit(code),
+    (err) => {
+      process.stderr.write(`history: ${(err as Error).message}\n`);
+      process.exit(2);
+    },
+  );
+}
