@@ -40,12 +40,23 @@ export interface CaseFacts extends CanFailFacts {
   maxNormUlps: number | null;
   /** The regime's special value at element 0 (Infinity, NaN, -Infinity), or null. */
   special: number | null;
+  /** The reference norm (float32). */
+  referenceNorm: number;
+  /**
+   * The norm adds partial norms of several ranks: finite p and a reduction group of 2+ ranks holding
+   * gradients, or pp > 1. Only there can a clip that adds torch's 1e-6 to each rank's partial norm before
+   * the sum (instead of once, to the reduced norm) get another coefficient; one rank, a MAX (inf) or
+   * Replicate-only copies add it once whatever the clip does.
+   */
+  sumsPartialNorms: boolean;
 }
 
 interface GroupFacts {
   emptyGroup: { dense: boolean; sparse: boolean };
   sharedGroups: boolean;
   partialSum: boolean;
+  /** Some reduction group of 2+ ranks holds gradients, or there are several stages: partials of several ranks are summed. */
+  crossRank: boolean;
 }
 const groupCache = new Map<string, GroupFacts>();
 
@@ -126,7 +137,8 @@ function groupFacts(c: Case, hasGrad: (index: number) => boolean, regime: string
     const layout = validateLayout(c.layout);
     const plan = planWorld(getModel(c.model), layout);
     const partialSum = plan.some((params) => params.some((p) => p.canonical && hasGrad(p.index) && (p.partial?.count ?? 0) >= 2));
-    hit = { ...groupFactsOfPlan(plan, layout, hasGrad), partialSum };
+    const crossRank = layout.pp > 1 || [...groupHoldings(plan, layout, hasGrad).values()].some((g) => g.ranks.length >= 2);
+    hit = { ...groupFactsOfPlan(plan, layout, hasGrad), partialSum, crossRank };
     groupCache.set(key, hit);
   }
   return hit;
@@ -138,6 +150,7 @@ export function caseFacts(c: Case): CaseFacts {
   const ref = computeReference(model, c.dtype, c.normType, c.regime, c.seed, c.step ?? 0);
   const maxNorm = maxNormOf(c, ref.totalNorm);
   const layout = validateLayout(c.layout);
+  const groups = groupFacts(c, spec.hasGrad, c.regime);
   return {
     world: worldSize(layout),
     dtype: c.dtype,
@@ -148,9 +161,11 @@ export function caseFacts(c: Case): CaseFacts {
     clipCoef: clipCoefficient(maxNorm, ref.totalNorm),
     errorIfNonfinite: c.errorIfNonfinite ?? spec.errorIfNonfinite,
     tiedReplica: layout.pp > 1 && model.ties.some((t) => spec.hasGrad(model.params.find((p) => p.name === t.canonical)!.index)),
-    ...groupFacts(c, spec.hasGrad, c.regime),
+    ...groups,
     maxNormUlps: f32UlpsBetween(ref.totalNorm, maxNorm),
     special: spec.special,
+    referenceNorm: ref.totalNorm,
+    sumsPartialNorms: Number.isFinite(c.normType) && groups.crossRank && ref.paramsWithGrad > 0,
   };
 }
 
@@ -218,6 +233,14 @@ function wants(subjects: readonly string[]): Want[] {
   }
   // torch multiplies by a NaN coefficient there: a `clip_coef < 1` guard leaves the gradients as they were
   for (const p of CORNER_NORMS) reqs.push({ id: `NaN with error_if_nonfinite=False: p=${formatNorm(p)}`, holds: (f) => f.normType === p && Number.isNaN(f.special ?? 0) && !f.errorIfNonfinite, min: 2 });
+  // the clip's 1e-6 far above the norm (`tiny`): where it is added (once, or to each rank's partial norm) decides the coefficient
+  for (const dtype of ["f32", "bf16"]) {
+    reqs.push({
+      id: `norm far below the clip's 1e-6, clip_coef < 1, partial norms of several ranks summed: ${dtype}`,
+      holds: (f) => f.dtype === dtype && f.sumsPartialNorms && f.referenceFinite && f.referenceNorm < 1e-7 && f.clipCoef < 1,
+      min: 6,
+    });
+  }
   reqs.push({ id: "non-integer p on a layout of several ranks", holds: (f) => f.normType !== Math.trunc(f.normType) && f.world > 1 && f.paramsWithGrad > 0, min: 6 });
   // a clip that takes a Partial(sum) gradient's partials for shards shows only where there are 2+ partials to sum
   reqs.push({ id: "Partial(sum) gradient over 2+ ranks, finite norm", holds: (f) => f.partialSum && f.referenceFinite && f.paramsWithGrad > 0, min: 4 });

@@ -208,6 +208,40 @@ function partialGradients(seed: number): Case[] {
   ];
 }
 
+/** The layouts the `tiny` cases run on: every one has a sum reduction over 2+ ranks (shards, stages, experts, TP). */
+export const TINY_LAYOUTS = ["dp_shard2", "tp2", "pp2", "dp_shard2,tp2", "pp2,dp_shard2,ep2"] as const;
+
+/**
+ * The `tiny` regime (issue 53; SPEC §5): e = -40 and max_norm = 2^-40, float32 and bfloat16 (float16 cannot
+ * hold them), norms 2, 1 and 3 on llama3-debug, on layouts whose norm sums partial norms over several
+ * ranks: a clip that adds torch's 1e-6 to each rank's partial norm before the reduction, instead of once
+ * to the reduced norm, scales by another coefficient there (up to k^(1/p) times too small for k partial
+ * norms). deepseek-v3-debug on the last layout (experts: the EP groups' sums too). Then where the 1e-6 is
+ * added once whatever the clip does (`extra`: one rank, or the inf-norm's MAX), which correct subjects
+ * must pass as well.
+ */
+export function tinyCases(layouts: readonly string[], seed: number, extra: readonly { layout: string; dtype: DType; normType: number }[] = []): Case[] {
+  const tiny = (layout: string, model: string, dtype: DType, normType: number): Case => ({ layout: parseLayout(layout), model, dtype, normType, regime: "tiny", seed });
+  return [
+    ...layouts.flatMap((spec, k) =>
+      (["f32", "bf16"] as const).flatMap((dtype) =>
+        [2, 1, 3].flatMap((normType) => [
+          tiny(spec, "llama3-debug", dtype, normType),
+          ...(k === layouts.length - 1 ? [tiny(spec, "deepseek-v3-debug", dtype, normType)] : []),
+        ]),
+      ),
+    ),
+    ...extra.map((e) => tiny(e.layout, "llama3-debug", e.dtype, e.normType)),
+  ];
+}
+
+/** Tiny cells where the 1e-6 is added once by any clip: one rank, MAX over several, a sum over none (dp_replicate2: Replicate only). */
+const TINY_ONCE = [
+  { layout: "single", dtype: "f32", normType: 2 },
+  { layout: "dp_shard2", dtype: "bf16", normType: Infinity },
+  { layout: "dp_replicate2", dtype: "f32", normType: 1 },
+] as const;
+
 /** The cases in order, each cell id once (a corner may coincide with a sweep case). */
 export function uniqueCases(cases: readonly Case[]): Case[] {
   const seen = new Set<string>();
@@ -221,7 +255,7 @@ function builtin(): Record<string, Matrix> {
   return {
     cpu: {
       name: "cpu",
-      description: "world sizes 1 to 8, both debug models, f32 and bf16, norms 2, 1 and inf, every regime; clip corners in every dtype for p 2, 1, inf, 1.5, 3; the finalize cells; max_norm on, just above and just below a small norm for every finite p; NaN without error for every p; Partial(sum) gradients",
+      description: "world sizes 1 to 8, both debug models, f32 and bf16, norms 2, 1 and inf, every regime; clip corners in every dtype for p 2, 1, inf, 1.5, 3; the finalize cells; max_norm on, just above and just below a small norm for every finite p; NaN without error for every p; Partial(sum) gradients; the tiny regime (norm far below the clip's 1e-6) on layouts that sum partial norms of several ranks",
       backend: "cpu",
       cases: uniqueCases([
         ...sweep(CPU_LAYOUTS, 0),
@@ -234,6 +268,7 @@ function builtin(): Record<string, Matrix> {
         ...nanNoError(CORNER_LAYOUTS.slice(2), 0),
         // appended last, so that every earlier cell keeps its place
         ...partialGradients(0),
+        ...tinyCases(TINY_LAYOUTS, 0, TINY_ONCE),
       ]),
       // every correct subject, the optimizer-owned one too: its train and resume sections run with it (cli/run.ts)
       subjects: [...CORRECT_SUBJECTS, ...OPTIMIZER_SUBJECTS],
@@ -248,7 +283,7 @@ function builtin(): Record<string, Matrix> {
     gpu8: { name: "gpu8", description: "8 ranks", backend: "cuda", cases: sweep(GPU_LAYOUTS.gpu8, 0) },
     nightly: {
       name: "nightly",
-      description: "everything: the cpu layouts and world-16 layouts, every regime, f16 too, three seeds, Partial(sum) gradients",
+      description: "everything: the cpu layouts and world-16 layouts, every regime, f16 too, three seeds, Partial(sum) gradients, the tiny regime",
       backend: "cpu",
       cases: uniqueCases([
         ...[0, 1, 2].flatMap((seed) => sweep(CPU_LAYOUTS, seed)),
@@ -261,6 +296,7 @@ function builtin(): Record<string, Matrix> {
         ...[0, 3, 6].flatMap((seed) => boundarySmallCorners(CPU_LAYOUTS, seed)),
         ...nanNoError(CPU_LAYOUTS, 0),
         ...[0, 1, 2].flatMap((seed) => partialGradients(seed)),
+        ...[0, 1, 2].flatMap((seed) => tinyCases(["pp4", "dp_shard4,ep4", "dp_replicate2,dp_shard2", ...TINY_LAYOUTS], seed, TINY_ONCE)),
       ]),
     },
   };

@@ -40,7 +40,7 @@ export function computeReference(
   const key = [model.name, dtype, normType, regime, seed, step].join("|");
   const hit = cache.get(key);
   if (hit) return hit;
-  const spec = regimeSpec(regime);
+  const spec = regimeSpec(regime, dtype);
   const n = native();
   let sum = 0n;
   let max = 0;

@@ -25,9 +25,12 @@ export const REGIMES = [
  * signed max, or a non-finite test written as `x === Infinity` on a signed value, shows there),
  * `boundary-small` (the `inactive` regime's small gradients, e = -20, with max_norm placed as in `boundary`:
  * torch's `+ 1e-6` still makes clip_coef < 1 when max_norm lies on the norm or just above it, so a
- * `norm > max_norm` guard written in place of the clamp shows; on a large norm the `+ 1e-6` vanishes).
+ * `norm > max_norm` guard written in place of the clamp shows; on a large norm the `+ 1e-6` vanishes),
+ * `tiny` (SPEC §5: e = -40 and max_norm = 2^-40, float32 and bfloat16 only: the norm lies far below the
+ * 1e-6 the clip coefficient adds to it, so the coefficient depends on where that 1e-6 is added; a subject
+ * that adds it to each rank's partial norm before a sum reduction scales by another one).
  */
-export const EXTRA_REGIMES = ["finalize", "nonfinite-neginf", "boundary-small"] as const;
+export const EXTRA_REGIMES = ["finalize", "nonfinite-neginf", "boundary-small", "tiny"] as const;
 /** Every regime a cell, a matrix file or a command line may name. */
 export const ALL_REGIMES = [...REGIMES, ...EXTRA_REGIMES] as const;
 export type Regime = (typeof ALL_REGIMES)[number];
@@ -52,6 +55,11 @@ export interface RegimeSpec {
    * logical gradient is the copies' sum); undefined in every other regime.
    */
   tiedExp?: number;
+  /**
+   * The gradient dtypes the regime can run in, and why not the others; every dtype when absent. A cell
+   * in another dtype is refused (regimeSpec with its dtype) before anything runs.
+   */
+  dtypes?: { only: readonly string[]; why: string };
 }
 
 const all = () => true;
@@ -71,13 +79,33 @@ const SPECS: Record<Regime, RegimeSpec> = deepFreeze({
   "nonfinite-nan": { exp: 0, mode: "gen", hasGrad: all, special: NaN, maxNorm: 1, errorIfNonfinite: true },
   "nonfinite-neginf": { exp: 0, mode: "gen", hasGrad: all, special: -Infinity, maxNorm: 1, errorIfNonfinite: true },
   empty: { exp: 0, mode: "gen", hasGrad: () => false, special: null, maxNorm: 1, errorIfNonfinite: false },
+  // e = -40: the 2-norm of a debug model near 1e-9, far below the clip's 1e-6, and max_norm 2^-40 below
+  // every norm (clip_coef about 1e-6): where the 1e-6 is added decides the coefficient. Float16 holds
+  // neither: its smallest subnormal is 2^-24, so every gradient and max_norm would round to 0.
+  tiny: {
+    exp: -40,
+    mode: "gen",
+    hasGrad: all,
+    special: null,
+    maxNorm: 2 ** -40,
+    errorIfNonfinite: false,
+    dtypes: { only: ["f32", "bf16"], why: "its gradients (|g| < 2^-40) and max_norm (2^-40) lie below float16's smallest subnormal, 2^-24, and would all round to 0" },
+  },
   // untied params as in `active`; tied copies' partials at e = -1, so that two of them add exactly
   finalize: { exp: 0, mode: "gen", hasGrad: all, special: null, maxNorm: 1, errorIfNonfinite: false, tiedExp: -1 },
 });
 
-export function regimeSpec(regime: string): RegimeSpec {
+/**
+ * A regime's spec; with `dtype`, also refused (InputError naming the regime, the dtype and why) when the
+ * regime cannot run in that dtype (`tiny` in f16).
+ */
+export function regimeSpec(regime: string, dtype?: string): RegimeSpec {
   if (!Object.hasOwn(SPECS, regime)) throw new InputError(`regime: "${regime}" is not one of ${ALL_REGIMES.join(", ")}`);
-  return SPECS[regime as Regime];
+  const spec = SPECS[regime as Regime];
+  if (dtype !== undefined && spec.dtypes && !spec.dtypes.only.includes(dtype)) {
+    throw new InputError(`regime "${regime}" cannot run in ${dtype}: ${spec.dtypes.why} (it runs in ${spec.dtypes.only.join(" and ")} only)`);
+  }
+  return spec;
 }
 
 /**

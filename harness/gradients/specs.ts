@@ -90,7 +90,7 @@ export function gradSpecs(
   model: ModelManifest,
   cfg: { dtype: DType; regime: string; seed: number | bigint; step: number; pp: number; shape?: SubjectShape },
 ): GradSpecs {
-  const regime = regimeSpec(cfg.regime);
+  const regime = regimeSpec(cfg.regime, cfg.dtype);
   // the non-finite regimes put their special value at element 0 of the first parameter with a gradient
   const specialParam = regime.special === null ? undefined : model.params.find((p) => regime.hasGrad(p.index));
   const seed = BigInt(cfg.seed);

@@ -56,7 +56,7 @@ export function cellSetup(input: JudgeCellInput) {
   }
   if (!DTYPES.includes(cell.dtype)) throw new InputError(`dtype: "${cell.dtype}" is not one of ${DTYPES.join(", ")}`);
   if (!(cell.normType > 0)) throw new InputError(`norm: ${cell.normType} must be a positive number or inf`);
-  const regime = regimeSpec(cell.regime);
+  const regime = regimeSpec(cell.regime, cell.dtype);
   const step = cell.step ?? 0;
   const seed = BigInt(cell.seed);
   const specs = gradSpecs(model, { dtype: cell.dtype, regime: cell.regime, seed, step, pp: layout.pp, shape: input.shape });

@@ -9,6 +9,7 @@ import { CORRECT_SUBJECTS } from "../subject/registry.ts";
 import { formatLayout, worldSize } from "../layout/layout.ts";
 import { cellId, cellsOf, type Cell, type Matrix } from "../spec/cell.ts";
 import { selectShard, type Shard } from "./shard.ts";
+import { regimeSpec } from "../gradients/regimes.ts";
 
 /** What a run may cost before it is refused (exit 2), each raised by a flag. */
 export interface RunLimits {
@@ -92,7 +93,10 @@ export function selectCells(matrix: Matrix, selection: Selection = {}): Cell[] {
           : "the shard holds no cell";
     throw new InputError(`nothing to run: ${why} (a run that checks nothing must not pass)`);
   }
-  for (const c of cells) assertWorld(c, limits.maxWorld, "--max-world");
+  for (const c of cells) {
+    assertWorld(c, limits.maxWorld, "--max-world");
+    regimeSpec(c.regime, c.dtype); // a regime its dtype cannot hold (tiny in f16) is refused before anything runs
+  }
   return cells;
 }
 

@@ -26,6 +26,7 @@ import unbucketed from "./known-bad/unbucketed.ts";
 import epSkipEmpty from "./known-bad/ep-skip-empty.ts";
 import paddingCounted from "./known-bad/padding-counted.ts";
 import bf16Norm from "./known-bad/bf16-norm.ts";
+import epsPerRank from "./known-bad/eps-per-rank.ts";
 import titanMtp from "./builtin/titan-mtp.ts";
 import finalizeForgotten from "./known-bad/finalize-forgotten.ts";
 import replicaOwnCoef from "./known-bad/replica-own-coef.ts";
@@ -43,6 +44,7 @@ const KNOWN_BAD: readonly Subject[] = [
   epSkipEmpty,
   paddingCounted,
   bf16Norm,
+  epsPerRank,
 ];
 
 /**

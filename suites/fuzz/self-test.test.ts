@@ -36,6 +36,8 @@ const MATRIX_CELLS: Record<string, string> = {
   "ep-skip-empty": "ep-skip-empty/pp4/deepseek-v3-debug/f32/n2/active/s0",
   "padding-counted": "padding-counted/tp3/llama3-debug/f32/n2/active/s0",
   "bf16-norm": "bf16-norm/single/llama3-debug/f32/n2/active/s0",
+  // a small norm is enough: the 1-norm of inactive's e = -20 gradients (about 3) still clips, and 1e-6 moves its coefficient
+  "eps-per-rank": "eps-per-rank/cp2/llama3-debug/f32/n1/inactive/s0",
 };
 
 const seed = envSeed();

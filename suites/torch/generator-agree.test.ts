@@ -64,12 +64,13 @@ const NAMES = ["tok_embeddings.weight", "layers.3.moe.experts.w1", "mtp.0.embed_
 const SEEDS = [0n, 7n, 123456789n, 2n ** 63n + 5n, 2n ** 64n - 1n];
 const SIZES = [0, 1, 999, 1000, 1001, 2 * CHUNK + 17, 4 * CHUNK + 3];
 // regimes.ts: e = 0 (active, boundary, sparse, nonfinite-*, finalize's untied), -20 (inactive, boundary-small),
-// -1 (finalize's tied partials: exp - 1), -21 (boundary-small's partials); then the edges of each dtype's range
+// -1 (finalize's tied partials: exp - 1), -21 (boundary-small's partials), -40 and -41 (tiny, f32 and bf16 only,
+// and its Partial partials); then the edges of each dtype's range
 const EXPS: Record<DType, number[]> = {
   // float32: subnormal below 2^-126, gone below 2^-150; 2^128 overflows
-  f32: [0, -1, -20, -21, 5, -126, -130, -140, -149, 127, 128],
+  f32: [0, -1, -20, -21, -40, -41, 5, -126, -130, -140, -149, 127, 128],
   // bfloat16: float32's range, subnormals below 2^-126 (rounded to multiples of 2^-133), gone below 2^-134; -2^128 is -inf
-  bf16: [0, -1, -20, -21, 3, -120, -126, -128, -133, -137, 127, 128, 129],
+  bf16: [0, -1, -20, -21, -40, -41, 3, -120, -126, -128, -133, -137, 127, 128, 129],
   // float16: subnormal below 2^-14 (at e = -20 and -21 the values round to multiples of 2^-24), gone below 2^-25; 65520 rounds to inf
   f16: [0, -1, -20, -21, -3, -14, -16, -24, -26, -30, 15, 16, 17, 20],
 };

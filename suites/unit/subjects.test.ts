@@ -596,6 +596,7 @@ describe("registry", () => {
       "ep-skip-empty",
       "padding-counted",
       "bf16-norm",
+      "eps-per-rank",
     ]);
     for (const [name, s] of Object.entries(BUILTIN_SUBJECTS)) {
       expect(s.name).toBe(name);
