@@ -6,7 +6,7 @@
 import { InputError } from "../harness/errors.ts";
 import { parseLayout } from "../harness/layout/layout.ts";
 import { getModel } from "../harness/model/models.ts";
-import { REGIMES, type Regime } from "../harness/gradients/regimes.ts";
+import { ALL_REGIMES, type Regime } from "../harness/gradients/regimes.ts";
 import { DTYPES, type Cell } from "../harness/spec/cell.ts";
 import { exportCell, parseCellId } from "../harness/external/torch/export.ts";
 import { applyWith, given, WITH_FLAG, withPinsOf, parseBoolean, parseChoice, parseCommand, parseInteger, parseNormType, parsePositiveReal, str, type CommandSpec } from "./args.ts";
@@ -52,7 +52,7 @@ function cellFromFlags(s: (flag: string) => string | undefined): Cell {
     model,
     dtype: parseChoice(need("dtype"), "--dtype", DTYPES),
     normType: parseNormType(need("norm")),
-    regime: parseChoice(need("regime"), "--regime", REGIMES) as Regime,
+    regime: parseChoice(need("regime"), "--regime", ALL_REGIMES) as Regime,
     seed: parseInteger(s("seed")!, "--seed"),
   };
   if (s("max-norm") !== undefined) cell.maxNorm = parsePositiveReal(s("max-norm")!, "--max-norm");

@@ -22,7 +22,7 @@ import { placementsFor, planWorld, stageOfParam } from "../../model/plan.ts";
 import { computeReference } from "../../gradients/reference.ts";
 import { lowPrecisionDtype, normTolerance } from "../../checks/types.ts";
 import { CHECK_IDS } from "../../checks/index.ts";
-import { maxNormOf, REGIMES, regimeSpec, type Regime } from "../../gradients/regimes.ts";
+import { ALL_REGIMES, maxNormOf, regimeSpec, type Regime } from "../../gradients/regimes.ts";
 import type { LogicalParam, ModelManifest } from "../../model/manifest.ts";
 import { causeText, causesOf, messageHead, type FrameworksData } from "../frameworks-run.ts";
 import { applicability, outsideConfigurations } from "./frameworks.ts";
@@ -89,7 +89,7 @@ export function parseCellId(id: string): Cell {
     const [layout, model, dtype, norm, regime, seed] = parts.slice(i, i + 6) as string[];
     if (!DTYPES.includes(dtype as DType) || !/^n(inf|[\d.e+-]+)$/.test(norm!) || !/^s\d+$/.test(seed!)) continue;
     if (!(MODEL_NAMES as readonly string[]).includes(model!)) throw new InputError(`--cell "${id}": model "${model}" is not one of ${MODEL_NAMES.join(", ")}`);
-    if (!(REGIMES as readonly string[]).includes(regime!)) throw new InputError(`--cell "${id}": regime "${regime}" is not one of ${REGIMES.join(", ")}`);
+    if (!(ALL_REGIMES as readonly string[]).includes(regime!)) throw new InputError(`--cell "${id}": regime "${regime}" is not one of ${ALL_REGIMES.join(", ")}`);
     const normType = norm === "ninf" ? Infinity : Number(norm!.slice(1));
     if (!(normType > 0)) throw new InputError(`--cell "${id}": norm "${norm}" is not n2, n1, ninf or nP with P > 0`);
     const cell: Cell = {
