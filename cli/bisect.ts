@@ -106,11 +106,27 @@ export async function run(argv: string[]): Promise<number> {
     return text;
   };
   process.stdout.write(`bisect ${subject} over ${releases.length} releases of ${pkg} (${releases[0]} .. ${releases.at(-1)}), ${cases.length} cell${cases.length === 1 ? "" : "s"}\n`);
-  const first = await verdict(releases[0]!);
-  if ((await verdict(releases.at(-1)!)) === first) {
-    process.stdout.write(`no boundary: ${releases.at(-1)} gives ${releases[0]}'s verdict (${first}); ${verdicts.size} of ${releases.length} releases run\n`);
+  const found = await bisectReleases(releases, verdict);
+  if (!found) {
+    process.stdout.write(`no boundary: ${releases.at(-1)} gives ${releases[0]}'s verdict (${verdicts.get(releases[0]!)}); ${verdicts.size} of ${releases.length} releases run\n`);
     return 1;
   }
+  const [last, first] = found;
+  process.stdout.write(
+    `first release whose verdict differs from ${releases[0]}'s: ${pkg} ${first} (${last}: ${verdicts.get(last)}; ${first}: ${verdicts.get(first)}); ` +
+      `${verdicts.size} of ${releases.length} releases run\n`,
+  );
+  return 0;
+}
+
+/**
+ * The last release with the first release's verdict and the first one after it that differs, by bisection
+ * (the verdict is taken to change once): the two ends, then about log2(n) releases between; null when the
+ * last release's verdict is the first's.
+ */
+export async function bisectReleases(releases: readonly string[], verdict: (release: string) => Promise<string>): Promise<[string, string] | null> {
+  const first = await verdict(releases[0]!);
+  if ((await verdict(releases.at(-1)!)) === first) return null;
   let lo = 0;
   let hi = releases.length - 1;
   while (hi - lo > 1) {
@@ -118,9 +134,5 @@ export async function run(argv: string[]): Promise<number> {
     if ((await verdict(releases[mid]!)) === first) lo = mid;
     else hi = mid;
   }
-  process.stdout.write(
-    `first release whose verdict differs from ${releases[0]}'s: ${pkg} ${releases[hi]} (${releases[lo]}: ${verdicts.get(releases[lo]!)}; ${releases[hi]}: ${verdicts.get(releases[hi]!)}); ` +
-      `${verdicts.size} of ${releases.length} releases run\n`,
-  );
-  return 0;
+  return [releases[lo]!, releases[hi]!];
 }

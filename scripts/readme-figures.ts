@@ -8,7 +8,7 @@
  *   npx tsx scripts/readme-figures.ts --write   # rewrite the values in README.md
  */
 import { execFileSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { usage } from "../cli/main.ts";
 import { CHECK_IDS } from "../harness/checks/index.ts";
@@ -26,10 +26,12 @@ import { resumeCases, resumeCasesFor } from "../matrix/resume.ts";
 import { trainCases, trainCasesFor } from "../matrix/train.ts";
 import { subjectsOf } from "../harness/run/policy.ts";
 import { BUILTIN_SUBJECTS } from "../harness/subject/registry.ts";
+import { headline, type HistoryData } from "./docs/history-page.ts";
 
 export const README = fileURLToPath(new URL("../README.md", import.meta.url));
 const MUTATION_DATA = fileURLToPath(new URL("../docs/mutation.json", import.meta.url));
 const FP32_ACCUM_DATA = fileURLToPath(new URL("../docs/fp32-accum.json", import.meta.url));
+const HISTORY_DATA = fileURLToPath(new URL("../docs/history.json", import.meta.url));
 
 const MARKER = /<!--fig:([a-z0-9.-]+)-->([\s\S]*?)<!--\/fig-->/g;
 
@@ -69,6 +71,12 @@ function mainJobSections(): { train: number; resume: number } {
   };
 }
 
+/** docs/history.md's headline (the shipped bugs caught), from docs/history.json. */
+function historyHeadline(): string {
+  if (!existsSync(HISTORY_DATA)) return "No history run yet (`npm run history`)";
+  return headline(JSON.parse(readFileSync(HISTORY_DATA, "utf8")) as HistoryData);
+}
+
 /** Every figure by name, as the README prints it. */
 export function computeFigures(): Record<string, string> {
   const m = builtinMatrices();
@@ -100,6 +108,7 @@ export function computeFigures(): Record<string, string> {
     "subjects.known-bad": String(KNOWN_BAD_SUBJECTS.length + OPTIMIZER_KNOWN_BAD_SUBJECTS.length),
     checks: String(CHECK_IDS.length),
     "env.table": envTable(),
+    "history.headline": historyHeadline(),
     "mutation.after": `${mutation.after.score}%`,
     "fp32-accum.max-ratio": accum.maxRatio.toFixed(3),
     "fp32-accum.cells": grouped(accum.cellsKept),

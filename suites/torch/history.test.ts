@@ -8,7 +8,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { releasesBetween } from "../../cli/bisect.ts";
+import { bisectReleases, releasesBetween } from "../../cli/bisect.ts";
 import { applyWith } from "../../cli/args.ts";
 import { compareVersions, environmentFor, evict, parsePin, pipFailure, specPins, withPins } from "../../harness/external/torch/environments.ts";
 import { HISTORY_DIR, loadHistoryRow, loadHistoryRows, rerunLine, sideSubject } from "../../harness/external/torch/history.ts";
@@ -93,6 +93,16 @@ describe("bisect's releases", () => {
     expect(() => releasesBetween(all, "0.19.0..0.19.4", "deepspeed")).toThrow(/--releases: deepspeed 0\.19\.4 is not a release on the registry/);
     expect(() => releasesBetween(all, "0.19.3..0.19.0", "deepspeed")).toThrow(/0\.19\.3 is not older than 0\.19\.0/);
     expect(() => releasesBetween(all, "0.19.0", "deepspeed")).toThrow(/is not A\.\.B/);
+  });
+  it("bisects to the first release whose verdict differs, in at most ceil(log2 n) + 1 runs", async () => {
+    const releases = Array.from({ length: 9 }, (_, i) => `0.19.${i}`);
+    for (let boundary = 1; boundary < releases.length; boundary++) {
+      const ran: string[] = [];
+      const verdict = async (r: string) => (ran.push(r), Number(r.split(".")[2]) >= boundary ? "pass" : "fail parity.norm");
+      expect(await bisectReleases(releases, verdict)).toEqual([releases[boundary - 1], releases[boundary]]);
+      expect(new Set(ran).size).toBeLessThanOrEqual(Math.ceil(Math.log2(releases.length)) + 1);
+    }
+    expect(await bisectReleases(releases, async () => "pass")).toBeNull();
   });
   it("the release lines take the last patch of every minor", () => {
     expect(lastPatches(["0.12.6", "0.13.0", "0.13.5", "0.14.0", "0.14.2"], "0.13")).toEqual(["0.13.5", "0.14.2"]);
