@@ -364,7 +364,10 @@ def set_collective_timeout(groups: list, timeout: timedelta) -> None:
     harness reports it as a hang) instead of blocking until the harness gives up on the whole cell; set back
     to the session's long timeout afterwards, for what the adapter itself does between cells (building meshes)."""
     for g in groups:
-        dist.set_timeout(timeout, g)
+        if hasattr(dist, "set_timeout"):
+            dist.set_timeout(timeout, g)
+        else:  # torch < 2.11 (a pinned older release): the group's own setter, as dist.set_timeout calls it
+            g.set_timeout(timeout)
 
 
 def param_mesh(p: dict, job: dict, meshes: dict):
