@@ -43,10 +43,14 @@ export function lastPatches(versions: readonly string[], from: string): string[]
 }
 
 async function main(): Promise<number> {
-  const v = parseArgs({ args: process.argv.slice(2), options: { row: { type: "string", multiple: true }, "no-releases": { type: "boolean" }, out: { type: "string" }, "timeout-s": { type: "string" } }, strict: true }).values;
+  const v = parseArgs({
+    args: process.argv.slice(2),
+    options: { row: { type: "string", multiple: true }, "no-releases": { type: "boolean" }, "no-rows": { type: "boolean" }, out: { type: "string" }, "timeout-s": { type: "string" } },
+    strict: true,
+  }).values;
   const out = resolve(v.out ?? join(PROJECT_ROOT, "docs"));
   const scripts = join(out, "history");
-  const rows: HistoryRow[] = v.row ? v.row.map(resolveHistoryRow) : loadHistoryRows();
+  const rows: HistoryRow[] = v["no-rows"] ? [] : v.row ? v.row.map(resolveHistoryRow) : loadHistoryRows();
   const timeoutMs = Number(v["timeout-s"] ?? "900") * 1000;
   const { load, run } = historyRunners(timeoutMs);
   const commit = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: PROJECT_ROOT, encoding: "utf8" }).trim();
@@ -73,10 +77,11 @@ async function main(): Promise<number> {
   const allRows = [...kept, ...outcomes].sort((a, b) => a.id.localeCompare(b.id));
   const live = new Set(allRows.flatMap((o) => (o.script ? [o.script.path] : [])));
   if (existsSync(scripts)) for (const f of readdirSync(scripts)) if (!live.has(f)) rmSync(join(scripts, f));
-  const rowSeconds = (performance.now() - started) / 1000 + (kept.length && previous ? previous.seconds.rows : 0);
+  // the rows' time as last measured for each row run now or kept
+  const rowSeconds = rows.length ? (performance.now() - started) / 1000 + (kept.length && previous ? previous.seconds.rows : 0) : (previous?.seconds.rows ?? 0);
 
   const releasesStarted = performance.now();
-  const releases = v["no-releases"] ? (previous?.releases ?? []) : await tryReleases(rows, commit, load, run, log);
+  const releases = v["no-releases"] ? (previous?.releases ?? []) : await tryReleases(loadHistoryRows(), commit, load, run, log);
   const data: HistoryData = {
     commit,
     torch,
