@@ -2,10 +2,11 @@
  * `npm run history [-- --row ID]... [--no-releases] [--out DIR]`: runs every history row (adapters/torch/history/)
  * and writes docs/history.json, docs/history.md and each row's exported script (docs/history/); then tries the
  * smoke cell on the last patch release of every minor of the frameworks in RELEASE_LINES and on every row's
- * releases, recorded on the same page. A release's verdict is cached beside its environment (CLIP_PARITY_ENV_CACHE),
- * keyed by the commit, so an interrupted run resumes where it stopped.
+ * releases, recorded on the same page. A release's verdict is cached beside the environments (CLIP_PARITY_ENV_CACHE),
+ * keyed by the committed code that decides it (VERDICT_CODE), so an interrupted run resumes where it stopped.
  */
 import { execFileSync } from "node:child_process";
+import { createHash } from "node:crypto";
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -29,6 +30,9 @@ export const RELEASE_LINES: readonly { framework: string; package: string; from:
 ];
 
 export const SMOKE_CELL = "single/llama3-debug/f32/n2/active/s0";
+
+/** The folders whose committed trees decide a release's verdict: the cache of verdicts is keyed by them. */
+const VERDICT_CODE = ["harness", "adapters", "native", "cli", "matrix"];
 
 /** The last patch release of every minor from `from` on, oldest first. */
 export function lastPatches(versions: readonly string[], from: string): string[] {
@@ -119,10 +123,13 @@ async function tryReleases(rows: readonly HistoryRow[], commit: string, load: Re
     }
   }
   const cacheDir = join(defaultEnvironmentOptions().cacheDir, "..", "verdicts");
+  // what decides a verdict: the committed code the cell runs through (a docs-only commit keeps the cache)
+  const trees = execFileSync("git", ["rev-parse", ...VERDICT_CODE.map((d) => `HEAD:${d}`)], { cwd: PROJECT_ROOT, encoding: "utf8" });
+  const codeKey = createHash("sha256").update(trees).digest("hex").slice(0, 12);
   mkdirSync(cacheDir, { recursive: true });
   const records: ReleaseRecord[] = [];
   for (const w of wanted) {
-    const key = join(cacheDir, `${commit}-${w.framework}-${w.pins.join("_").replace(/[^A-Za-z0-9._=-]/g, "_")}.json`);
+    const key = join(cacheDir, `${codeKey}-${w.framework}-${w.pins.join("_").replace(/[^A-Za-z0-9._=-]/g, "_")}.json`);
     if (existsSync(key)) {
       records.push(JSON.parse(readFileSync(key, "utf8")) as ReleaseRecord);
       continue;
