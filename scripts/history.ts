@@ -92,6 +92,7 @@ async function main(): Promise<number> {
     smoke: SMOKE_CELL,
     rows: allRows,
     releases,
+    releasesCommit: v["no-releases"] ? (previous?.releasesCommit ?? commit) : commit,
     seconds: { rows: rowSeconds, releases: v["no-releases"] ? (previous?.seconds.releases ?? 0) : (performance.now() - releasesStarted) / 1000 },
   };
   mkdirSync(out, { recursive: true });

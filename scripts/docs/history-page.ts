@@ -24,6 +24,8 @@ export interface HistoryData {
   smoke: string;
   rows: RowOutcome[];
   releases: ReleaseRecord[];
+  /** The commit the releases were tried on (a run with --no-releases keeps the last one's). */
+  releasesCommit: string;
   seconds: { rows: number; releases: number };
 }
 
@@ -115,7 +117,7 @@ export function renderHistory(data: HistoryData, rows: readonly HistoryRow[] = l
       "",
       "## Releases tried",
       "",
-      `Each release below on the smoke cell \`${data.smoke}\` (the last patch of every minor, and every row's releases): the verdict, or why it cannot run on CPU ranks here.`,
+      `Each release below on the smoke cell \`${data.smoke}\` (the last patch of every minor, and every row's releases), run on ${data.releasesCommit}: the verdict, or why it cannot run on CPU ranks here.`,
       "",
       "| framework | release | environment | verdict |",
       "|---|---|---|---|",
