@@ -8,13 +8,11 @@ import { InputError } from "../harness/errors.ts";
 import { compareVersions, formatPin, registryVersions, withPins } from "../harness/external/torch/environments.ts";
 import { getFramework } from "../harness/external/torch/frameworks.ts";
 import { parseTorchSpec } from "../harness/external/torch/subject.ts";
-import { ALL_REGIMES, type Regime } from "../harness/gradients/regimes.ts";
-import { parseLayout } from "../harness/layout/layout.ts";
-import { getModel } from "../harness/model/models.ts";
-import { DTYPES, type Case, type Cell } from "../harness/spec/cell.ts";
+import type { Case, Cell } from "../harness/spec/cell.ts";
 import { resolveMatrix } from "../matrix/index.ts";
 import { historyRunners } from "./history.ts";
-import { applyWith, given, parseBoolean, parseChoice, parseCommand, parseInteger, parseNormType, parsePositiveReal, str, WITH_FLAG, withPinsOf, type CommandSpec } from "./args.ts";
+import { applyWith, given, parseCommand, parseInteger, str, WITH_FLAG, withPinsOf, type CommandSpec } from "./args.ts";
+import { CELL_FLAG_NAMES, caseFromFlags, cellFlagSpecs } from "./cell-flags.ts";
 
 export const spec: CommandSpec = {
   name: "bisect",
@@ -24,44 +22,20 @@ export const spec: CommandSpec = {
     releases: { type: "string", value: "A..B", description: "the first and last release to consider, both on the registry (e.g. 0.19.0..0.19.8)", required: true },
     package: { type: "string", value: "PKG", description: "the package whose releases are bisected (default: the framework's; torch for torch:<module>:<function>)" },
     matrix: { type: "string", value: "FILE", description: "the cells of a matrix file instead of the cell flags" },
-    layout: { type: "string", value: "SPEC", description: "e.g. single, dp_shard2,tp2" },
-    model: { type: "string", value: "NAME", description: "clip-parity list models" },
-    dtype: { type: "string", value: DTYPES.join("|"), description: "gradient dtype" },
-    norm: { type: "string", value: "2|1|inf|P", description: "the p of the p-norm" },
-    regime: { type: "string", value: "NAME", description: "clip-parity list regimes" },
-    seed: { type: "string", value: "N", description: "generator seed", default: "0" },
-    "max-norm": { type: "string", value: "X", description: "override the regime's max_norm" },
-    "error-if-nonfinite": { type: "string", value: "true|false", description: "override the regime's default" },
+    ...cellFlagSpecs(),
     with: { ...WITH_FLAG, description: "other releases held fixed on every side (e.g. torch==2.9.1)" },
     "timeout-s": { type: "string", value: "S", description: "wall-clock limit of one cell, the session start included", default: "600" },
   },
   notes: "exit status: 0 a boundary was found, 1 none (the last release's verdict is the first's), 2 bad input",
 };
 
-const CELL_FLAGS = ["layout", "model", "dtype", "norm", "regime"] as const;
-
 function casesOf(v: ReturnType<typeof parseCommand>): Case[] {
-  const s = (k: string) => str(v, k);
-  if (s("matrix") !== undefined) {
-    const extra = [...CELL_FLAGS, "max-norm", "error-if-nonfinite"].filter((f) => given(v, f));
+  if (str(v, "matrix") !== undefined) {
+    const extra = CELL_FLAG_NAMES.filter((f) => given(v, f));
     if (extra.length) throw new InputError(`bisect: --matrix gives the cells; --${extra.join(", --")} cannot be given with it`);
-    return resolveMatrix(s("matrix")!).cases;
+    return resolveMatrix(str(v, "matrix")!).cases;
   }
-  const missing = CELL_FLAGS.filter((f) => s(f) === undefined);
-  if (missing.length) throw new InputError(`bisect: --${missing.join(", --")} required (or --matrix FILE)`);
-  getModel(s("model")!);
-  return [
-    {
-      layout: parseLayout(s("layout")!),
-      model: s("model")!,
-      dtype: parseChoice(s("dtype")!, "--dtype", DTYPES),
-      normType: parseNormType(s("norm")!),
-      regime: parseChoice(s("regime")!, "--regime", ALL_REGIMES) as Regime,
-      seed: parseInteger(s("seed")!, "--seed"),
-      ...(s("max-norm") !== undefined ? { maxNorm: parsePositiveReal(s("max-norm")!, "--max-norm") } : {}),
-      ...(s("error-if-nonfinite") !== undefined ? { errorIfNonfinite: parseBoolean(s("error-if-nonfinite")!, "--error-if-nonfinite") } : {}),
-    },
-  ];
+  return [caseFromFlags(v, "bisect", "--matrix FILE")];
 }
 
 /** The releases of `pkg` from `a` to `b` inclusive, oldest first; InputError when either end is not a release. */

@@ -1,31 +1,22 @@
 /** `clip-parity cell`: one cell from flags (or a fuzz case file), through the same runner as `run`. */
 import { InputError } from "../harness/errors.ts";
-import { ALL_REGIMES, type Regime } from "../harness/gradients/regimes.ts";
-import { getModel } from "../harness/model/models.ts";
-import { parseLayout } from "../harness/layout/layout.ts";
 import { runMatrix } from "../harness/run/runner.ts";
 import { DEFAULT_LIMITS, parseBackend } from "../harness/run/policy.ts";
 import { DEFAULT_TIMEOUT_MS } from "../harness/run/pool.ts";
-import { DTYPES, type Case } from "../harness/spec/cell.ts";
+import type { Case } from "../harness/spec/cell.ts";
 import { summaryLine } from "../harness/results/summary.ts";
 import { jsonReport } from "../harness/results/json.ts";
 import { assertWritableDir, assertWritableFile, humanOutput, writeOutputFile } from "../harness/util/fs.ts";
-import { applyWith, EXIT_STATUS, givenFlags, WITH_FLAG, withPinsOf, parseBoolean, parseChoice, parseCommand, parseInteger, parseNormType, parsePositiveReal, str, type CommandSpec } from "./args.ts";
+import { applyWith, EXIT_STATUS, givenFlags, WITH_FLAG, withPinsOf, parseCommand, parseInteger, str, type CommandSpec } from "./args.ts";
 import { memoryTable, printCell } from "./print.ts";
+import { caseFromFlags, cellFlagSpecs } from "./cell-flags.ts";
 
 export const spec: CommandSpec = {
   name: "cell",
   summary: "Runs one cell and prints every check, the time per phase and the memory per rank.",
   flags: {
     subject: { type: "string", value: "NAME|PATH", description: "a built-in subject, a module path or torch:<module>:<function>", requiredUnless: ["file"] },
-    layout: { type: "string", value: "SPEC", description: "e.g. pp2,dp_shard2,ep2 (axes left out are 1; single = all ones)", requiredUnless: ["file"] },
-    model: { type: "string", value: "NAME", description: "clip-parity list models", requiredUnless: ["file"] },
-    dtype: { type: "string", value: "f32|bf16|f16", description: "gradient dtype", requiredUnless: ["file"] },
-    norm: { type: "string", value: "2|1|inf|P", description: "the p of the p-norm", requiredUnless: ["file"] },
-    regime: { type: "string", value: "NAME", description: "clip-parity list regimes", requiredUnless: ["file"] },
-    "max-norm": { type: "string", value: "X", description: "override the regime's max_norm" },
-    seed: { type: "string", value: "N", description: "generator seed", default: "0" },
-    "error-if-nonfinite": { type: "string", value: "true|false", description: "override the regime's default" },
+    ...cellFlagSpecs(["file"]),
     backend: { type: "string", value: "cpu|cuda|meta", description: "backend", default: "cpu" },
     json: { type: "string", value: "FILE", description: "write the result as JSON" },
     dump: { type: "string", value: "DIR", description: "write the cell's tensors as safetensors (gradients, reference, subject)" },
@@ -46,20 +37,7 @@ export async function run(argv: string[]): Promise<number> {
     const { printReplay } = await import("../harness/fuzz/replay.ts");
     return printReplay(caseFile, { subject: str(v, "subject"), memoryTable });
   }
-  const model = str(v, "model")!;
-  getModel(model);
-  const errText = str(v, "error-if-nonfinite");
-  const maxNormText = str(v, "max-norm");
-  const c: Case = {
-    layout: parseLayout(str(v, "layout")!),
-    model,
-    dtype: parseChoice(str(v, "dtype")!, "--dtype", DTYPES),
-    normType: parseNormType(str(v, "norm")!),
-    regime: parseChoice(str(v, "regime")!, "--regime", ALL_REGIMES) as Regime,
-    seed: parseInteger(str(v, "seed")!, "--seed"),
-    ...(maxNormText !== undefined ? { maxNorm: parsePositiveReal(maxNormText, "--max-norm") } : {}),
-    ...(errText !== undefined ? { errorIfNonfinite: parseBoolean(errText, "--error-if-nonfinite") } : {}),
-  };
+  const c: Case = caseFromFlags(v, "cell", "--file");
   const [subject] = applyWith([str(v, "subject")!], withPinsOf(v));
   const jsonPath = str(v, "json");
   if (jsonPath !== undefined) assertWritableFile(jsonPath, "--json");

@@ -4,12 +4,10 @@
  * used, since a failing cell is what one exports.
  */
 import { InputError } from "../harness/errors.ts";
-import { parseLayout } from "../harness/layout/layout.ts";
-import { getModel } from "../harness/model/models.ts";
-import { ALL_REGIMES, type Regime } from "../harness/gradients/regimes.ts";
-import { DTYPES, type Cell } from "../harness/spec/cell.ts";
+import type { Cell } from "../harness/spec/cell.ts";
 import { exportCell, parseCellId } from "../harness/external/torch/export.ts";
-import { applyWith, given, WITH_FLAG, withPinsOf, parseBoolean, parseChoice, parseCommand, parseInteger, parseNormType, parsePositiveReal, str, type CommandSpec } from "./args.ts";
+import { CELL_FLAG_NAMES, caseFromFlags, cellFlagSpecs } from "./cell-flags.ts";
+import { applyWith, given, WITH_FLAG, withPinsOf, parseCommand, str, type CommandSpec } from "./args.ts";
 
 export const spec: CommandSpec = {
   name: "export",
@@ -22,43 +20,11 @@ export const spec: CommandSpec = {
     out: { type: "string", value: "DIR", description: "folder to write the script to" },
     "no-run": { type: "boolean", description: "do not run the cell through clip-parity first (its failures go in the script's header)" },
     full: { type: "boolean", description: "the cell's own gradients and every check, even where the layout alone fails (then minimised by default)" },
-    layout: { type: "string", value: "SPEC", description: "layout, e.g. dp_shard2,tp2" },
-    model: { type: "string", value: "NAME", description: "clip-parity list models" },
-    dtype: { type: "string", value: DTYPES.join("|"), description: "gradient dtype" },
-    norm: { type: "string", value: "2|1|inf|P", description: "the clip's norm type" },
-    regime: { type: "string", value: "NAME", description: "gradient regime" },
-    seed: { type: "string", value: "N", description: "generator seed", default: "0" },
-    "max-norm": { type: "string", value: "X", description: "the clip's max_norm" },
-    "error-if-nonfinite": { type: "string", value: "true|false", description: "the clip's error_if_nonfinite" },
+    ...cellFlagSpecs(),
     with: WITH_FLAG,
   },
   notes: "exit status: 0 the script was written, 2 bad input",
 };
-
-const CELL_FLAGS = ["layout", "model", "dtype", "norm", "regime", "seed", "max-norm", "error-if-nonfinite"] as const;
-
-function cellFromFlags(s: (flag: string) => string | undefined): Cell {
-  const need = (flag: string) => {
-    const x = s(flag);
-    if (x === undefined) throw new InputError(`export: --${flag} is required (or give --cell ID)`);
-    return x;
-  };
-  const subject = need("subject");
-  const model = need("model");
-  getModel(model);
-  const cell: Cell = {
-    subject,
-    layout: parseLayout(need("layout")),
-    model,
-    dtype: parseChoice(need("dtype"), "--dtype", DTYPES),
-    normType: parseNormType(need("norm")),
-    regime: parseChoice(need("regime"), "--regime", ALL_REGIMES) as Regime,
-    seed: parseInteger(s("seed")!, "--seed"),
-  };
-  if (s("max-norm") !== undefined) cell.maxNorm = parsePositiveReal(s("max-norm")!, "--max-norm");
-  if (s("error-if-nonfinite") !== undefined) cell.errorIfNonfinite = parseBoolean(s("error-if-nonfinite")!, "--error-if-nonfinite");
-  return cell;
-}
 
 export async function run(argv: string[]): Promise<number> {
   const v = parseCommand(spec, argv);
@@ -68,12 +34,14 @@ export async function run(argv: string[]): Promise<number> {
   let cell: Cell;
   const id = s("cell");
   if (id !== undefined) {
-    const extra = CELL_FLAGS.filter((f) => given(v, f));
+    const extra = CELL_FLAG_NAMES.filter((f) => given(v, f));
     if (extra.length) throw new InputError(`export: --cell fixes the cell; --${extra.join(", --")} cannot be given with it`);
     cell = parseCellId(id);
     if (s("subject") !== undefined) cell.subject = s("subject")!;
   } else {
-    cell = cellFromFlags(s);
+    const subject = s("subject");
+    if (subject === undefined) throw new InputError("export: --subject is required (or give --cell ID)");
+    cell = { subject, ...caseFromFlags(v, "export", "give --cell ID") };
   }
   [cell.subject] = applyWith([cell.subject], withPinsOf(v));
   const { path, seen, data } = await exportCell({ cell, outDir: out, run: v["no-run"] !== true, full: v.full === true });

@@ -149,6 +149,20 @@ export function toBf16(x: number): number {
 }
 // Stryker restore all
 
+/** This rank's exact sums of |g|^p, one per reduction group (a tied copy counted once), before any collective. */
+export async function exactBuckets(rank: RankContext, logical: readonly ParamView[], normType: number): Promise<Map<string, { group: Group; acc: Exact }>> {
+  const ops = rank.ops;
+  const buckets = new Map<string, { group: Group; acc: Exact }>();
+  for (const p of logical) {
+    if (!counts(p)) continue;
+    const group = reductionGroupOf(rank, p);
+    const b = buckets.get(group.key) ?? { group, acc: ops.exactZero() };
+    b.acc = ops.exactAdd(b.acc, await withSummedGrad(rank, p, (g) => ops.exactSumAbsPow(g, normType)));
+    buckets.set(group.key, b);
+  }
+  return buckets;
+}
+
 /**
  * The power sum (or max for inf) over `logical`, per reduction group with exact accumulators, then over
  * pp: bitwise layout-independent (`exact`, `titan-mtp`; a Partial gradient summed first, exactly: two
@@ -171,14 +185,7 @@ export async function exactPowerSum(rank: RankContext, logical: readonly ParamVi
     for (const b of buckets.values()) max = Math.max(max, await rank.allReduce(b.group, b.max, "max"));
     return { stage: max, total: await rank.allReduce(pp, max, "max") };
   }
-  const buckets = new Map<string, { group: Group; acc: Exact }>();
-  for (const p of logical) {
-    if (!counts(p)) continue;
-    const group = reductionGroupOf(rank, p);
-    const b = buckets.get(group.key) ?? { group, acc: ops.exactZero() };
-    b.acc = ops.exactAdd(b.acc, await withSummedGrad(rank, p, (g) => ops.exactSumAbsPow(g, normType)));
-    buckets.set(group.key, b);
-  }
+  const buckets = await exactBuckets(rank, logical, normType);
   let stage = ops.exactZero();
   for (const b of buckets.values()) stage = ops.exactAdd(stage, await rank.allReduce(b.group, b.acc, "sum"));
   const total = await rank.allReduce(pp, stage, "sum");

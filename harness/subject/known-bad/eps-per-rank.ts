@@ -26,8 +26,7 @@
  * float32 ulp of the denominator), and the bug alone makes the difference.
  */
 import { defineSubject, normFromPowerSum, type Exact, type ParamView, type RankContext } from "../api.ts";
-import type { Group } from "../../layout/mesh.ts";
-import { checkFinite, counts, exactPowerSum, finishClip, reductionGroupOf, scaleAll, withSummedGrad } from "../common.ts";
+import { checkFinite, exactBuckets, exactPowerSum, finishClip, scaleAll } from "../common.ts";
 
 /** torch's `1e-6`, rounded to float32 as its tensor arithmetic rounds it. */
 const EPS = Math.fround(1e-6);
@@ -48,14 +47,7 @@ function units(x: number): bigint {
 /** The norm's exact power sum and the buggy denominator's sum_r (n_r + 1e-6)^p, over every group and stage. */
 async function sums(rank: RankContext, params: readonly ParamView[], normType: number): Promise<{ total: number; withEps: number }> {
   const ops = rank.ops;
-  const buckets = new Map<string, { group: Group; acc: Exact }>();
-  for (const p of params) {
-    if (!counts(p)) continue;
-    const group = reductionGroupOf(rank, p);
-    const b = buckets.get(group.key) ?? { group, acc: ops.exactZero() };
-    b.acc = ops.exactAdd(b.acc, await withSummedGrad(rank, p, (g) => ops.exactSumAbsPow(g, normType)));
-    buckets.set(group.key, b);
-  }
+  const buckets = await exactBuckets(rank, params, normType);
   let stage = ops.exactZero();
   for (const b of buckets.values()) {
     // this rank's partial norm of the group, with the 1e-6 added to it (BUG), raised back to p
