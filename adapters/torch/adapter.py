@@ -366,8 +366,11 @@ def set_collective_timeout(groups: list, timeout: timedelta) -> None:
     for g in groups:
         if hasattr(dist, "set_timeout"):
             dist.set_timeout(timeout, g)
-        else:  # torch < 2.11 (a pinned older release): the group's own setter, as dist.set_timeout calls it
+        elif hasattr(g, "set_timeout"):  # torch 2.9 and 2.10 (a pinned older release): the group's own setter
             g.set_timeout(timeout)
+        else:  # torch 2.8 and older: each backend of the group
+            for device in g._device_types:
+                g._get_backend(device)._set_default_timeout(timeout)
 
 
 def param_mesh(p: dict, job: dict, meshes: dict):
