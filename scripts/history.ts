@@ -22,12 +22,19 @@ import { writeFileAtomic } from "../harness/util/fs.ts";
 import { renderHistory, type HistoryData, type ReleaseRecord } from "./docs/history-page.ts";
 
 /** The frameworks whose releases are tried, from which minor on (issue 53). */
-export const RELEASE_LINES: readonly { framework: string; package: string; from: string }[] = [
+export const RELEASE_LINES: readonly { framework: string; package: string; from: string; companions?: (version: string) => string[] }[] = [
   { framework: "deepspeed", package: "deepspeed", from: "0.13" },
   { framework: "torchtitan", package: "torchtitan", from: "0.1" },
   { framework: "accelerate", package: "accelerate", from: "1.0" },
-  { framework: "torchrec", package: "torchrec", from: "1.0" },
+  // torchrec's kernels come from fbgemm-gpu-cpu of the same version, built for one torch (FBGEMM's compatibility table)
+  { framework: "torchrec", package: "torchrec", from: "1.0", companions: (v) => torchrecCompanions(v) },
 ];
+
+/** fbgemm-gpu-cpu of torchrec's version and the torch it is built for: torchrec 1.N pairs with torch 2.(N + 5). */
+export function torchrecCompanions(version: string): string[] {
+  const minor = Number(version.split(".")[1]);
+  return [`fbgemm-gpu-cpu==${version.split(".").slice(0, 2).join(".")}.0`, `torch==2.${minor + 5}.0`];
+}
 
 export const SMOKE_CELL = "single/llama3-debug/f32/n2/active/s0";
 
@@ -49,7 +56,14 @@ export function lastPatches(versions: readonly string[], from: string): string[]
 async function main(): Promise<number> {
   const v = parseArgs({
     args: process.argv.slice(2),
-    options: { row: { type: "string", multiple: true }, "no-releases": { type: "boolean" }, "no-rows": { type: "boolean" }, out: { type: "string" }, "timeout-s": { type: "string" } },
+    options: {
+      row: { type: "string", multiple: true },
+      "no-releases": { type: "boolean" },
+      "no-rows": { type: "boolean" },
+      "releases-budget-s": { type: "string" },
+      out: { type: "string" },
+      "timeout-s": { type: "string" },
+    },
     strict: true,
   }).values;
   const out = resolve(v.out ?? join(PROJECT_ROOT, "docs"));
@@ -85,25 +99,46 @@ async function main(): Promise<number> {
   const rowSeconds = rows.length ? (performance.now() - started) / 1000 + (kept.length && previous ? previous.seconds.rows : 0) : (previous?.seconds.rows ?? 0);
 
   const releasesStarted = performance.now();
-  const releases = v["no-releases"] ? (previous?.releases ?? []) : await tryReleases(loadHistoryRows(), commit, load, run, log);
   const data: HistoryData = {
     commit,
     torch,
     smoke: SMOKE_CELL,
     rows: allRows,
-    releases,
-    releasesCommit: v["no-releases"] ? (previous?.releasesCommit ?? commit) : commit,
-    seconds: { rows: rowSeconds, releases: v["no-releases"] ? (previous?.seconds.releases ?? 0) : (performance.now() - releasesStarted) / 1000 },
+    releases: previous?.releases ?? [],
+    releasesCommit: previous?.releasesCommit ?? commit,
+    seconds: { rows: rowSeconds, releases: previous?.seconds.releases ?? 0 },
   };
-  mkdirSync(out, { recursive: true });
-  writeFileAtomic(join(out, "history.json"), JSON.stringify(data, null, 2) + "\n");
-  writeFileAtomic(join(out, "history.md"), renderHistory(data));
-  process.stdout.write(`wrote ${join(out, "history.md")}: ${allRows.filter((o) => o.caught).length} of ${allRows.length} rows caught, ${releases.length} releases tried\n`);
+  // written now and after every release tried: an interrupted run leaves a whole page of what it did
+  const save = () => {
+    mkdirSync(out, { recursive: true });
+    writeFileAtomic(join(out, "history.json"), JSON.stringify(data, null, 2) + "\n");
+    writeFileAtomic(join(out, "history.md"), renderHistory(data));
+  };
+  save();
+  if (!v["no-releases"]) {
+    const budgetS = Number(v["releases-budget-s"] ?? "Infinity");
+    data.releases = [];
+    data.releasesCommit = commit;
+    await tryReleases(loadHistoryRows(), load, run, log, budgetS, (rec) => {
+      data.releases.push(rec);
+      data.seconds.releases = (performance.now() - releasesStarted) / 1000;
+      save();
+    });
+  }
+  process.stdout.write(`wrote ${join(out, "history.md")}: ${allRows.filter((o) => o.caught).length} of ${allRows.length} rows caught, ${data.releases.length} releases tried\n`);
   return allRows.every((o) => o.caught) ? 0 : 1;
 }
 
 /** The smoke cell on every release line's last patches and every row's releases; verdicts cached by commit. */
-async function tryReleases(rows: readonly HistoryRow[], commit: string, load: ReturnType<typeof historyRunners>["load"], run: ReturnType<typeof historyRunners>["run"], log: (l: string) => void): Promise<ReleaseRecord[]> {
+async function tryReleases(
+  rows: readonly HistoryRow[],
+  load: ReturnType<typeof historyRunners>["load"],
+  run: ReturnType<typeof historyRunners>["run"],
+  log: (l: string) => void,
+  budgetS: number,
+  onRecord: (rec: ReleaseRecord) => void,
+): Promise<void> {
+  const started = performance.now();
   const known = new Set(listFrameworkSubjects().map((s) => s.framework));
   const wanted: { framework: string; pins: string[] }[] = [];
   for (const line of RELEASE_LINES) {
@@ -115,7 +150,7 @@ async function tryReleases(rows: readonly HistoryRow[], commit: string, load: Re
       log(`${line.package}: ${(err as Error).message}`);
       continue;
     }
-    for (const ver of lastPatches(versions, line.from)) wanted.push({ framework: line.framework, pins: [`${line.package}==${ver}`] });
+    for (const ver of lastPatches(versions, line.from)) wanted.push({ framework: line.framework, pins: [`${line.package}==${ver}`, ...(line.companions?.(ver) ?? [])] });
   }
   for (const r of rows) {
     for (const side of ["buggy", "fixed"] as const) {
@@ -128,11 +163,15 @@ async function tryReleases(rows: readonly HistoryRow[], commit: string, load: Re
   const trees = execFileSync("git", ["rev-parse", ...VERDICT_CODE.map((d) => `HEAD:${d}`)], { cwd: PROJECT_ROOT, encoding: "utf8" });
   const codeKey = createHash("sha256").update(trees).digest("hex").slice(0, 12);
   mkdirSync(cacheDir, { recursive: true });
-  const records: ReleaseRecord[] = [];
   for (const w of wanted) {
     const key = join(cacheDir, `${codeKey}-${w.framework}-${w.pins.join("_").replace(/[^A-Za-z0-9._=-]/g, "_")}.json`);
     if (existsSync(key)) {
-      records.push(JSON.parse(readFileSync(key, "utf8")) as ReleaseRecord);
+      onRecord(JSON.parse(readFileSync(key, "utf8")) as ReleaseRecord);
+      continue;
+    }
+    if ((performance.now() - started) / 1000 > budgetS) {
+      // not cached, and the run's budget is spent: said so, never cached
+      onRecord({ framework: w.framework, pins: w.pins, verdict: `not tried: the run's --releases-budget-s (${budgetS} s) was spent`, versions: {}, environment: null });
       continue;
     }
     const rec: ReleaseRecord = { framework: w.framework, pins: w.pins, verdict: "", versions: {}, environment: null };
@@ -153,9 +192,8 @@ async function tryReleases(rows: readonly HistoryRow[], commit: string, load: Re
       }
     }
     writeFileAtomic(key, JSON.stringify(rec) + "\n");
-    records.push(rec);
+    onRecord(rec);
   }
-  return records;
 }
 
 export { formatPin };

@@ -56,12 +56,16 @@ describe("the environment cache", () => {
         writeFileSync(join(dir, name, ".last-used"), "");
         utimesSync(join(dir, name, ".last-used"), usedAt, usedAt);
       };
+      env("claimed", 6, 500);
       env("old", 6, 1000);
       env("middle", 6, 2000);
       env("new", 6, 3000);
-      const removed = evict({ cacheDir: dir, capBytes: 10 * 1024 ** 3, log: () => {} });
+      // a live process (this test's parent) uses the least recently used one: kept
+      mkdirSync(join(dir, "claimed", ".users"));
+      writeFileSync(join(dir, "claimed", ".users", String(process.ppid)), "");
+      const removed = evict({ cacheDir: dir, capBytes: 13 * 1024 ** 3, log: () => {} });
       expect(removed.map((d) => d.split("/").pop())).toEqual(["old", "middle"]);
-      expect(readdirSync(dir)).toEqual(["new"]);
+      expect(readdirSync(dir).sort()).toEqual(["claimed", "new"]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

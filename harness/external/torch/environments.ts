@@ -146,6 +146,7 @@ export function defaultEnvironmentOptions(env: NodeJS.ProcessEnv = process.env):
 
 const RECORD = "clip-parity-env.json";
 const USED = ".last-used";
+const USERS = ".users";
 
 /** The cache folder of a set of pins: readable (the pins) and exact (a hash of what decides the build). */
 export function environmentName(pins: readonly Pin[], basePins: readonly Pin[]): string {
@@ -218,6 +219,7 @@ export function environmentFor(pins: readonly Pin[], options: Partial<Environmen
   const found = readRecord(dir);
   if (found) {
     touch(dir);
+    claim(dir);
     return { python: join(dir, "bin", "python"), dir, record: found, built: false, env: processEnv(dir) };
   }
   mkdirSync(o.cacheDir, { recursive: true });
@@ -242,6 +244,7 @@ export function environmentFor(pins: readonly Pin[], options: Partial<Environmen
     throw asInputError(err, wanted);
   }
   o.log(`clip-parity: environment ${name} (${record.kind}, torch ${record.versions.torch}) built in ${((performance.now() - started) / 1000).toFixed(0)} s, ${(record.bytes / 1024 ** 2).toFixed(0)} MB`);
+  claim(dir);
   evict(o);
   return { python: join(dir, "bin", "python"), dir, record, built: true, env: processEnv(dir) };
 }
@@ -271,6 +274,26 @@ function touch(dir: string): void {
     utimesSync(join(dir, USED), now, now);
   } catch {
     writeFileSync(join(dir, USED), "");
+  }
+}
+
+/**
+ * Marks `dir` as used by this process (a file named by its pid under .users/, removed at exit): another process's
+ * eviction skips an environment any live process has claimed.
+ */
+function claim(dir: string): void {
+  const users = join(dir, USERS);
+  mkdirSync(users, { recursive: true });
+  const mine = join(users, String(process.pid));
+  writeFileSync(mine, "");
+  onExitOrSignal(() => rmSync(mine, { force: true }));
+}
+
+function claimedByOthers(dir: string): boolean {
+  try {
+    return readdirSync(join(dir, USERS)).some((f) => Number(f) !== process.pid && pidAlive(Number(f)));
+  } catch {
+    return false;
   }
 }
 
@@ -390,14 +413,14 @@ export function cachedEnvironments(cacheDir: string): { dir: string; record: Env
     .sort((a, b) => a.lastUsed - b.lastUsed);
 }
 
-/** Removes least recently used environments (never one this process used) until the cache fits its cap. */
+/** Removes least recently used environments (never one this process or another live one uses) until the cache fits its cap. */
 export function evict(o: Pick<EnvironmentOptions, "cacheDir" | "capBytes" | "log">): string[] {
   const envs = cachedEnvironments(o.cacheDir);
   let total = envs.reduce((s, e) => s + e.record.bytes, 0);
   const removed: string[] = [];
   for (const e of envs) {
     if (total <= o.capBytes) break;
-    if (inUse.has(e.dir)) continue;
+    if (inUse.has(e.dir) || claimedByOthers(e.dir)) continue;
     rmSync(e.dir, { recursive: true, force: true });
     total -= e.record.bytes;
     removed.push(e.dir);
