@@ -366,8 +366,10 @@ def set_collective_timeout(groups: list, timeout: timedelta) -> None:
     for g in groups:
         if hasattr(dist, "set_timeout"):
             dist.set_timeout(timeout, g)
-        else:  # torch < 2.11 (a pinned older release): the group's own setter, as dist.set_timeout calls it
+        elif hasattr(g, "set_timeout"):  # torch < 2.11 (a pinned older release): the group's own setter, as dist.set_timeout calls it
             g.set_timeout(timeout)
+        else:  # torch 2.8 and older: no ProcessGroup.set_timeout; c10d's own setter sets it on the group's backends
+            c10d._set_pg_timeout(timeout, g)
 
 
 def param_mesh(p: dict, job: dict, meshes: dict):
