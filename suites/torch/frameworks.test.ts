@@ -68,11 +68,11 @@ describe("causes of a hang", () => {
 });
 
 describe("framework files", () => {
-  it("declare torch, torch-total-norm, torch-fsdp1, torchtitan, transformers, accelerate, megatron-core, deepspeed, deepspeed-bf16 and deepspeed-zero, each a torch:<framework> subject", () => {
+  it("declare torch, torch-total-norm, torch-fsdp1, torchtitan, torchrec, transformers, accelerate, megatron-core, deepspeed, deepspeed-bf16 and deepspeed-zero, each a torch:<framework> subject", () => {
     const subjects = listFrameworkSubjects();
-    expect(subjects.map((s) => s.framework).sort()).toEqual(["accelerate", "deepspeed", "deepspeed-bf16", "deepspeed-zero", "megatron-core", "torch", "torch-fsdp1", "torch-total-norm", "torchtitan", "transformers"]);
+    expect(subjects.map((s) => s.framework).sort()).toEqual(["accelerate", "deepspeed", "deepspeed-bf16", "deepspeed-zero", "megatron-core", "torch", "torch-fsdp1", "torch-total-norm", "torchrec", "torchtitan", "transformers"]);
     for (const s of subjects) {
-      expect(parseTorchSpec(s.spec)).toEqual({ kind: "framework", spec: s.spec, framework: s.framework });
+      expect(parseTorchSpec(s.spec)).toEqual({ kind: "framework", spec: s.spec, framework: s.framework, pins: [] });
       expect(s.description.length).toBeGreaterThan(20);
     }
   });
@@ -195,6 +195,9 @@ describe("framework files", () => {
     const bf16 = renderCall(getFramework("deepspeed-bf16").convention, { foreach: null, expertsPresent: false });
     expect(bf16).toContain("def mpu(");
     expect(bf16).not.toContain("def local_param(");
+    // torchrec: the method on the GradientClippingOptimizer its support module builds (copied into the script)
+    const trec = renderCall(getFramework("torchrec").convention, { foreach: null, expertsPresent: false });
+    expect(trec).toContain("return build_optimizer(named, MAX_NORM, NORM_TYPE).clip_grad_norm_()");
     const tfAcc = renderCall(getFramework("transformers").convention, { foreach: null, expertsPresent: false, taken: ["accelerate"] });
     expect(tfAcc).not.toContain("class ParamsModel");
     expect(tfAcc).not.toContain("has_mixed_dtensor");

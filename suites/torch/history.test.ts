@@ -10,7 +10,8 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { bisectReleases, releasesBetween } from "../../cli/bisect.ts";
 import { applyWith } from "../../cli/args.ts";
-import { compareVersions, environmentFor, evict, parsePin, pipFailure, specPins, withPins } from "../../harness/external/torch/environments.ts";
+import { compareVersions, environmentFor, environmentName, evict, normalizeInstall, parsePin, pipFailure, specPins, withPins } from "../../harness/external/torch/environments.ts";
+import { getFramework } from "../../harness/external/torch/frameworks.ts";
 import { HISTORY_DIR, loadHistoryRow, loadHistoryRows, rerunLine, sideSubject } from "../../harness/external/torch/history.ts";
 import { PROJECT_ROOT } from "../../harness/external/torch/options.ts";
 import { parseTorchSpec } from "../../harness/external/torch/subject.ts";
@@ -69,6 +70,21 @@ describe("the environment cache", () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  it("a framework's install needs are part of the cache key, in a canonical form; none keep the name they had", () => {
+    const pins = [parsePin("torchrec==1.3.0", "x"), parsePin("torch==2.8.0", "x")];
+    const base = [parsePin("torch==2.15.0", "x")];
+    const plain = environmentName(pins, base);
+    expect(environmentName(pins, base, {})).toBe(plain);
+    expect(environmentName(pins, base, { requires: [], noDeps: [] })).toBe(plain);
+    const needs = { requires: ["tqdm", "tensordict==0.9.1"], noDeps: ["torchrec"] };
+    expect(environmentName(pins, base, needs)).not.toBe(plain);
+    expect(environmentName(pins, base, { requires: ["TensorDict==0.9.1", "tqdm", "tqdm"], noDeps: ["TorchRec"] })).toBe(environmentName(pins, base, needs));
+    expect(environmentName(pins, base, { ...needs, requires: ["tqdm", "tensordict==0.11.0"] })).not.toBe(environmentName(pins, base, needs));
+    expect(normalizeInstall({ requires: ["pyre_extensions", "iopath"], noDeps: [] })).toEqual({ requires: ["iopath", "pyre-extensions"], noDeps: [] });
+    // torchrec: itself without its dependencies (its metadata asks for the CUDA-only fbgemm-gpu)
+    expect(getFramework("torchrec").install).toMatchObject({ noDeps: ["torchrec"], requires: expect.arrayContaining(["tensordict==0.9.1", "torchmetrics==1.0.3"]) });
   });
 
   const torch = torchAvailability();

@@ -92,6 +92,11 @@ describe.runIf(torch.run)(`framework support modules${torch.skipNote}`, () => {
       const { script } = buildExport(cell(spec, layout, "llama3-debug"), loadTorchSubject(spec) as TorchSubject, null, { frameworks: [] } as never);
       expect(script, `${spec}'s script holds ${module}.py's marked text`).toContain(text);
     }
+    // torchrec's module (its GradientClippingOptimizer builder) goes into its scripts the same way; torchrec imports only
+    // in environments of its own pins, so the marked text is held to the file here, the script by `clip-parity history`
+    const trec = readFileSync(join(SUPPORT_DIR, "fw_torchrec.py"), "utf8");
+    const at = trec.indexOf("# ---- support: torchrec ");
+    expect(supportText("torchrec")).toEqual({ module: "fw_torchrec", text: trec.slice(at, trec.indexOf("\n", trec.indexOf("# ---- end support: torchrec "))) });
     // a framework without a module gets the harness's meshes, said so
     const { script } = buildExport(cell("torch:torch", "tp2", "llama3-debug"), loadTorchSubject("torch:torch") as TorchSubject, null, { frameworks: [] } as never);
     expect(script).toMatch(/^MESHES = \{\}/m);

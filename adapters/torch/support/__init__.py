@@ -34,6 +34,7 @@ REGISTRY = {
     "torchtitan": "fw_torchtitan",
     "accelerate": "fw_accelerate",
     "transformers": "fw_transformers",
+    "torchrec": "fw_torchrec",
 }
 
 _loaded: dict = {}

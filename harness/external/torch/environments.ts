@@ -88,9 +88,22 @@ export const PINNED_REQUIREMENTS = join(ADAPTER_DIR, "requirements.txt");
 /** Installed without their dependencies (torchtitan's are for training, not for its clip): setup-torch.mjs does the same. */
 export const NODEPS_REQUIREMENTS = join(ADAPTER_DIR, "requirements-nodeps.txt");
 
+/**
+ * What a framework's release needs installed beside its pins (frameworks.ts `install`): further requirements
+ * (`PKG` or `PKG==VER`, resolved together with the pins, so under their torch), and the distributions that go in
+ * with --no-deps (a release whose metadata names a package that cannot be installed here, such as torchrec's
+ * CUDA-only fbgemm-gpu, whose CPU build a pin names instead). Part of the environment's cache key.
+ */
+export interface InstallNeeds {
+  requires?: readonly string[];
+  noDeps?: readonly string[];
+}
+
 export interface EnvironmentRecord {
   format: 1;
   pins: string[];
+  /** The framework's install needs the environment was built with, when it had any. */
+  install?: { requires: string[]; noDeps: string[] };
   kind: "overlay" | "own";
   /** What imports there, by distribution name: torch and each pinned package. */
   versions: Record<string, string>;
@@ -126,6 +139,8 @@ export interface EnvironmentOptions {
   log: (line: string) => void;
   /** Shows pip's own output (default: only its errors). */
   verbose: boolean;
+  /** What the framework's releases need beside the pins (frameworks.ts `install`; none by default). */
+  install?: InstallNeeds;
 }
 
 const GiB = 1024 ** 3;
@@ -148,10 +163,25 @@ const RECORD = "clip-parity-env.json";
 const USED = ".last-used";
 const USERS = ".users";
 
-/** The cache folder of a set of pins: readable (the pins) and exact (a hash of what decides the build). */
-export function environmentName(pins: readonly Pin[], basePins: readonly Pin[]): string {
+/** Install needs in a canonical form (names normalized, sorted, duplicates dropped); undefined when there are none. */
+export function normalizeInstall(install: InstallNeeds | undefined): EnvironmentRecord["install"] {
+  const norm = (xs: readonly string[] | undefined, f: (x: string) => string) => [...new Set((xs ?? []).map(f))].sort();
+  const requires = norm(install?.requires, (r) => {
+    const [name, version] = r.trim().split("==");
+    return version === undefined ? normalizeName(name!) : `${normalizeName(name!)}==${version}`;
+  });
+  const noDeps = norm(install?.noDeps, normalizeName);
+  return requires.length || noDeps.length ? { requires, noDeps } : undefined;
+}
+
+/**
+ * The cache folder of a set of pins: readable (the pins) and exact (a hash of what decides the build: the pins,
+ * the pinned .venv's, and the framework's install needs when it has any).
+ */
+export function environmentName(pins: readonly Pin[], basePins: readonly Pin[], install?: InstallNeeds): string {
+  const needs = normalizeInstall(install);
   const hash = createHash("sha256")
-    .update(JSON.stringify({ format: 1, pins: pins.map(formatPin), base: basePins.map(formatPin) }))
+    .update(JSON.stringify({ format: 1, pins: pins.map(formatPin), base: basePins.map(formatPin), ...(needs ? { install: needs } : {}) }))
     .digest("hex")
     .slice(0, 10);
   const label = pins.map((p) => `${p.name}-${p.version}`).join("_").replace(/[^A-Za-z0-9._-]/g, "_").slice(0, 80);
@@ -213,7 +243,7 @@ export function environmentFor(pins: readonly Pin[], options: Partial<Environmen
   const basePins = requirementPins(PINNED_REQUIREMENTS);
   const baseTorch = basePins.find((p) => p.name === "torch")!;
   const wanted = normalizePins(pins, "--with");
-  const name = environmentName(wanted, basePins);
+  const name = environmentName(wanted, basePins, o.install);
   const dir = join(o.cacheDir, name);
   inUse.add(dir);
   const found = readRecord(dir);
@@ -332,9 +362,12 @@ function build(o: EnvironmentOptions, dir: string, pins: readonly Pin[], kind: E
     const venv = spawnSync(base.executable, ["-m", "venv", tmp], { encoding: "utf8" });
     if (venv.status !== 0) throw new BuildFailed(`python -m venv failed: ${(venv.stderr || "").trim().split("\n").pop()}`, false);
     const py = join(tmp, "bin", "python");
-    const nodeps = new Set(requirementPins(NODEPS_REQUIREMENTS).map((p) => p.name));
-    const withDeps = pins.filter((p) => !nodeps.has(p.name)).map(formatPin);
-    const without = pins.filter((p) => nodeps.has(p.name)).map(formatPin);
+    const needs = normalizeInstall(o.install);
+    const nodeps = new Set([...requirementPins(NODEPS_REQUIREMENTS).map((p) => p.name), ...(needs?.noDeps ?? [])]);
+    const reqName = (r: string) => r.split("==")[0]!;
+    // the framework's further requirements go in with the pins (one resolution, under the pins' torch)
+    const withDeps = [...pins.filter((p) => !nodeps.has(p.name)).map(formatPin), ...(needs?.requires ?? []).filter((r) => !nodeps.has(reqName(r)))];
+    const without = [...pins.filter((p) => nodeps.has(p.name)).map(formatPin), ...(needs?.requires ?? []).filter((r) => nodeps.has(reqName(r)))];
     if (kind === "overlay") {
       const site = pythonFacts(py).sitePackages;
       // after the overlay's own site-packages: what the overlay installs shadows the pinned release
@@ -344,7 +377,7 @@ function build(o: EnvironmentOptions, dir: string, pins: readonly Pin[], kind: E
       if (withDeps.length) pip(o, py, ["-c", constraints, ...withDeps], "the pins over the pinned torch");
     } else {
       // numpy: the adapter reads and writes its shards through it
-      const extra = pins.some((p) => p.name === "numpy") ? [] : ["numpy"];
+      const extra = pins.some((p) => p.name === "numpy") || needs?.requires.some((r) => reqName(r) === "numpy") ? [] : ["numpy"];
       pip(o, py, [...withDeps, ...extra], "the pins and what they need");
     }
     if (without.length) pip(o, py, ["--no-deps", ...without], "the pins installed without their dependencies");
@@ -355,6 +388,7 @@ function build(o: EnvironmentOptions, dir: string, pins: readonly Pin[], kind: E
     const record: EnvironmentRecord = {
       format: 1,
       pins: pins.map(formatPin),
+      ...(needs ? { install: needs } : {}),
       kind,
       versions,
       python: base.version,

@@ -182,6 +182,8 @@ function argExpr(g: Gen, a: Arg): string | null {
       return "zero_root(named)";
     case "zero_grad_partitions":
       return "zero_root.partitions";  // the write-back after the call: renderCallParts
+    case "torchrec_optimizer": // the support module's build_optimizer (copied into the script), over the parameters
+      return "build_optimizer(named, MAX_NORM, NORM_TYPE)";
     case "max_norm":
       return "MAX_NORM";
     case "norm_type":
@@ -675,9 +677,10 @@ export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult |
   const readsGrads = checks.has("parity.tensors") || checks.has("scaling.nonempty");
   const { code: call, used } = renderCallParts(convention, { foreach: subject.options.foreach, expertsPresent, taken: seen?.paths, readsGrads });
   const experts = convention.experts === "dense-mesh-when-ep1" && layout.ep === 1;
-  // The framework's support module, verbatim, when the script uses it: its meshes (MESHES) or its root (FSDP1).
+  // The framework's support module, verbatim, when the script uses it: its meshes (MESHES), its root (FSDP1) or the
+  // object it builds (torchrec's GradientClippingOptimizer).
   const sup = subject.framework ? supportText(subject.framework.name) : null;
-  const embed = sup !== null && (/^MESHES = /m.test(sup.text) || used.has("fsdp1_module"));
+  const embed = sup !== null && (/^MESHES = /m.test(sup.text) || used.has("fsdp1_module") || used.has("torchrec_optimizer"));
   const supportCode = !embed
     ? "MESHES = {}  # the parameters' meshes: one dimension per axis of size > 1"
     : [

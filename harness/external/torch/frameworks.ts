@@ -76,6 +76,20 @@ export const frameworkSchema = z.strictObject({
   convention: conventionSchema,
   configurations: configurationsSchema.optional(),
   /**
+   * What a release of the framework needs installed beside it when it runs in an environment of its own pins
+   * (environments.ts; `torch:torchrec@torchrec==1.3.0,fbgemm-gpu-cpu==1.3.0,torch==2.8.0`): further requirements,
+   * `PKG` or `PKG==VER`, resolved together with the pins (so under their torch), and the distributions installed
+   * with --no-deps (pins or requirements: torchrec, whose metadata asks for the CUDA-only fbgemm-gpu where the pins
+   * name its CPU build). Part of the environment's cache key; the pinned .venv is set up by `npm run setup:torch`.
+   */
+  install: z
+    .strictObject({
+      requires: z.array(z.string().regex(/^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?(?:==[0-9][A-Za-z0-9.+]*)?$/, "expected PKG or PKG==VERSION")).default([]),
+      noDeps: z.array(z.string().regex(/^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$/, "expected a distribution name")).default([]),
+      why: z.string().min(1),
+    })
+    .optional(),
+  /**
    * The scratch its clip takes by design, when more than SPEC's default budget allows (a float32 copy of the
    * rank's largest local shard): a copy of `bytesPerElement` bytes per element of the largest local shard or of the
    * largest whole parameter the rank holds (an engine that flattens parameters partitions its own way), or of

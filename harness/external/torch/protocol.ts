@@ -95,6 +95,12 @@ export const ARG_SOURCES = {
   zero_grad_partitions:
     "the flat float32 gradient partitions of zero_optimizer, one per parameter group, as its step() builds them from averaged_gradients " +
     "before unscale_and_clip_grads; the clipped partitions are gathered and copied back into the cell's own local shards for the checks",
+  torchrec_optimizer:
+    "torchrec's GradientClippingOptimizer (clipping=NORM, max_gradient = max_norm, norm_type the cell's, the documented string \"inf\" " +
+    "for the inf-norm, enable_global_grad_clip=True) over a KeyedOptimizerWrapper of the parameters (SGD(lr=0) inside), its " +
+    "param_to_pgs mapping each parameter sharded over some mesh dimensions of more than one rank to those dimensions' process groups " +
+    "(what 2D/n-D model parallelism hands torchrec), replicated-only and plain parameters left out (torchrec treats them as replicated; " +
+    "adapters/torch/support/fw_torchrec.py)",
   max_norm: "the cell's max_norm (float)",
   norm_type: "the cell's norm type (float; math.inf for inf)",
   error_if_nonfinite: "the cell's error_if_nonfinite (bool)",
@@ -123,14 +129,15 @@ export const callSchema = z.strictObject({
   /**
    * How a method gets its `self`: "none" (a plain function), "unused" (an unbound method whose body never
    * reads self, called with None), an instance built once per session from a factory, or {"arg": source}: the
-   * object an argument source builds for the cell alone (ZeRO's optimizer, whose state is the cell's gradients).
+   * object an argument source builds for the cell alone (ZeRO's optimizer, whose state is the cell's gradients;
+   * torchrec's GradientClippingOptimizer over the cell's parameters).
    */
   receiver: z
     .union([
       z.literal("none"),
       z.literal("unused"),
       z.strictObject({ factory: target, kwargs: z.record(z.string().regex(IDENT_RE), argSchema).default({}) }),
-      z.strictObject({ arg: z.enum(["zero_optimizer"]) }),
+      z.strictObject({ arg: z.enum(["zero_optimizer", "torchrec_optimizer"]) }),
     ])
     .default("none"),
   args: z.array(argSchema).default([]),

@@ -440,12 +440,13 @@ function conventionTargets(c: Convention): string[] {
 export function loadTorchSubject(spec: string, overrides: Partial<TorchOptions> = {}): Subject {
   const parsed = parseTorchSpec(spec);
   const options = { ...torchOptionsFromEnv(), ...overrides };
-  const release = parsed.pins.length ? environmentFor(parsed.pins, { basePython: options.python }) : null;
+  const framework = parsed.kind === "framework" ? getFramework(parsed.framework) : null;
+  // a framework's install needs (torchrec: its CPU kernels' companions, itself without its CUDA-only dependency)
+  const release = parsed.pins.length ? environmentFor(parsed.pins, { basePython: options.python, ...(framework?.install ? { install: framework.install } : {}) }) : null;
   if (release) {
     options.python = release.python;
     options.env = { ...options.env, ...release.env };
   }
-  const framework = parsed.kind === "framework" ? getFramework(parsed.framework) : null;
   const convention = framework ? framework.convention : plainConvention(parsed.kind === "function" ? parsed.target : "");
   const hint = framework
     ? `\`npm run setup:torch\` installs the pinned frameworks (adapters/torch/requirements.txt)`
