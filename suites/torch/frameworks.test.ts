@@ -324,6 +324,13 @@ describe("docs/frameworks.md", () => {
     expect(data.frameworks.map((f) => f.name).sort()).toEqual([...loadFrameworks().keys()].sort());
     const cases = frameworkCases().map(caseKey);
     for (const f of data.frameworks) {
+      if (pins[f.package] === undefined) {
+        // not installable over the pinned torch (torchrec: its kernels are built for one older torch): recorded with
+        // why it did not import, run at its releases by `--with` and docs/history.md
+        expect(f.error, f.name).toMatch(/is not pinned over the pinned torch/);
+        expect(f.cells, f.name).toEqual([]);
+        continue;
+      }
       expect(f.version, f.name).toBe(pins[f.package]);
       expect(f.cells.map((c) => c.case), f.name).toEqual(cases);
     }

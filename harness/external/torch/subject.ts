@@ -22,7 +22,7 @@ import type { CollectiveKind, CommRecord, DType, ExternalCell, ExternalRun, Para
 import { applicability, FRAMEWORK_NAME_RE, getFramework, plainConvention, type Framework } from "./frameworks.ts";
 import { ADAPTER, SETUP_HINT, torchOptionsFromEnv, type TorchOptions } from "./options.ts";
 import { PROTOCOL_VERSION, TARGET_RE, type ClipJob, type Convention, type JobParam, type Result } from "./protocol.ts";
-import { environmentFor, specPins, type Pin, type ReleaseEnvironment } from "./environments.ts";
+import { environmentFor, NODEPS_REQUIREMENTS, normalizeName, PINNED_REQUIREMENTS, requirementPins, specPins, type Pin, type ReleaseEnvironment } from "./environments.ts";
 import { AdapterStartError, groupsOutOfStep, pythonPath, sessionFor, type TorchSession } from "./session.ts";
 
 export { closeTorchSessions } from "./session.ts";
@@ -448,8 +448,11 @@ export function loadTorchSubject(spec: string, overrides: Partial<TorchOptions> 
     options.env = { ...options.env, ...release.env };
   }
   const convention = framework ? framework.convention : plainConvention(parsed.kind === "function" ? parsed.target : "");
+  const pinned = new Set([...requirementPins(PINNED_REQUIREMENTS), ...requirementPins(NODEPS_REQUIREMENTS)].map((p) => p.name));
   const hint = framework
-    ? `\`npm run setup:torch\` installs the pinned frameworks (adapters/torch/requirements.txt)`
+    ? pinned.has(normalizeName(framework.package)) || parsed.pins.length
+      ? `\`npm run setup:torch\` installs the pinned frameworks (adapters/torch/requirements.txt)`
+      : `${framework.package} is not pinned over the pinned torch (adapters/torch/requirements.txt): run a release of it with --with ${framework.package}==VERSION, which builds its environment from the package registry`
     : parsed.kind === "function" && parsed.module.startsWith("torchtitan")
       ? "`npm run setup:torch` installs torchtitan"
       : undefined;
