@@ -316,7 +316,15 @@ function claim(dir: string): void {
   mkdirSync(users, { recursive: true });
   const mine = join(users, String(process.pid));
   writeFileSync(mine, "");
-  onExitOrSignal(() => rmSync(mine, { force: true }));
+  claims.add(mine);
+  onExitOrSignal(releaseClaims);
+}
+
+/** This process's claim files and unfinished builds, removed by one exit hook (not one per environment). */
+const claims = new Set<string>();
+function releaseClaims(): void {
+  for (const path of claims) rmSync(path, { recursive: true, force: true });
+  claims.clear();
 }
 
 function claimedByOthers(dir: string): boolean {
@@ -354,9 +362,13 @@ function pip(o: EnvironmentOptions, python: string, args: string[], what: string
 function build(o: EnvironmentOptions, dir: string, pins: readonly Pin[], kind: EnvironmentRecord["kind"], base: PythonFacts, baseTorch: Pin): EnvironmentRecord {
   const started = performance.now();
   const tmp = join(o.cacheDir, `.building-${process.pid}-${kind}-${dir.split("/").pop()}`);
-  const cleanup = () => rmSync(tmp, { recursive: true, force: true });
-  onExitOrSignal(cleanup);
+  const cleanup = () => {
+    rmSync(tmp, { recursive: true, force: true });
+    claims.delete(tmp);
+  };
   cleanup();
+  claims.add(tmp); // removed by the exit hook if the process ends mid-build
+  onExitOrSignal(releaseClaims);
   o.log(`clip-parity: building the environment for ${pins.map(formatPin).join(" ")} (${kind === "overlay" ? `over the pinned torch ${baseTorch.version}` : "its own torch"}) in ${o.cacheDir}`);
   try {
     const venv = spawnSync(base.executable, ["-m", "venv", tmp], { encoding: "utf8" });
@@ -401,6 +413,7 @@ function build(o: EnvironmentOptions, dir: string, pins: readonly Pin[], kind: E
     writeFileSync(join(tmp, USED), "");
     try {
       renameSync(tmp, dir);
+      claims.delete(tmp);
     } catch (err) {
       // another process built the same pins meanwhile: use theirs
       if (!readRecord(dir)) throw err;
