@@ -43,8 +43,8 @@ describe("torch:<module>:<function> subjects without torch", () => {
       expect(() => parseTorchSpec(bad), bad).toThrow(InputError);
       expect(() => parseTorchSpec(bad), bad).toThrow(/torch:<module>:<function>/);
     }
-    expect(parseTorchSpec(STOCK)).toEqual({ kind: "function", spec: STOCK, module: "torch.nn.utils", fn: "clip_grad_norm_", target: "torch.nn.utils:clip_grad_norm_" });
-    expect(parseTorchSpec("torch:torchtitan")).toEqual({ kind: "framework", spec: "torch:torchtitan", framework: "torchtitan" });
+    expect(parseTorchSpec(STOCK)).toEqual({ kind: "function", spec: STOCK, module: "torch.nn.utils", fn: "clip_grad_norm_", target: "torch.nn.utils:clip_grad_norm_", pins: [] });
+    expect(parseTorchSpec("torch:torchtitan")).toEqual({ kind: "framework", spec: "torch:torchtitan", framework: "torchtitan", pins: [] });
   });
 
   it("tells the user to run npm run setup:torch when torch is missing (exit 2)", async () => {
