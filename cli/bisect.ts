@@ -5,7 +5,7 @@
  * Exit status: 0 a boundary was found, 1 none (B's verdict is A's), 2 bad input.
  */
 import { InputError } from "../harness/errors.ts";
-import { compareVersions, formatPin, registryVersions, withPins } from "../harness/external/torch/environments.ts";
+import { compareVersions, formatPin, registryVersions, releaseEnvironment, withPins } from "../harness/external/torch/environments.ts";
 import { getFramework } from "../harness/external/torch/frameworks.ts";
 import { parseTorchSpec } from "../harness/external/torch/subject.ts";
 import type { Case, Cell } from "../harness/spec/cell.ts";
@@ -67,8 +67,8 @@ export async function run(argv: string[]): Promise<number> {
     const [spec] = applyWith([withPins(subject, [{ name: pkg, version: release }])], fixed);
     let text: string;
     try {
-      await load(spec!);
-      const results = await runCells(cases.map((c): Cell => ({ subject: spec!, ...c })));
+      const subject = await load(spec!);
+      const results = await runCells(cases.map((c): Cell => ({ subject: spec!, ...c }))).finally(() => subject.release && releaseEnvironment(subject.release.dir));
       const failed = [...new Set(results.flatMap((r) => r.checks.filter((c) => c.status === "fail").map((c) => c.id)))];
       text = failed.length ? `fail ${failed.join(", ")}` : results.some((r) => r.checks.some((c) => c.status === "pass")) ? "pass" : "no verdict";
     } catch (err) {

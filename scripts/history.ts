@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { historyRunners } from "../cli/history.ts";
-import { defaultEnvironmentOptions, formatPin, registryVersions } from "../harness/external/torch/environments.ts";
+import { defaultEnvironmentOptions, formatPin, registryVersions, releaseEnvironment } from "../harness/external/torch/environments.ts";
 import { loadHistoryRows, resolveHistoryRow, runHistoryRow, type HistoryRow, type RowOutcome } from "../harness/external/torch/history.ts";
 import { listFrameworkSubjects } from "../harness/external/torch/frameworks.ts";
 import { PROJECT_ROOT, torchOptionsFromEnv } from "../harness/external/torch/options.ts";
@@ -184,9 +184,13 @@ async function tryReleases(
         const s = await load(spec);
         rec.versions = { ...(s.release?.record.versions ?? {}), torch: s.info.torch };
         rec.environment = s.release?.record.kind ?? "pinned";
-        const [r] = await run([{ ...parseCellId(`${spec}/${SMOKE_CELL}`), subject: spec }]);
-        const failed = r!.checks.filter((c) => c.status === "fail");
-        rec.verdict = failed.length ? `fail ${failed.map((c) => c.id).join(", ")}: ${failed[0]!.message.split("\n")[0]!.slice(0, 200)}` : "pass";
+        try {
+          const [r] = await run([{ ...parseCellId(`${spec}/${SMOKE_CELL}`), subject: spec }]);
+          const failed = r!.checks.filter((c) => c.status === "fail");
+          rec.verdict = failed.length ? `fail ${failed.map((c) => c.id).join(", ")}: ${failed[0]!.message.split("\n")[0]!.slice(0, 200)}` : "pass";
+        } finally {
+          if (s.release) releaseEnvironment(s.release.dir);
+        }
       } catch (err) {
         rec.verdict = `not run: ${(err as Error).message.split("\n")[0]!.slice(0, 300)}`;
       }

@@ -67,6 +67,11 @@ describe("the environment cache", () => {
       const removed = evict({ cacheDir: dir, capBytes: 13 * 1024 ** 3, log: () => {} });
       expect(removed.map((d) => d.split("/").pop())).toEqual(["old", "middle"]);
       expect(readdirSync(dir).sort()).toEqual(["claimed", "new"]);
+      // a run done with an environment gives up its claim, so its own later builds can evict it
+      mkdirSync(join(dir, "new", ".users"));
+      writeFileSync(join(dir, "new", ".users", String(process.pid)), "");
+      releaseEnvironment(join(dir, "new"));
+      expect(readdirSync(join(dir, "new", ".users"))).toEqual([]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

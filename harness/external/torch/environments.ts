@@ -320,6 +320,17 @@ function claim(dir: string): void {
   onExitOrSignal(releaseClaims);
 }
 
+/**
+ * Gives up this process's claim on an environment it is done with (a history or bisect run walks through many
+ * releases; holding every one until exit kept the cache from ever shrinking during the run).
+ */
+export function releaseEnvironment(dir: string): void {
+  inUse.delete(dir);
+  const mine = join(dir, USERS, String(process.pid));
+  rmSync(mine, { force: true });
+  claims.delete(mine);
+}
+
 /** This process's claim files and unfinished builds, removed by one exit hook (not one per environment). */
 const claims = new Set<string>();
 function releaseClaims(): void {

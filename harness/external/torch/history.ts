@@ -14,7 +14,7 @@ import { worldSize } from "../../layout/layout.ts";
 import type { CellResult } from "../../results/types.ts";
 import { cellId, type Cell } from "../../spec/cell.ts";
 import { readJsonFile } from "../../util/json-file.ts";
-import { formatPin, parsePin, withPins } from "./environments.ts";
+import { formatPin, parsePin, releaseEnvironment, withPins } from "./environments.ts";
 import { exportCell, parseCellId } from "./export.ts";
 import { ADAPTER_DIR } from "./options.ts";
 import { runExportedScript, sameFindings } from "./repro-run.ts";
@@ -168,7 +168,7 @@ function sideOf(row: HistoryRow, side: "buggy" | "fixed", results: CellResult[] 
  * against both (written to `scriptsDir` as <id>.py, when given).
  */
 export async function runHistoryRow(row: HistoryRow, load: SubjectLoader, run: CellRunner, scriptsDir?: string, log: (line: string) => void = () => {}): Promise<RowOutcome> {
-  const sides = {} as Record<"buggy" | "fixed", { outcome: SideOutcome; results: CellResult[]; subject: TorchSubject | null }>;
+  const sides = {} as Sides;
   for (const side of ["buggy", "fixed"] as const) {
     const spec = sideSubject(row, side);
     log(`${row.id}: ${side} ${row[side].pins.join(" ")}`);
@@ -182,6 +182,17 @@ export async function runHistoryRow(row: HistoryRow, load: SubjectLoader, run: C
     const results = await run(rowCells(row, side));
     sides[side] = { outcome: sideOf(row, side, results, subject), results, subject };
   }
+  try {
+    return await judgeRow(row, sides, scriptsDir, log);
+  } finally {
+    for (const side of Object.values(sides)) if (side.subject?.release) releaseEnvironment(side.subject.release.dir);
+  }
+}
+
+type Sides = Record<"buggy" | "fixed", { outcome: SideOutcome; results: CellResult[]; subject: TorchSubject | null }>;
+
+/** The row's verdict from both sides' cells, then its exported script on both releases. */
+async function judgeRow(row: HistoryRow, sides: Sides, scriptsDir: string | undefined, log: (line: string) => void): Promise<RowOutcome> {
   const out: RowOutcome = { id: row.id, buggy: sides.buggy.outcome, fixed: sides.fixed.outcome, caught: false };
   const notRun = (["buggy", "fixed"] as const).find((s) => sides[s].outcome.notRun);
   if (notRun) return { ...out, why: `the ${notRun} release did not run: ${sides[notRun].outcome.notRun}` };
