@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { bisectReleases, releasesBetween } from "../../cli/bisect.ts";
 import { applyWith } from "../../cli/args.ts";
-import { compareVersions, environmentFor, environmentName, evict, normalizeInstall, parsePin, pipFailure, specPins, withPins } from "../../harness/external/torch/environments.ts";
+import { compareVersions, environmentFor, environmentName, evict, normalizeInstall, parsePin, pipFailure, releaseEnvironment, specPins, withPins } from "../../harness/external/torch/environments.ts";
 import { getFramework } from "../../harness/external/torch/frameworks.ts";
 import { HISTORY_DIR, loadHistoryRow, loadHistoryRows, rerunLine, sideSubject } from "../../harness/external/torch/history.ts";
 import { PROJECT_ROOT } from "../../harness/external/torch/options.ts";
