@@ -140,7 +140,9 @@ describe("history rows", () => {
     expect(rows.length).toBeGreaterThan(0);
     for (const r of rows) {
       expect(sideSubject(r, "buggy")).toMatch(/^torch:[^@]+@/);
-      expect(rerunLine(r, "buggy", r.cells[0]!)).toContain(`--with ${r.buggy.pins[0]}`);
+      // the cell's own reproduce line, its subject pinned to the side's releases
+      expect(rerunLine(r, "buggy", r.cells[0]!)).toContain(`--subject ${sideSubject(r, "buggy")} --layout ${r.cells[0]!.split("/")[0]}`);
+      expect(rerunLine(r, "fixed", r.cells[0]!)).toContain(`--subject ${sideSubject(r, "fixed")} `);
     }
   });
   it("a bad row is refused naming its file and field", () => {

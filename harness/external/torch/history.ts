@@ -12,13 +12,13 @@ import { z } from "zod";
 import { InputError } from "../../errors.ts";
 import { worldSize } from "../../layout/layout.ts";
 import type { CellResult } from "../../results/types.ts";
-import { cellId, type Cell } from "../../spec/cell.ts";
+import { reproCommand, type Cell } from "../../spec/cell.ts";
 import { readJsonFile } from "../../util/json-file.ts";
-import { formatPin, parsePin, releaseEnvironment, withPins } from "./environments.ts";
+import { parsePin, releaseEnvironment, withPins } from "./environments.ts";
 import { exportCell, parseCellId } from "./export.ts";
 import { ADAPTER_DIR } from "./options.ts";
 import { runExportedScript, sameFindings } from "./repro-run.ts";
-import { isTorchSubject, type TorchSubject } from "./subject.ts";
+import type { TorchSubject } from "./subject.ts";
 
 export const HISTORY_DIR = join(ADAPTER_DIR, "history");
 
@@ -225,16 +225,5 @@ async function judgeRow(row: HistoryRow, sides: Sides, scriptsDir: string | unde
 
 const lastLine = (text: string) => text.trim().split("\n").pop() ?? "";
 
-/** The id `run` prints for a row's cell on one side (for the page's rerun lines). */
-export const sideCellId = (row: HistoryRow, side: "buggy" | "fixed", id: string) => cellId({ ...cellOf(row, id), subject: sideSubject(row, side) });
-
-/** The command line that reruns a row's cell on one release. */
-export function rerunLine(row: HistoryRow, side: "buggy" | "fixed", id: string): string {
-  const c = cellOf(row, id);
-  const flags = row[side].pins.map((p) => `--with ${p}`).join(" ");
-  return `npx clip-parity cell --subject ${row.subject} ${flags} --layout ${c.layout ? formatCellLayout(id) : ""} --model ${c.model} --dtype ${c.dtype} --norm ${c.normType === Infinity ? "inf" : c.normType} --regime ${c.regime}${c.seed ? ` --seed ${c.seed}` : ""}${c.maxNorm !== undefined ? ` --max-norm ${c.maxNorm}` : ""}${c.errorIfNonfinite !== undefined ? ` --error-if-nonfinite ${c.errorIfNonfinite}` : ""}`;
-}
-
-const formatCellLayout = (id: string) => id.split("/")[0]!;
-
-export { formatPin, isTorchSubject };
+/** The command line that reruns a row's cell on one release (the cell's own reproduce line, its subject pinned). */
+export const rerunLine = (row: HistoryRow, side: "buggy" | "fixed", id: string): string => reproCommand({ ...cellOf(row, id), subject: sideSubject(row, side) }, "cpu");
