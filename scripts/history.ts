@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { historyRunners } from "../cli/history.ts";
-import { defaultEnvironmentOptions, formatPin, registryVersions, releaseEnvironment } from "../harness/external/torch/environments.ts";
+import { defaultEnvironmentOptions, registryVersions, releaseEnvironment } from "../harness/external/torch/environments.ts";
 import { loadHistoryRows, resolveHistoryRow, runHistoryRow, type HistoryRow, type RowOutcome } from "../harness/external/torch/history.ts";
 import { listFrameworkSubjects } from "../harness/external/torch/frameworks.ts";
 import { PROJECT_ROOT, torchOptionsFromEnv } from "../harness/external/torch/options.ts";
@@ -91,7 +91,8 @@ async function main(): Promise<number> {
     rmSync(tmp, { recursive: true, force: true });
   }
   // rows not run this time keep their last outcome (--row runs some)
-  const kept = (previous?.rows ?? []).filter((o) => !outcomes.some((x) => x.id === o.id) && loadHistoryRows().some((r) => r.id === o.id));
+  const rowIds = new Set(loadHistoryRows().map((r) => r.id));
+  const kept = (previous?.rows ?? []).filter((o) => !outcomes.some((x) => x.id === o.id) && rowIds.has(o.id));
   const allRows = [...kept, ...outcomes].sort((a, b) => a.id.localeCompare(b.id));
   const live = new Set(allRows.flatMap((o) => (o.script ? [o.script.path] : [])));
   if (existsSync(scripts)) for (const f of readdirSync(scripts)) if (!live.has(f)) rmSync(join(scripts, f));
@@ -100,7 +101,8 @@ async function main(): Promise<number> {
 
   const releasesStarted = performance.now();
   const data: HistoryData = {
-    commit,
+    // the commit the rows ran on: a run of no rows keeps the last one's
+    commit: rows.length ? commit : (previous?.commit ?? commit),
     torch,
     smoke: SMOKE_CELL,
     rows: allRows,
@@ -200,7 +202,6 @@ async function tryReleases(
   }
 }
 
-export { formatPin };
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   main().then(
