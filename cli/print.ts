@@ -42,6 +42,7 @@ export function printFailures(cells: readonly CellJson[], out: NodeJS.WritableSt
 export function printCell(r: CellResult, out: NodeJS.WritableStream): void {
   out.write(`${escapeControls(r.id)}\n  norm ${r.totalNorm}  reference ${r.referenceNorm}  clip_coef ${r.clipCoef}  max_norm ${r.maxNorm}\n`);
   for (const c of r.checks) out.write(`  ${c.status.padEnd(4)} ${c.id}${c.message ? `: ${terminalText(c.message).replace(/\n/g, "\n       ")}` : ""}\n`);
+  if (r.verdict) out.write(verdictText(r.verdict));
   if (r.timings) {
     const t = r.timings;
     const phases = (["plan", "reference", "allocate", "generate", "subject", "collectives", "checks", "free"] as const)
@@ -50,6 +51,13 @@ export function printCell(r: CellResult, out: NodeJS.WritableStream): void {
     out.write(`  time (ms): ${phases}; total ${t.total.toFixed(1)}\n`);
   }
   if (r.memory.length) out.write(memoryTable(r));
+}
+
+/** A failing torch: cell's severity and causes, as docs/frameworks.md reads them (harness/external/causes.ts). */
+function verdictText(v: NonNullable<CellResult["verdict"]>): string {
+  const lines = [`  severity: ${v.severity}${v.severity === "performance note" ? " (not a failure)" : ""}${v.outside ? `; outside the framework's configurations: ${v.outside}` : ""}`];
+  for (const c of v.causes) lines.push(`    cause (${c.severity}): ${terminalText(c.text)}${c.source ? ` [${c.source}]` : ""}; upstream: ${terminalText(c.upstream)}`);
+  return lines.map((l) => `${l}\n`).join("");
 }
 
 /** Per rank: gradient bytes, scratch peak against budget, the ledger's stages and collectives. */

@@ -23,12 +23,12 @@ async function main(): Promise<number> {
   try {
     v = parseArgs({
       args: process.argv.slice(2),
-      options: { frameworks: { type: "string" }, out: { type: "string" }, "cell-timeout": { type: "string" }, filter: { type: "string" }, "render-only": { type: "boolean" }, "repros-only": { type: "boolean" } },
+      options: { frameworks: { type: "string" }, out: { type: "string" }, "cell-timeout": { type: "string" }, filter: { type: "string" }, "render-only": { type: "boolean" }, "repros-only": { type: "boolean" }, "keep-others": { type: "boolean" } },
       strict: true,
       allowPositionals: false,
     }).values;
   } catch (err) {
-    process.stderr.write(`frameworks: ${(err as Error).message}\nusage: npm run frameworks [-- --frameworks a,b] [--out DIR] [--cell-timeout S] [--filter TEXT] [--render-only | --repros-only]\n`);
+    process.stderr.write(`frameworks: ${(err as Error).message}\nusage: npm run frameworks [-- --frameworks a,b [--keep-others]] [--out DIR] [--cell-timeout S] [--filter TEXT] [--render-only | --repros-only]\n`);
     return 2;
   }
   const out = resolve(v.out ?? join(PROJECT_ROOT, "docs"));
@@ -74,7 +74,16 @@ async function main(): Promise<number> {
   });
   const gpu4 = new Set(builtinMatrices().gpu4.cases.map(caseKey));
   const full: FrameworksData = { ...data, cases: { gpu4: cases.filter((c) => gpu4.has(caseKey(c))).length, distinctShapes: cases.filter((c) => !gpu4.has(caseKey(c))).length } };
-  await reproduce(full);
+  // --keep-others: a framework added or changed is run alone, the others keep their committed records (each says its version)
+  const committedFile = join(out, "frameworks.json");
+  if (v["keep-others"] && existsSync(committedFile)) {
+    const before = JSON.parse(readFileSync(committedFile, "utf8")) as FrameworksData;
+    const ran = new Map(full.frameworks.map((f) => [f.name, f]));
+    const kept = before.frameworks.filter((f) => known.includes(f.name)).map((f) => ran.get(f.name) ?? f);
+    full.frameworks = [...kept, ...full.frameworks.filter((f) => !kept.includes(f))];
+    full.native = before.native;
+  }
+  await reproduce(full, names);
   mkdirSync(out, { recursive: true });
   writeFileAtomic(join(out, "frameworks.json"), formatFrameworksData(full));
   writeFileAtomic(join(out, "frameworks.md"), renderFrameworks(full));
@@ -88,11 +97,11 @@ async function main(): Promise<number> {
 }
 
 /** Runs the exported script of every failure the data lists; sets each record's `repro`. */
-async function reproduce(data: FrameworksData): Promise<void> {
+async function reproduce(data: FrameworksData, frameworks?: readonly string[]): Promise<void> {
   const { reproduced, of } = await reproduceListedFailures(data, torchOptionsFromEnv().python, (id, repro, run) => {
     const what = repro.reproduced ? `REPRODUCED (${repro.failed.join(", ")})` : `NOT reproduced (exit ${run.exitCode}): ${(run.stdout + run.stderr).trim().split("\n").slice(-3).join(" | ")}`;
     process.stderr.write(`[repro] ${id}: ${repro.lines} lines, ${what} ${run.seconds.toFixed(1)} s\n`);
-  });
+  }, frameworks);
   process.stdout.write(`exported scripts of the listed failures: ${reproduced} of ${of} reproduced standalone under torchrun\n`);
 }
 

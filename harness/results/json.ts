@@ -74,6 +74,7 @@ export function cellJson(r: CellResult) {
     durationMs: Math.round(r.durationMs),
     ...(r.timings ? { timings: Object.fromEntries(Object.entries(r.timings).map(([k, v]) => [k, Math.round(v * 100) / 100])) } : {}),
     ...(r.tensorHash !== undefined ? { tensorHash: r.tensorHash } : {}),
+    ...(r.verdict ? { verdict: r.verdict } : {}),
   };
 }
 

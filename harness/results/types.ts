@@ -32,6 +32,17 @@ export interface CheckResult {
   severity?: Severity;
 }
 
+/**
+ * A failing cell of a framework's subject on the one severity scale the CLI, the results file and docs/frameworks.md
+ * share (harness/external/causes.ts): the highest of its root causes' severities, and each cause as the framework's
+ * maintainers read it. `outside`: why the cell is outside the framework's configurations, when it is.
+ */
+export interface CauseVerdict {
+  severity: string;
+  causes: { text: string; source: string | null; upstream: string; severity: string }[];
+  outside?: string;
+}
+
 export interface RankMemory {
   rank: number;
   /** Live bytes of gradients when the clip starts. */
@@ -84,6 +95,8 @@ export interface CellResult {
   timings?: CellTimings;
   /** Hash of every local gradient after the clip (goldens); computed only when asked for. */
   tensorHash?: string | null;
+  /** A failing cell of a subject that reads its causes (a torch: subject): its severity and causes. */
+  verdict?: CauseVerdict;
 }
 
 export interface RunSummary {

@@ -177,6 +177,8 @@ export async function runCell(cell: Cell, options: RunCellOptions): Promise<Cell
       timings,
       ...(verdict.tensorHash !== undefined ? { tensorHash: verdict.tensorHash } : {}),
     };
+    const causes = external ? subject.verdictOf?.(result) : null;
+    if (causes) result.verdict = causes;
     return result;
   } finally {
     backend.freeAll();

@@ -5,9 +5,13 @@
  * configurations, then what cannot run here; then the time per cell.
  */
 import { median } from "../../harness/util/stats.ts";
-import { CHECK_IDS, severityOf } from "../../harness/checks/index.ts";
+import { CHECK_IDS } from "../../harness/checks/index.ts";
 import { loadFrameworks } from "../../harness/external/torch/frameworks.ts";
-import { ADAPTER_PHASES, causeText, rootCause, type CauseClass, type FrameworkCellRecord, type FrameworksData, type RootCause } from "../../harness/external/frameworks-run.ts";
+import { parseCellId, reproFileName } from "../../harness/external/torch/export.ts";
+import { reproCommand } from "../../harness/spec/cell.ts";
+import { causeText, cellSeverity, rootCause, SEVERITY_SCALE, type CauseSeverity, type RootCause } from "../../harness/external/causes.ts";
+import { ADAPTER_PHASES, type FrameworkCellRecord, type FrameworksData } from "../../harness/external/frameworks-run.ts";
+import { gridSection, verdictLines } from "./frameworks-grid.ts";
 
 /** Every framework file's `explain`, by framework name. */
 export function explanations(): Record<string, Record<string, string>> {
@@ -26,20 +30,18 @@ function count<T>(xs: readonly T[], key: (x: T) => string[]): [string, number][]
 const byCheck = (a: [string, number], b: [string, number]) => CHECK_IDS.indexOf(a[0]) - CHECK_IDS.indexOf(b[0]);
 
 /**
- * What a cell that ran shows, as the page counts it: a pass (or a vacuous one), a failure (a wrong result), a raise
- * of input the framework does not support by design, or only a performance note. A cell with a correctness root
- * cause is a failure whatever else it shows; one whose causes are all unsupported input or performance is not.
+ * What a cell that ran shows, as the page counts it: a pass (or a vacuous one), or its severity on the one scale the
+ * CLI and the results file use (harness/external/frameworks-run.ts SEVERITY_SCALE). Every severity but a performance
+ * note is a failure.
  */
-export type CellKind = "pass" | "vacuous" | "fail" | "unsupported input" | "performance";
+export type CellKind = "pass" | "vacuous" | CauseSeverity;
 
 export function kindOf(c: FrameworkCellRecord, explain: Record<string, string> = {}): CellKind {
   if (c.status === "pass") return c.vacuous ? "vacuous" : "pass";
-  const classes = new Set<CauseClass>(c.causes.map((k) => rootCause(k, explain).cls));
-  if (classes.has("correctness")) return "fail";
-  if (classes.has("unsupported input")) return "unsupported input";
-  // no cause read, or performance causes only: the failed checks' severities decide
-  return c.failed.some((id) => severityOf({ id }) === "correctness") ? "fail" : "performance";
+  return cellSeverity(c, explain) ?? "wrong result";
 }
+
+const isFailureKind = (k: CellKind) => k !== "pass" && k !== "vacuous" && k !== "performance note";
 
 /** Why a cell is n/a: the framework's clip cannot be asked it (no such argument), or the adapter cannot build its inputs. */
 export function naKind(reason: string): "cannot be asked" | "not built" {
@@ -53,15 +55,15 @@ function tally(cells: readonly FrameworkCellRecord[], explain: Record<string, st
   const outside = ran.filter((c) => c.outside);
   const kinds = inside.map((c) => kindOf(c, explain));
   const na = cells.filter((c) => c.status === "n/a");
-  const failures = inside.filter((_, i) => kinds[i] === "fail");
+  const failures = inside.filter((_, i) => isFailureKind(kinds[i]!));
   return {
     ran: ran.length,
     inside: inside.length,
     passed: kinds.filter((k) => k === "pass").length,
     vacuous: kinds.filter((k) => k === "vacuous").length,
     failed: failures.length,
-    unsupported: kinds.filter((k) => k === "unsupported input").length,
-    performance: kinds.filter((k) => k === "performance").length,
+    bySeverity: Object.fromEntries(SEVERITY_SCALE.map((sv) => [sv, kinds.filter((k) => k === sv).length])) as Record<CauseSeverity, number>,
+    performance: kinds.filter((k) => k === "performance note").length,
     outside: outside.length,
     outsideFailed: outside.filter((c) => c.status === "fail").length,
     na: na.length,
@@ -107,14 +109,15 @@ function causeRows(cells: readonly FrameworkCellRecord[], explain: Record<string
   return [...rows.values()].sort((a, b) => b.cells.length - a.cells.length || a.cause.text.localeCompare(b.cause.text));
 }
 
-const SEVERITY_OF_CLASS: Record<CauseClass, string> = { correctness: "correctness", performance: "performance", "unsupported input": "unsupported input (not a failure)" };
+/** A severity as the page prints it: a performance note says it is not a failure. */
+const severityText = (sv: CauseSeverity) => (sv === "performance note" ? "performance note (not a failure)" : sv);
 
 /** The rows of one class as a table: cause, severity, the cells folded, the source, the upstream status. */
 function causeTableLines(title: string, rows: readonly CauseRow[]): string[] {
   if (!rows.length) return [];
   const o = ["", title, "", "| root cause | severity | cells | source | upstream |", "|---|---|---|---|---|"];
   for (const r of rows) {
-    o.push(`| ${esc(r.cause.text)} | ${SEVERITY_OF_CLASS[r.cause.cls]} | ${r.cells.length}: ${esc(foldCells(r.cells))} | ${r.cause.source ? `\`${esc(r.cause.source)}\`` : "-"} | ${esc(r.cause.upstream)} |`);
+    o.push(`| ${esc(r.cause.text)} | ${severityText(r.cause.severity)} | ${r.cells.length}: ${esc(foldCells(r.cells))} | ${r.cause.source ? `\`${esc(r.cause.source)}\`` : "-"} | ${esc(r.cause.upstream)} |`);
   }
   return o;
 }
@@ -125,7 +128,7 @@ function rootCauseSection(d: FrameworksData, explain: Record<string, Record<stri
   for (const f of d.frameworks) {
     const inside = f.cells.filter((c) => c.status === "fail" && !c.outside);
     for (const r of causeRows(inside, explain[f.name] ?? {})) {
-      const key = `${r.cause.cls}\u0000${r.cause.text}`;
+      const key = `${r.cause.severity}\u0000${r.cause.text}`;
       const row = rows.get(key) ?? { cause: r.cause, by: [], sources: [], upstreams: [], cells: [] };
       row.by.push([f.name, r.cells.length]);
       row.cells.push(...inside.filter((c) => r.cells.includes(c.case)));
@@ -136,24 +139,24 @@ function rootCauseSection(d: FrameworksData, explain: Record<string, Record<stri
     }
   }
   if (!rows.size) return [];
-  const order: CauseClass[] = ["correctness", "unsupported input", "performance"];
-  const sorted = [...rows.values()].sort((a, b) => order.indexOf(a.cause.cls) - order.indexOf(b.cause.cls));
+  const sorted = [...rows.values()].sort((a, b) => SEVERITY_SCALE.indexOf(a.cause.severity) - SEVERITY_SCALE.indexOf(b.cause.severity));
   const o = [
     "",
     "## Root causes",
     "",
     "Every cause seen in a framework's configurations, one row each: frameworks whose clip fails by the same code path (the same " +
-      "explanation) share it, and a cause's dtype, norm and regime variants are counted in its cells, not listed apart. *Correctness* is " +
-      "a wrong result (the failures counted above); *unsupported input* a raise that refuses, by the framework's design, an input it " +
-      "does not support (not counted as a failure); *performance* a right result at more collectives than the fused optimum " +
-      "(comm.budget; a note, not a failure).",
+      "explanation) share it, and a cause's dtype, norm and regime variants are counted in its cells, not listed apart. Severity, " +
+      "highest first, on the one scale the CLI and the results file print: *wrong result* (returned silently), *raise or hang* (on a " +
+      "configuration the framework lists: its users' step stops), *excess memory* (scratch over the clip's budget, or left " +
+      "allocated), all three failures; *performance note*, a right result at more collectives than the fused optimum (comm.budget), " +
+      "not a failure. Upstream statuses are read from the record as it is.",
     "",
     "| root cause | severity | frameworks (cells) | reproduced by the exported scripts | source | upstream |",
     "|---|---|---|---|---|---|",
   ];
   for (const r of sorted) {
     const where = r.sources.map((x) => `\`${esc(x)}\``).join("; ") || "-";
-    o.push(`| ${esc(r.cause.text)} | ${SEVERITY_OF_CLASS[r.cause.cls]} | ${r.by.map(([n, k]) => `${n} (${k})`).join(", ")} | ${reproOfCells(r.cells)} | ${where} | ${esc(r.upstreams.join("; "))} |`);
+    o.push(`| ${esc(r.cause.text)} | ${severityText(r.cause.severity)} | ${r.by.map(([n, k]) => `${n} (${k})`).join(", ")} | ${reproOfCells(r.cells)} | ${where} | ${esc(r.upstreams.join("; "))} |`);
   }
   return o;
 }
@@ -266,37 +269,40 @@ export function renderFrameworks(d: FrameworksData, explain: Record<string, Reco
   );
   o.push("");
   o.push(
-    "A failing cell is counted by its root cause (the section *Root causes*): *failed* counts the cells with a wrong result " +
-      "(correctness); a cell whose only causes are a raise of input the framework refuses by design is *unsupported input*, and " +
-      "one whose only finding is more collectives than the fused optimum is a *performance note*: both are listed apart, not as " +
-      "failures. *n/a* splits into cells the framework's clip cannot be asked (no such argument) and cells the adapter does not " +
-      "build inputs for. A framework none of whose cells ran here reads NOT TESTED, with the reason.",
+    "A failing cell is counted by the highest severity of its root causes (the section *Root causes*), on the one scale " +
+      "`clip-parity cell` and the results file print: *wrong result* > *raise or hang* > *excess memory*, each a failure, counted " +
+      "in *failed*; a cell whose only finding is more collectives than the fused optimum is a *performance note*, listed apart, not a " +
+      "failure. *n/a* splits into cells the framework's clip cannot be asked (no such argument) and cells the adapter does not " +
+      "build inputs for (never *outside*: a configuration the framework supports but the adapter does not build is not built). " +
+      "A framework none of whose cells ran here reads NOT TESTED, with the reason.",
   );
   o.push("");
   o.push(
-    "| framework | version | in its configurations | passed | vacuous | failed | reproduced | unsupported input | performance notes | " +
+    "| framework | version | in its configurations | passed | vacuous | failed (wrong result / raise or hang / excess memory) | reproduced | performance notes | " +
       "outside them (failed) | n/a (cannot be asked / not built) | not run here | failed by check |",
   );
-  o.push("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+  o.push("|---|---|---|---|---|---|---|---|---|---|---|---|");
   for (const f of d.frameworks) {
     if (f.version === null) {
-      o.push(`| ${f.name} | does not import | 0 | - | - | - | - | - | - | - | - | - | ${esc(f.error ?? "")} |`);
+      o.push(`| ${f.name} | does not import | 0 | - | - | - | - | - | - | - | - | ${esc(f.error ?? "")} |`);
       continue;
     }
     const ex = explain[f.name] ?? {};
     const t = tally(f.cells, ex);
     if (t.notRun === f.cells.length && f.cells.length) {
       const why = [...new Set(f.cells.map((c) => c.cannotRun ?? ""))].join("; ");
-      o.push(`| ${f.name} | ${f.package} ${f.version} | NOT TESTED: ${esc(why)} | - | - | - | - | - | - | - | - | ${t.notRun} | - |`);
+      o.push(`| ${f.name} | ${f.package} ${f.version} | NOT TESTED: ${esc(why)} | - | - | - | - | - | - | - | ${t.notRun} | - |`);
       continue;
     }
     // a row whose every pass in its configurations is vacuous has shown nothing passing
     const passed = t.passed === 0 && t.vacuous > 0 ? `0 (all ${t.vacuous} passes vacuous)` : `${t.passed}`;
     o.push(
-      `| ${f.name} | ${f.package} ${f.version} | ${t.inside} | ${passed} | ${t.vacuous} | ${t.failed} | ${reproCell(t)} | ${t.unsupported} | ${t.performance} | ` +
+      `| ${f.name} | ${f.package} ${f.version} | ${t.inside} | ${passed} | ${t.vacuous} | ${t.failed} (${t.bySeverity["wrong result"]} / ${t.bySeverity["raise or hang"]} / ${t.bySeverity["excess memory"]}) | ${reproCell(t)} | ${t.performance} | ` +
         `${t.outside} (${t.outsideFailed}) | ${t.na} (${t.naAsked} / ${t.na - t.naAsked}) | ${t.notRun} | ${t.checks.map(([k, n]) => `${k} ${n}`).join(", ") || "-"} |`,
     );
   }
+  o.push(...verdictLines(d, explain));
+  o.push(...gridSection(d, explain));
   o.push(...rootCauseSection(d, explain));
   o.push(...timeSection(d));
   for (const f of d.frameworks) {
@@ -331,7 +337,7 @@ export function renderFrameworks(d: FrameworksData, explain: Record<string, Reco
     else
       o.push(
         `In its configurations, ${t.inside} cells: ${t.passed} passed, ${t.failed} failed${t.vacuous ? `, ${t.vacuous} passed vacuously` : ""}` +
-          `${t.unsupported ? `, ${t.unsupported} raised on unsupported input` : ""}${t.performance ? `, ${t.performance} with a performance note only` : ""}.` +
+          `${t.performance ? `, ${t.performance} with a performance note only` : ""}.` +
           (t.passed === 0 && t.vacuous > 0 ? ` Every pass is vacuous: these cells show nothing of its clip passing.` : "") +
           (t.outside ? ` Outside them, ${t.outside} cells (${t.outsideFailed} failed).` : "") +
           (t.na ? ` ${t.na} not applicable.` : "") +
@@ -340,10 +346,9 @@ export function renderFrameworks(d: FrameworksData, explain: Record<string, Reco
     const inside = f.cells.filter((c) => (c.status === "pass" || c.status === "fail") && !c.outside);
     const insideFails = inside.filter((c) => c.status === "fail");
     const rows = causeRows(insideFails, ex);
-    const of = (cls: CauseClass) => rows.filter((r) => r.cause.cls === cls);
-    o.push(...causeTableLines("Failures in its configurations, one row per root cause:", of("correctness")));
-    o.push(...causeTableLines("Unsupported input (a raise the framework makes by design; not counted as a failure):", of("unsupported input")));
-    o.push(...causeTableLines("Performance notes (the norm is right; more collectives than the fused optimum; not counted as a failure):", of("performance")));
+    const failing = rows.filter((r) => r.cause.severity !== "performance note").sort((a, b) => SEVERITY_SCALE.indexOf(a.cause.severity) - SEVERITY_SCALE.indexOf(b.cause.severity));
+    o.push(...causeTableLines("Failures in its configurations, one row per root cause, highest severity first:", failing));
+    o.push(...causeTableLines("Performance notes (the norm is right; more collectives than the fused optimum; not counted as a failure):", rows.filter((r) => r.cause.severity === "performance note")));
     const causeTable = (cells: readonly FrameworkCellRecord[], title: string) => {
       // by the cause's text: keys that differ in a detail only (the norm order in an error message) are one cause
       const text = (c: FrameworkCellRecord) => [...new Set(c.causes.map((k) => causeText(k, ex)))];
@@ -357,12 +362,20 @@ export function renderFrameworks(d: FrameworksData, explain: Record<string, Reco
       o.push("| failed check (correctness failures) | cells | one message (first failing cell) |");
       o.push("|---|---|---|");
       for (const [k, n] of t.checks) {
-        const first = inside.find((c) => c.failed.includes(k) && kindOf(c, ex) === "fail")!;
+        const first = inside.find((c) => c.failed.includes(k) && isFailureKind(kindOf(c, ex)))!;
         o.push(`| ${k} | ${n} | \`${first.case}\`: ${esc(first.messages[k] ?? "")} |`);
       }
     }
-    const failures = inside.filter((c) => kindOf(c, ex) === "fail");
+    const failures = inside.filter((c) => isFailureKind(kindOf(c, ex)));
     if (failures.length) {
+      // each listed failure: the line that reruns it, and the one that writes its standalone script
+      o.push("", "Rerun a listed failure, or write its standalone script (the first cell of each root cause):", "");
+      for (const r of failing) {
+        const c = failures.find((x) => r.cells.includes(x.case));
+        if (!c) continue;
+        const id = `torch:${f.name}/${c.case}`;
+        o.push(`- ${esc(r.cause.text.slice(0, 90))}${r.cause.text.length > 90 ? "..." : ""}: \`${reproCommand(parseCellId(id), "cpu")}\`; \`npx clip-parity export --cell ${id} --no-run --out repros\` writes \`repros/${reproFileName(id)}\``);
+      }
       const checked = failures.filter((c) => c.repro);
       const longest = Math.max(0, ...checked.map((c) => c.repro!.lines));
       o.push(
@@ -392,7 +405,7 @@ export function renderFrameworks(d: FrameworksData, explain: Record<string, Reco
     o.push("|---|---|---|---|");
     for (const c of f.cells) {
       const kind = c.status === "fail" ? kindOf(c, ex) : null;
-      const note = kind === "unsupported input" || kind === "performance" ? ` (${kind})` : "";
+      const note = kind && kind !== "pass" && kind !== "vacuous" ? ` (${kind})` : "";
       o.push(`| ${c.case} | ${c.status}${note}${c.vacuous ? " (vacuous)" : ""}${c.outside ? " (outside)" : ""} | ${c.failed.join(", ") || "-"} | ${esc(c.causes.join(", ")) || "-"} |`);
     }
     o.push("");

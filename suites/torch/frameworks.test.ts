@@ -11,7 +11,8 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { main as cli } from "../../cli/main.ts";
-import { caseKey, causesOf, CI_SUBSET, rootCause, runFrameworks, type FrameworkCellRecord, type FrameworksData } from "../../harness/external/frameworks-run.ts";
+import { caseKey, CI_SUBSET, runFrameworks, type FrameworkCellRecord, type FrameworksData } from "../../harness/external/frameworks-run.ts";
+import { causesOf, highestSeverity, rootCause, SEVERITY_SCALE } from "../../harness/external/causes.ts";
 import { foldCells, kindOf, naKind, renderFrameworks } from "../../scripts/docs/frameworks-page.ts";
 import { frameworkCases } from "../../matrix/frameworks.ts";
 import { parseLayout, SINGLE, worldSize } from "../../harness/layout/layout.ts";
@@ -68,9 +69,9 @@ describe("causes of a hang", () => {
 });
 
 describe("framework files", () => {
-  it("declare torch, torch-total-norm, torch-fsdp1, torchtitan, torchrec, transformers, accelerate, megatron-core, deepspeed, deepspeed-bf16 and deepspeed-zero, each a torch:<framework> subject", () => {
+  it("declare torch, torch-total-norm, torch-fsdp1, torchtitan, torchrec, transformers, accelerate, megatron-core, deepspeed, deepspeed-bf16, deepspeed-engine and deepspeed-zero, each a torch:<framework> subject", () => {
     const subjects = listFrameworkSubjects();
-    expect(subjects.map((s) => s.framework).sort()).toEqual(["accelerate", "deepspeed", "deepspeed-bf16", "deepspeed-zero", "megatron-core", "torch", "torch-fsdp1", "torch-total-norm", "torchrec", "torchtitan", "transformers"]);
+    expect(subjects.map((s) => s.framework).sort()).toEqual(["accelerate", "deepspeed", "deepspeed-bf16", "deepspeed-engine", "deepspeed-zero", "megatron-core", "torch", "torch-fsdp1", "torch-total-norm", "torchrec", "torchtitan", "transformers"]);
     for (const s of subjects) {
       expect(parseTorchSpec(s.spec)).toEqual({ kind: "framework", spec: s.spec, framework: s.framework, pins: [] });
       expect(s.description.length).toBeGreaterThan(20);
@@ -123,6 +124,10 @@ describe("framework files", () => {
     expect(scratchBudget!.bytes).toEqual([1024 * 512 * 8 + MIB, 8 * 8 + MIB]);
     expect(scratchBudget!.rule).toMatch(/^deepspeed-zero declares a 8-byte copy of its largest parameter \+ 1 MiB: get_grad_norm_direct copies each piece/);
     expect(declaredScratch(getFramework("torch"), params)).toEqual({});
+    // DeepSpeed's bf16 engine without ZeRO: a float32 master gradient of every parameter the rank holds
+    const engine = declaredScratch(getFramework("deepspeed-engine"), params).scratchBudget!;
+    expect(engine.bytes).toEqual([(512 * 512 + 2048) * 4 + MIB, 8 * 4 + MIB]);
+    expect(engine.rule).toMatch(/^deepspeed-engine declares a 4-byte copy of every parameter the rank holds \+ 1 MiB: FP16_UnfusedOptimizer\.step gives/);
     // FSDP1 takes a float32 norm of each flat parameter's shard: a wrapped block's parameters concatenated, split over dp_shard
     const named = (fqn: string, globalShape: number[]) => ({ fqn, name: fqn, globalShape, block: { start: [0], len: globalShape } }) as unknown as ParamView;
     const model = [named("tok_embeddings.weight", [1000]), named("layers.0.w1", [3000]), named("layers.0.w2", [3001]), named("layers.1.w1", [10]), named("norm.weight", [7])];
@@ -198,6 +203,11 @@ describe("framework files", () => {
     // torchrec: the method on the GradientClippingOptimizer its support module builds (copied into the script)
     const trec = renderCall(getFramework("torchrec").convention, { foreach: null, expertsPresent: false });
     expect(trec).toContain("return build_optimizer(named, MAX_NORM, NORM_TYPE).clip_grad_norm_()");
+    // DeepSpeed's engine: one engine (the support module's Bf16Engine) for both calls, its logged float rounded to float32
+    const engine = renderCall(getFramework("deepspeed-engine").convention, { foreach: null, expertsPresent: false });
+    expect(engine).toMatch(/ret = bf16_engine\(named\)\.step\(\)\n.*\n\s+global_grad_norm = bf16_engine\(named\)\.get_global_grad_norm\(\)/);
+    expect(engine).toContain("bf16_engine.it = Bf16Engine(bf16_engine_grads(named), MAX_NORM)");
+    expect(engine).toContain("return global_grad_norm_f32");
     const tfAcc = renderCall(getFramework("transformers").convention, { foreach: null, expertsPresent: false, taken: ["accelerate"] });
     expect(tfAcc).not.toContain("class ParamsModel");
     expect(tfAcc).not.toContain("has_mixed_dtensor");
@@ -639,25 +649,33 @@ describe("docs/frameworks.md: root causes, severities and what is not a failure"
   const framework = (name: string, cells: FrameworkCellRecord[]) => ({ name, package: name, version: "1", description: "d", trainer: "t", cells });
   const page = (frameworks: FrameworksData["frameworks"], explain: Record<string, Record<string, string>>) => renderFrameworks({ ...committed(), native: undefined, frameworks }, explain);
 
-  it("a raise of input the framework refuses by design is unsupported input, a collective count a performance note, and neither a failure", () => {
-    expect(kindOf(rec("a", { causes: ["two-meshes"] }))).toBe("unsupported input");
-    expect(kindOf(rec("a", { failed: ["comm.budget"], causes: ["comm-budget"] }))).toBe("performance");
-    // a cell with a wrong norm as well is a failure, whatever else it shows
-    expect(kindOf(rec("a", { failed: ["parity.norm", "comm.budget"], causes: ["mtp-twice", "comm-budget"] }))).toBe("fail");
-    // no cause read: the failed checks' severities decide
-    expect(kindOf(rec("a", { failed: ["comm.budget"] }))).toBe("performance");
-    expect(kindOf(rec("a"))).toBe("fail");
-    // a framework file may class a cause itself; a cause it calls performance cannot hide a failed correctness check
-    expect(kindOf(rec("a", { causes: ["norm-too-small"] }), { "norm-too-small#class": "unsupported input" })).toBe("unsupported input");
-    expect(kindOf(rec("a", { causes: ["norm-too-small"] }), { "norm-too-small#class": "performance" })).toBe("fail");
-    expect(() => rootCause("x", { "x#class": "minor" })).toThrow(/explain "x#class": "minor" is not a cause class/);
+  it("one severity scale: a wrong result > a raise or hang > excess memory > a performance note, the last not a failure", () => {
+    expect(SEVERITY_SCALE).toEqual(["wrong result", "raise or hang", "excess memory", "performance note"]);
+    // DTensor's mixed-mesh raise is a raise on a configuration torch lists (ep), not "unsupported input"
+    expect(kindOf(rec("a", { failed: ["errors.raised"], causes: ["two-meshes"] }))).toBe("raise or hang");
+    expect(kindOf(rec("a", { failed: ["comm.budget"], causes: ["comm-budget"] }))).toBe("performance note");
+    expect(kindOf(rec("a", { failed: ["memory.peak"], causes: ["memory-peak"] }))).toBe("excess memory");
+    // a cell with a wrong norm as well takes the highest severity, whatever else it shows
+    expect(kindOf(rec("a", { failed: ["parity.norm", "comm.budget"], causes: ["mtp-twice", "comm-budget"] }))).toBe("wrong result");
+    expect(kindOf(rec("a", { failed: ["liveness", "errors.raised"], causes: ["hang-raise:RuntimeError: x"] }))).toBe("raise or hang");
+    // no cause read: the failed checks' meanings decide
+    expect(kindOf(rec("a", { failed: ["comm.budget"] }))).toBe("performance note");
+    expect(kindOf(rec("a", { failed: ["liveness"] }))).toBe("raise or hang");
+    expect(kindOf(rec("a"))).toBe("wrong result");
+    // a framework file may grade a cause itself; a cause it calls a performance note cannot hide a failed check that is worse
+    expect(kindOf(rec("a", { causes: ["norm-too-small"] }), { "norm-too-small#severity": "raise or hang" })).toBe("raise or hang");
+    expect(kindOf(rec("a", { causes: ["norm-too-small"] }), { "norm-too-small#severity": "performance note" })).toBe("wrong result");
+    expect(() => rootCause("x", { "x#severity": "minor" })).toThrow(/explain "x#severity": "minor" is not a severity/);
+    expect(highestSeverity(["performance note", "excess memory", "raise or hang"])).toBe("raise or hang");
+    expect(highestSeverity([])).toBeNull();
   });
 
-  it("a root cause carries its source and upstream status: the framework file's, else torch's known issue for two meshes, else not known upstream", () => {
-    expect(rootCause("two-meshes").upstream).toMatch(/^known: https:\/\/github\.com\/pytorch\/pytorch\/issues\/180346/);
-    expect(rootCause("mtp-twice")).toMatchObject({ source: null, upstream: "not known upstream", cls: "correctness" });
+  it("a root cause carries its source and upstream status as the record has it: the framework file's, else torch's open issue for two meshes, else not known upstream", () => {
+    expect(rootCause("two-meshes").upstream).toMatch(/^open: https:\/\/github\.com\/pytorch\/pytorch\/issues\/180346 .*pull\/180501, was closed unmerged/);
+    expect(rootCause("two-meshes").upstream).not.toMatch(/by design/);
+    expect(rootCause("mtp-twice")).toMatchObject({ source: null, upstream: "not known upstream", severity: "wrong result" });
     const ex = { "raises:IndexError": "no gradient", "raises:IndexError#source": "ds/utils.py:clip_grad_norm_", "raises:IndexError#upstream": "known: https://x/1" };
-    expect(rootCause("raises:IndexError: list index out of range", ex)).toMatchObject({ text: "no gradient", source: "ds/utils.py:clip_grad_norm_", upstream: "known: https://x/1" });
+    expect(rootCause("raises:IndexError: list index out of range", ex)).toMatchObject({ text: "no gradient", source: "ds/utils.py:clip_grad_norm_", upstream: "known: https://x/1", severity: "raise or hang" });
   });
 
   it("folds a layout's variant cells into one entry, and n/a says whether the framework or the adapter cannot do it", () => {
@@ -666,30 +684,35 @@ describe("docs/frameworks.md: root causes, severities and what is not a failure"
     expect(naKind("its inputs are built over dp_replicate x dp_shard only, and the layout has tp(2)")).toBe("not built");
   });
 
-  it("lists one row per root cause with its cells, source and upstream status; frameworks sharing a code path share a row; notes and unsupported input apart", () => {
-    const ex = { two: "one stack over two meshes", "two#class": "unsupported input", "two#source": "clip_grad.py:_get_total_norm", wrong: "the norm is wrong", "wrong#source": "f.py:g" };
+  it("lists one row per root cause with its cells, source, upstream status and severity; frameworks sharing a code path share a row; notes apart", () => {
+    const ex = { two: "one stack over two meshes", "two#severity": "raise or hang", "two#source": "clip_grad.py:_get_total_norm", wrong: "the norm is wrong", "wrong#source": "f.py:g" };
     const cells = [
-      rec("tp2/m/f32/n2/active/s0", { causes: ["wrong"] }),
-      rec("tp2/m/bf16/n1/zeros/s0", { causes: ["wrong"] }),
-      rec("ep2/m/f32/n2/active/s0", { causes: ["two"] }),
-      rec("ep4/m/f32/n2/active/s0", { failed: ["comm.budget"], causes: ["comm-budget"] }),
+      rec("tp2/llama3-debug/f32/n2/active/s0", { causes: ["wrong"] }),
+      rec("tp2/llama3-debug/bf16/n1/zeros/s0", { causes: ["wrong"] }),
+      rec("dp_shard2,ep2/deepseek-v3-debug/f32/n2/active/s0", { failed: ["errors.raised"], causes: ["two"] }),
+      rec("dp_shard4,ep4/deepseek-v3-debug/f32/n2/active/s0", { failed: ["comm.budget"], causes: ["comm-budget"] }),
     ];
     const md = page([framework("a", cells), framework("b", cells.map((c) => ({ ...c })))], { a: ex, b: ex });
-    expect(md).toContain("| a | a 1 | 4 | 0 | 0 | 2 | not checked | 1 | 1 |");
-    expect(md).toContain("| the norm is wrong | correctness | a (2), b (2) | not checked | `f.py:g` | not known upstream |");
-    expect(md).toContain("| one stack over two meshes | unsupported input (not a failure) | a (1), b (1) | not checked | `clip_grad.py:_get_total_norm` | not known upstream |");
+    expect(md).toContain("| a | a 1 | 4 | 0 | 0 | 3 (2 / 1 / 0) | not checked | 1 |");
+    expect(md).toContain("| the norm is wrong | wrong result | a (2), b (2) | not checked | `f.py:g` | not known upstream |");
+    expect(md).toContain("| one stack over two meshes | raise or hang | a (1), b (1) | not checked | `clip_grad.py:_get_total_norm` | not known upstream |");
     // each root cause says how many of its cells the exported scripts reproduced, how long they were and whether minimised
     cells[2]!.repro = { lines: 96, reproduced: true, failed: ["errors.raised"], minimised: true };
     const withRepro = page([framework("a", cells)], { a: ex });
-    expect(withRepro).toContain("| one stack over two meshes | unsupported input (not a failure) | a (1) | 1 of 1 (96 lines at most, all minimised) |");
-    expect(withRepro).toContain("| the norm is wrong | correctness | a (2) | not checked |");
-    expect(md).toContain("| the norm is wrong | correctness | 2: `tp2/m` ×2 | `f.py:g` | not known upstream |");
+    expect(withRepro).toContain("| one stack over two meshes | raise or hang | a (1) | 1 of 1 (96 lines at most, all minimised) |");
+    expect(withRepro).toContain("| the norm is wrong | wrong result | a (2) | not checked |");
+    expect(md).toContain("| the norm is wrong | wrong result | 2: `tp2/llama3-debug` ×2 | `f.py:g` | not known upstream |");
     expect(md).toMatch(/Performance notes \(the norm is right; more collectives than the fused optimum; not counted as a failure\):\n\n\| root cause[^\n]*\n[^\n]*\n\| more collectives across ranks than the fused optimum/);
+    // the verdict line in words, the grid (a wrong result in every-gradient-scaled is not counted: its checks were parity.norm),
+    // and per listed failure the line that reruns it and the script's path
+    expect(md).toMatch(/^- \[\*\*a\*\*\]\(#a-a-1\) \(a 1\): \*\*fails\*\* 3 of 4 cells in its configurations: 2 wrong result \(the norm is wrong, not known upstream\); 1 raise or hang \(one stack over two meshes, not known upstream\); 0 of 4 pass, 1 with a performance note only\.$/m);
+    expect(md).toMatch(/^\| a \| n\/a \| \[pass 2\]\(#a-a-1\) \| \[pass 4\]\(#a-a-1\) \| \[pass 4\]\(#a-a-1\) \| \[\*\*fail\*\* 1 of 2\]\(#a-a-1\) \| n\/a \| n\/a \|$/m);
+    expect(md).toContain("- the norm is wrong: `npx clip-parity cell --subject torch:a --layout tp2 --model llama3-debug --dtype f32 --norm 2 --regime active --seed 0`; `npx clip-parity export --cell torch:a/tp2/llama3-debug/f32/n2/active/s0 --no-run --out repros` writes `repros/repro-torch-a-tp2-llama3-debug-f32-n2-active-s0.py`");
   });
 
   it("a framework none of whose cells ran reads NOT TESTED with the reason; one whose passes are all vacuous says so", () => {
-    const notRun = rec("tp2/m/f32/n2/active/s0", { status: "not run", failed: [], cannotRun: "needs CUDA: no GPU here" });
-    const vacuous = rec("tp2/m/f32/n2/active/s0", { status: "pass", failed: [], vacuous: "a clip that returns 0 passes it too" });
+    const notRun = rec("tp2/llama3-debug/f32/n2/active/s0", { status: "not run", failed: [], cannotRun: "needs CUDA: no GPU here" });
+    const vacuous = rec("tp2/llama3-debug/f32/n2/active/s0", { status: "pass", failed: [], vacuous: "a clip that returns 0 passes it too" });
     const md = page([framework("mg", [notRun]), framework("ds", [vacuous])], {});
     expect(md).toContain("| mg | mg 1 | NOT TESTED: needs CUDA: no GPU here |");
     expect(md).toContain("| ds | ds 1 | 1 | 0 (all 1 passes vacuous) |");

@@ -80,6 +80,7 @@ describe.runIf(torch.run)(`framework support modules${torch.skipNote}`, () => {
     for (const [spec, layout, module] of [
       ["torch:torchtitan", "dp_shard2,cp2", "fw_torchtitan"],
       ["torch:torch-fsdp1", "dp_shard2", "fw_torch_fsdp1"],
+      ["torch:deepspeed-engine", "dp_replicate2", "fw_deepspeed_engine"],
     ] as const) {
       const source = readFileSync(join(SUPPORT_DIR, `${module}.py`), "utf8");
       const name = spec.slice("torch:".length);

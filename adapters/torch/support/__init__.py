@@ -31,6 +31,7 @@ REGISTRY = {
     "deepspeed": "fw_deepspeed",
     "deepspeed-bf16": "fw_deepspeed",
     "deepspeed-zero": "fw_deepspeed",
+    "deepspeed-engine": "fw_deepspeed_engine",
     "torchtitan": "fw_torchtitan",
     "accelerate": "fw_accelerate",
     "transformers": "fw_transformers",

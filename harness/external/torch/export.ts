@@ -24,7 +24,8 @@ import { lowPrecisionDtype, normTolerance } from "../../checks/types.ts";
 import { CHECK_IDS } from "../../checks/index.ts";
 import { ALL_REGIMES, maxNormOf, regimeSpec, type Regime } from "../../gradients/regimes.ts";
 import type { LogicalParam, ModelManifest } from "../../model/manifest.ts";
-import { causeText, causesOf, messageHead, type FrameworksData } from "../frameworks-run.ts";
+import { causeText, causesOf, COLLECTIVE_TIMEOUT_RE, messageHead } from "../causes.ts";
+import type { FrameworksData } from "../frameworks-run.ts";
 import { applicability, outsideConfigurations } from "./frameworks.ts";
 import { meshesOf } from "../../world/context.ts";
 import { neededGroups } from "../../checks/comm-budget.ts";
@@ -34,7 +35,7 @@ import { cellId, type Cell } from "../../spec/cell.ts";
 import type { CellResult } from "../../results/types.ts";
 import { ADAPTER_DIR, PROJECT_ROOT, type TorchOptions } from "./options.ts";
 import type { Arg, ArgSource, Call, Convention } from "./protocol.ts";
-import { closeTorchSessions, COLLECTIVE_TIMEOUT_RE, loadTorchSubject, refusePartial, torchTolerance, type TorchSubject } from "./subject.ts";
+import { closeTorchSessions, loadTorchSubject, refusePartial, torchTolerance, type TorchSubject } from "./subject.ts";
 
 export const TEMPLATE = join(ADAPTER_DIR, "repro_template.py");
 /** SPEC §5's generator in Python, one text: gen.py calls it, every exported script carries its marked lines verbatim. */
@@ -75,6 +76,11 @@ export function supportText(framework: string, registry = supportRegistry()): { 
   const m = /^(# ---- support: ([\w-]+) [^\n]*\n[^]*?^# ---- end support: \2 -+)$/m.exec(source);
   if (!m) throw new Error(`internal: ${path} has no text between "# ---- support: NAME" and "# ---- end support: NAME" markers`);
   return { module, text: m[1]! };
+}
+
+/** The file name `clip-parity export` gives a cell's script. */
+export function reproFileName(id: string): string {
+  return `repro-${id.replace(/[^A-Za-z0-9_.-]+/g, "-").replace(/^-+|-+$/g, "")}.py`;
 }
 
 const DTYPES: readonly DType[] = ["f32", "bf16", "f16"];
@@ -184,6 +190,8 @@ function argExpr(g: Gen, a: Arg): string | null {
       return "zero_root.partitions";  // the write-back after the call: renderCallParts
     case "torchrec_optimizer": // the support module's build_optimizer (copied into the script), over the parameters
       return "build_optimizer(named, MAX_NORM, NORM_TYPE)";
+    case "deepspeed_engine": // the support module's Bf16Engine (copied into the script), built once: both steps use it
+      return "bf16_engine(named)";
     case "max_norm":
       return "MAX_NORM";
     case "norm_type":
@@ -310,6 +318,7 @@ function renderCallParts(c: Convention, opts: RenderOptions): { code: string; us
   if (usesMpu) helpers.push(...MPU);
   if (g.used.has("fsdp1_module")) helpers.push(...FSDP1_ROOT, ...(opts.readsGrads !== false ? FSDP1_WRITE_BACK : []));
   if (g.used.has("zero_optimizer")) helpers.push(...ZERO_ROOT, ...(opts.readsGrads !== false ? ZERO_WRITE_BACK : []));
+  if (g.used.has("deepspeed_engine")) helpers.push(...BF16_ENGINE);
   const inspect = [
     ...(body.some((l) => l.includes("inspect.signature")) ? ["import inspect"] : []),
     ...(g.instances.size || usesMpu ? ["import functools"] : []),
@@ -384,6 +393,16 @@ const FSDP1_WRITE_BACK = [
   "@torch.utils._python_dispatch._disable_current_modes()  # copying back is not the clip's communication",
   "def fsdp1_write_back(named):",
   "    fsdp1_root.it.write_back()",
+];
+
+/** DeepSpeed's bf16 engine one step and a backward in (ARG_SOURCES.deepspeed_engine): the support module's Bf16Engine, once. */
+const BF16_ENGINE = [
+  "",
+  "@torch.utils._python_dispatch._disable_current_modes()  # building the engine, its first step and the backward are not the clip's communication",
+  "def bf16_engine(named):  # the engine once: every step of the call uses the same one",
+  '    if not hasattr(bf16_engine, "it"):',
+  "        bf16_engine.it = Bf16Engine(bf16_engine_grads(named), MAX_NORM)",
+  "    return bf16_engine.it.engine",
 ];
 
 /** DeepSpeed's ZeRO-2 optimizer as backward leaves it (only when the convention clips through one; ARG_SOURCES.zero_optimizer). */
@@ -660,7 +679,7 @@ export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult |
   const expertsPresent = plan.some((ps) => ps.some((p) => p.mesh === "sparse"));
   const seen = run ? seenFromRun(run) : seenFromRecord(cell, subject, records);
   const convention = subject.convention;
-  const unsupported = applicability(convention, { layout, normType: cell.normType, regime: cell.regime, errorIfNonfinite });
+  const unsupported = applicability(convention, { layout, normType: cell.normType, regime: cell.regime, errorIfNonfinite, dtype: cell.dtype });
   // a configuration the framework's trainer never builds: a failure there is not one its maintainers would take
   const outside = subject.framework ? outsideConfigurations(subject.framework, { ...cell, errorIfNonfinite }) : null;
   // Minimised (unless --full): a failure of the layout alone, in a regime of finite gradients, on a configuration
@@ -680,7 +699,7 @@ export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult |
   // The framework's support module, verbatim, when the script uses it: its meshes (MESHES), its root (FSDP1) or the
   // object it builds (torchrec's GradientClippingOptimizer).
   const sup = subject.framework ? supportText(subject.framework.name) : null;
-  const embed = sup !== null && (/^MESHES = /m.test(sup.text) || used.has("fsdp1_module") || used.has("torchrec_optimizer"));
+  const embed = sup !== null && (/^MESHES = /m.test(sup.text) || used.has("fsdp1_module") || used.has("torchrec_optimizer") || used.has("deepspeed_engine"));
   const supportCode = !embed
     ? "MESHES = {}  # the parameters' meshes: one dimension per axis of size > 1"
     : [
@@ -740,7 +759,7 @@ export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult |
       : [`N_LAYERS, TIES = ${model.nLayers}, ${tiesCode}`, ...modelCode(model)]),
   ].join("\n");
 
-  const fileName = `repro-${id.replace(/[^A-Za-z0-9_.-]+/g, "-").replace(/^-+|-+$/g, "")}.py`;
+  const fileName = reproFileName(id);
   const doc = docText({
     ...{ cell, layout, world, model: model.name, regime: cell.regime, maxNorm, errorIfNonfinite, subject, target, unsupported, outside, seen },
     ...{ reference: reference.totalNorm, fileName, checks: ALL_CHECKS.filter((c) => checks.has(c)) },

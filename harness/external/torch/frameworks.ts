@@ -22,6 +22,7 @@ import { getModel } from "../../model/models.ts";
 import { stageOfParam } from "../../model/plan.ts";
 import { regimeSpec } from "../../gradients/regimes.ts";
 import type { Case } from "../../spec/cell.ts";
+import type { DType } from "../../subject/api.ts";
 import { ADAPTER_DIR } from "./options.ts";
 import { conventionSchema, type Arg, type Convention } from "./protocol.ts";
 import { parseJsonText } from "../../util/json-file.ts";
@@ -95,10 +96,11 @@ export const frameworkSchema = z.strictObject({
    * largest whole parameter the rank holds (an engine that flattens parameters partitions its own way), or of
    * the rank's largest flat parameter shard (FSDP1: each wrapped block's parameters concatenated and split over
    * dp_shard), plus 1 MiB; `why` quotes the source. Still far below a replica of every gradient, which
-   * memory.peak is for.
+   * memory.peak is for; except "rank's parameters": a copy of every parameter the rank holds (a mixed-precision
+   * optimizer's float32 master gradients), for a framework that keeps every gradient whole on every rank anyway.
    */
   scratch: z
-    .strictObject({ bytesPerElement: z.number().int().positive(), of: z.enum(["local shard", "parameter", "flat parameter shard"]), why: z.string().min(1) })
+    .strictObject({ bytesPerElement: z.number().int().positive(), of: z.enum(["local shard", "parameter", "flat parameter shard", "rank's parameters"]), why: z.string().min(1) })
     .optional(),
   /**
    * docs/frameworks.md's one-line explanation of a failure cause (harness/external/frameworks-run.ts
@@ -211,9 +213,10 @@ function usesArg(c: Convention, source: string): boolean {
  * parameters decide (a framework without a norm_type parameter clips by the 2-norm, one without
  * error_if_nonfinite never raises on request), and the mesh axes the convention's inputs can be built over.
  */
-export function applicability(c: Convention, cell: { layout: Layout; normType: number; regime: string; errorIfNonfinite: boolean }): string | null {
+export function applicability(c: Convention, cell: { layout: Layout; normType: number; regime: string; errorIfNonfinite: boolean; dtype?: DType }): string | null {
   const beyond = axesBeyond(cell.layout, c.axes);
   if (beyond.length) return `its inputs are built over ${c.axes!.join(" x ")} only, and the layout has ${beyond.map((a) => `${a}(${cell.layout[a]})`).join(", ")}`;
+  if (c.dtypes && cell.dtype && !c.dtypes.includes(cell.dtype)) return `its inputs are built in ${c.dtypes.join("/")} only, and the cell is ${cell.dtype}`;
   if (c.normTypes !== "any") {
     const ok = c.normTypes.some((n) => (n === "inf" ? cell.normType === Infinity : n === cell.normType));
     if (!ok) return `its clip takes no norm_type: it computes the ${c.normTypes.join("/")}-norm only, and the cell asks for ${cell.normType === Infinity ? "inf" : cell.normType}`;

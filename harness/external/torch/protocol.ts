@@ -101,6 +101,11 @@ export const ARG_SOURCES = {
     "param_to_pgs mapping each parameter sharded over some mesh dimensions of more than one rank to those dimensions' process groups " +
     "(what 2D/n-D model parallelism hands torchrec), replicated-only and plain parameters left out (torchrec treats them as replicated; " +
     "adapters/torch/support/fw_torchrec.py)",
+  deepspeed_engine:
+    "DeepSpeed's engine with bf16 and no ZeRO (deepspeed.initialize, gradient_clipping = max_norm, SGD(lr=0) the client optimizer) over " +
+    "a module of bf16 parameters shaped as the rank's whole gradients, whose loss has exactly the cell's gradients; one whole step " +
+    "(engine(batch), engine.backward, engine.step) and the next step's forward and backward done: what is left is engine.step(). The client " +
+    "optimizer's step copies the float32 gradients it is handed into the cell's gradients (adapters/torch/support/fw_deepspeed_engine.py)",
   max_norm: "the cell's max_norm (float)",
   norm_type: "the cell's norm type (float; math.inf for inf)",
   error_if_nonfinite: "the cell's error_if_nonfinite (bool)",
@@ -137,7 +142,7 @@ export const callSchema = z.strictObject({
       z.literal("none"),
       z.literal("unused"),
       z.strictObject({ factory: target, kwargs: z.record(z.string().regex(IDENT_RE), argSchema).default({}) }),
-      z.strictObject({ arg: z.enum(["zero_optimizer", "torchrec_optimizer"]) }),
+      z.strictObject({ arg: z.enum(["zero_optimizer", "torchrec_optimizer", "deepspeed_engine"]) }),
     ])
     .default("none"),
   args: z.array(argSchema).default([]),
@@ -182,6 +187,8 @@ export const conventionSchema = z.strictObject({
   axes: z.array(z.enum(LAYOUT_AXES)).optional(),
   /** The norm types the framework's clip can be asked for; other cells are not applicable. */
   normTypes: z.union([z.literal("any"), z.array(normType).min(1)]).default("any"),
+  /** The gradient dtypes the adapter can build the convention's inputs in (an engine built for one precision); unset: any. */
+  dtypes: z.array(z.enum(["f32", "bf16", "f16"])).optional(),
 });
 export type Convention = z.infer<typeof conventionSchema>;
 

@@ -71,10 +71,12 @@ export async function reproduceListedFailures(
   data: FrameworksData,
   python: string,
   onCell?: (id: string, repro: NonNullable<FrameworkCellRecord["repro"]>, run: ReproRun) => void,
+  frameworks?: readonly string[],
 ): Promise<{ reproduced: number; of: number }> {
   const dir = mkdtempSync(join(tmpdir(), "clip-parity-repros-"));
   let reproduced = 0;
-  const failures = listedFailures(data);
+  // only these frameworks' failures (the others keep the `repro` their own run recorded)
+  const failures = listedFailures(data).filter((f) => !frameworks || frameworks.includes(f.framework));
   try {
     for (const { rec, id } of failures) {
       for (const full of [false, true]) {

@@ -19,11 +19,12 @@ import { axisIndex, coordsOf, meshOf, type AxisName } from "../../layout/mesh.ts
 import type { ValidLayout } from "../../layout/layout.ts";
 import { DEFAULT_SCRATCH_SLACK_BYTES } from "../../spec/cell.ts";
 import type { CollectiveKind, CommRecord, DType, ExternalCell, ExternalRun, ParamView, Subject, Tensor, ToleranceClass } from "../../subject/api.ts";
-import { applicability, FRAMEWORK_NAME_RE, getFramework, plainConvention, type Framework } from "./frameworks.ts";
+import { applicability, FRAMEWORK_NAME_RE, getFramework, outsideConfigurations, plainConvention, type Framework } from "./frameworks.ts";
 import { ADAPTER, SETUP_HINT, torchOptionsFromEnv, type TorchOptions } from "./options.ts";
 import { PROTOCOL_VERSION, TARGET_RE, type ClipJob, type Convention, type JobParam, type Result } from "./protocol.ts";
 import { environmentFor, NODEPS_REQUIREMENTS, normalizeName, PINNED_REQUIREMENTS, requirementPins, specPins, type Pin, type ReleaseEnvironment } from "./environments.ts";
 import { AdapterStartError, groupsOutOfStep, pythonPath, sessionFor, type TorchSession } from "./session.ts";
+import { causeVerdict, isCollectiveTimeout } from "../causes.ts";
 
 export { closeTorchSessions } from "./session.ts";
 export { PROJECT_ROOT } from "./options.ts";
@@ -174,11 +175,6 @@ function whereRaised(traceback: string[]): string {
   return frames.length ? ` (at ${frames.slice(-3).reverse().join(" < ")})` : "";
 }
 
-/** c10d's words for a collective a rank waited in past its timeout (gloo "Timed out waiting", NCCL "timeout"). */
-export const COLLECTIVE_TIMEOUT_RE = /timed? ?out|timeout/i;
-
-/** A rank's error that is c10d's timeout of a collective it waited in (collectiveTimeoutS): the hang itself, not a raise. */
-export const isCollectiveTimeout = (msg: string) => COLLECTIVE_TIMEOUT_RE.test(msg);
 
 /**
  * The adapter builds DTensors from Shard and Replicate placements only (torch Partial is not
@@ -272,7 +268,7 @@ async function runExternal(subject: TorchSubject, x: ExternalCell): Promise<Exte
   if (backend.isMeta) return fail("the meta backend holds no gradient values: torch subjects run on the cpu backend", null);
   const regime = x.cell.regime;
   // a cell the adapter cannot build is skipped with the reason, as one the convention cannot be asked (the run goes on)
-  const na = partialPlacement(x.params.flat()) ?? applicability(subject.convention, { layout, normType: x.normType, regime, errorIfNonfinite: x.errorIfNonfinite });
+  const na = partialPlacement(x.params.flat()) ?? applicability(subject.convention, { layout, normType: x.normType, regime, errorIfNonfinite: x.errorIfNonfinite, dtype: x.cell.dtype });
   if (na) {
     log.notApplicable = na;
     return { ...fail(`NotApplicable: ${subject.name}: ${na}`, null), notApplicable: na };
@@ -402,9 +398,12 @@ export function declaredScratch(fw: Framework | null, params: ExternalCell["para
   const s = fw?.scratch;
   if (!s) return {};
   const elements = (p: ParamView) => product(s.of === "parameter" ? p.globalShape : p.block.len);
-  const largest = (views: readonly ParamView[]) => (s.of === "flat parameter shard" ? largestFlatShard(views, shardOver) : Math.max(0, ...views.map(elements)));
+  const largest = (views: readonly ParamView[]) =>
+    s.of === "flat parameter shard" ? largestFlatShard(views, shardOver)
+    : s.of === "rank's parameters" ? views.reduce((sum, v) => sum + product(v.block.len), 0)
+    : Math.max(0, ...views.map(elements));
   const bytes = params.map((views) => largest(views) * s.bytesPerElement + DEFAULT_SCRATCH_SLACK_BYTES);
-  return { scratchBudget: { bytes, rule: `${fw!.name} declares a ${s.bytesPerElement}-byte copy of its largest ${s.of} + 1 MiB: ${s.why}` } };
+  return { scratchBudget: { bytes, rule: `${fw!.name} declares a ${s.bytesPerElement}-byte copy of ${s.of === "rank's parameters" ? "every parameter the rank holds" : `its largest ${s.of}`} + 1 MiB: ${s.why}` } };
 }
 
 /**
@@ -479,6 +478,8 @@ export function loadTorchSubject(spec: string, overrides: Partial<TorchOptions> 
       throw new Error(`${spec} runs in Python through the PyTorch adapter (Subject.external); it has no in-process clip`);
     },
     external: (cell) => runExternal(subject, cell),
+    verdictOf: (r) =>
+      causeVerdict(r, framework?.explain ?? {}, framework ? outsideConfigurations(framework, { ...r.cell, errorIfNonfinite: r.errorIfNonfinite, regime: r.cell.regime }) : null),
   };
   return subject;
 }
