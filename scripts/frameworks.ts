@@ -10,7 +10,7 @@ import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { writeFileAtomic } from "../harness/util/fs.ts";
-import { caseKey, formatFrameworksData, runFrameworks, type FrameworksData } from "../harness/external/frameworks-run.ts";
+import { caseKey, casesFor, formatFrameworksData, runFrameworks, type FrameworksData } from "../harness/external/frameworks-run.ts";
 import { renderFrameworks } from "./docs/frameworks-page.ts";
 import { frameworkCases } from "../matrix/frameworks.ts";
 import { loadFrameworks } from "../harness/external/torch/frameworks.ts";
@@ -47,7 +47,8 @@ async function main(): Promise<number> {
     process.stdout.write(`wrote ${join(out, "frameworks.md")} from ${join(out, "frameworks.json")}\n`);
     return 0;
   }
-  const known = [...loadFrameworks().keys()];
+  const declared = loadFrameworks();
+  const known = [...declared.keys()];
   const names = v.frameworks ? v.frameworks.split(",").map((s) => s.trim()) : known;
   const unknown = names.filter((n) => !known.includes(n));
   if (unknown.length) {
@@ -61,7 +62,7 @@ async function main(): Promise<number> {
   }
   // --filter: a part of the cells only (for trying a framework file out); the page then covers those cells.
   const cases = frameworkCases().filter((c) => !v.filter || caseKey(c).includes(v.filter));
-  const total = cases.length * names.length;
+  const total = names.reduce((n, name) => n + casesFor(declared.get(name)!, cases).length, 0);
   let done = 0;
   const started = performance.now();
   const { data, timing } = await runFrameworks(names, cases, { cellTimeoutS: timeout }, {

@@ -163,6 +163,22 @@ export interface Timing {
 }
 
 /**
+ * The cases a framework runs. An adapter that builds a framework's inputs in one precision only (an engine
+ * built for bf16: its convention's `dtypes`) would leave every float32 case not built and the framework
+ * untested, so it runs each case in its first dtype instead, each resulting case once.
+ */
+export function casesFor(fw: Framework, cases: readonly Case[]): Case[] {
+  const dtypes = fw.convention.dtypes;
+  if (!dtypes) return [...cases];
+  const out = new Map<string, Case>();
+  for (const c of cases) {
+    const as = dtypes.includes(c.dtype) ? c : { ...c, dtype: dtypes[0]! };
+    if (!out.has(caseKey(as))) out.set(caseKey(as), as);
+  }
+  return [...out.values()];
+}
+
+/**
  * Runs every (framework, case). Each framework runs in a torchrun session of its own (one per world size, cells
  * going world size by world size); a framework that does not import is recorded with its error and runs nothing.
  */
@@ -214,7 +230,7 @@ export async function runFrameworks(
       for (const s of order) {
         const fw = s.framework!;
         const cannot = cannotRunOn(fw, "cpu");
-        for (const c of cases.filter((x) => worldSize(x.layout) === world)) {
+        for (const c of casesFor(fw, cases).filter((x) => worldSize(x.layout) === world)) {
           if (cannot) {
             const rec = notRunRecord(c, cannot);
             const per = results.get(fw.name) ?? new Map();
@@ -258,7 +274,8 @@ export async function runFrameworks(
   }
   for (const [name, rec] of records) {
     const per = results.get(name);
-    if (per) rec.cells = cases.map((c) => per.get(caseKey(c))!).filter(Boolean);
+    const fw = all.get(name)!;
+    if (per) rec.cells = casesFor(fw, cases).map((c) => per.get(caseKey(c))!).filter(Boolean);
   }
   return {
     data: { native, torch, backend: "cpu (gloo)", cellTimeoutS: options.cellTimeoutS ?? 180, threads: ompThreads("1"), frameworks: [...records.values()] },

@@ -62,8 +62,11 @@ export async function planSubject(input: PlanJobInput, subject: Subject): Promis
   };
 }
 
-/** A meta run at the scale of thousands of ranks takes long: the default limit is an hour per subject phase. */
-export const PLAN_TIMEOUT_MS = 3_600_000;
+/**
+ * The default limit per subject phase, as `run`'s: a meta run of 256 ranks plans in seconds, and a subject that hangs
+ * should fail its row within a minute, not an hour (`--timeout-s` raises it for larger worlds).
+ */
+export const PLAN_TIMEOUT_MS = DEFAULT_TIMEOUT_MS;
 
 /**
  * Runs each subject once on the meta backend (shapes and bytes, no values), each in a worker of the

@@ -227,6 +227,16 @@ function timeSection(d: FrameworksData): string[] {
  * The page: summary, then per framework its causes, failed checks with one message each, and every cell.
  * `explain`: per framework, its file's explanations of causes (loadFrameworks by default).
  */
+/** The frameworks whose adapter builds inputs in one precision, read from their cells: each ran every case in it. */
+function onePrecision(d: FrameworksData): string {
+  const only = d.frameworks.flatMap((f) => {
+    const dtypes = new Set(f.cells.map((c) => c.case.split("/")[2]));
+    return f.cells.length && dtypes.size === 1 && !dtypes.has("f32") ? [`${f.name} (${[...dtypes][0]})`] : [];
+  });
+  if (!only.length) return "";
+  return ` The adapter builds ${only.join(", ")} in one precision only, so each case runs there in that dtype (harness/external/frameworks-run.ts \`casesFor\`).`;
+}
+
 export function renderFrameworks(d: FrameworksData, explain: Record<string, Record<string, string>> = explanations()): string {
   const o: string[] = [];
   o.push("# Real frameworks under clip-parity");
@@ -238,7 +248,8 @@ export function renderFrameworks(d: FrameworksData, explain: Record<string, Reco
     `Each framework's clip, called the way its trainer calls it (adapters/torch/frameworks/*.json; \`clip-parity list subjects\`), ` +
       `on ${d.cases.gpu4} gpu4 cells and ${d.cases.distinctShapes} cells of the cpu matrix's distinct shapes (each cpu layout that gpu4 lacks, ` +
       `both debug models, float32, norm 2, active), on the cpu backend: torch ${d.torch}, ${d.backend}, OMP_NUM_THREADS=${d.threads}, ` +
-      `a cell that takes more than ${d.cellTimeoutS} s is a hang. Versions are pinned in adapters/torch/requirements*.txt.`,
+      `a cell that takes more than ${d.cellTimeoutS} s is a hang. Versions are pinned in adapters/torch/requirements*.txt.` +
+      onePrecision(d),
   );
   o.push("");
   o.push(

@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { main as cli } from "../../cli/main.ts";
-import { caseKey, CI_SUBSET, runFrameworks, type FrameworkCellRecord, type FrameworksData } from "../../harness/external/frameworks-run.ts";
+import { caseKey, casesFor, CI_SUBSET, runFrameworks, type FrameworkCellRecord, type FrameworksData } from "../../harness/external/frameworks-run.ts";
 import { causesOf, highestSeverity, rootCause, SEVERITY_SCALE } from "../../harness/external/causes.ts";
 import { foldCells, kindOf, naKind, renderFrameworks } from "../../scripts/docs/frameworks-page.ts";
 import { frameworkCases } from "../../matrix/frameworks.ts";
@@ -179,6 +179,16 @@ describe("framework files", () => {
     expect(cannotRunOn(titan, "cpu")).toBeNull();
   });
 
+  it("run every case in the one precision their adapter builds, when it builds one only (an engine built for bf16)", () => {
+    const all = frameworkCases();
+    const engine = casesFor(getFramework("deepspeed-engine"), all);
+    expect(new Set(engine.map((c) => c.dtype))).toEqual(new Set(["bf16"]));
+    // each float32 case becomes its bf16 twin, once: a case that already had a bf16 twin is not run twice
+    const twins = new Set(all.map((c) => caseKey({ ...c, dtype: "bf16" })));
+    expect(engine.map(caseKey).sort()).toEqual([...twins].sort());
+    expect(casesFor(getFramework("torch"), all).map(caseKey)).toEqual(all.map(caseKey));
+  });
+
   it("render as plain Python calls, the way the trainer makes them", () => {
     const tf = renderCall(getFramework("transformers").convention, { foreach: null, expertsPresent: true });
     expect(tf).toMatch(/if has_mixed_dtensor\(q\.grad for q in P if q\.grad is not None\):/);
@@ -284,6 +294,7 @@ describe("docs/frameworks.md", () => {
   });
 
   it("runs the scripts of the failures in a framework's configurations only, and says which did not reproduce", () => {
+    const [A, B, C, D, E] = ["single", "pp2", "tp2", "cp2", "dp_shard2"].map((l) => `${l}/llama3-debug/f32/n2/active/s0`);
     const cell = (c: string, status: FrameworkCellRecord["status"], more: Partial<FrameworkCellRecord> = {}): FrameworkCellRecord => ({ case: c, status, failed: status === "fail" ? ["parity.norm"] : [], messages: {}, causes: [], paths: [], ...more });
     const data: FrameworksData = {
       ...committed(),
@@ -294,19 +305,19 @@ describe("docs/frameworks.md", () => {
           version: "1",
           description: "d",
           trainer: "t",
-          cells: [cell("a", "fail"), cell("b", "fail", { outside: "no pp" }), cell("c", "pass"), cell("d", "n/a"), cell("e", "fail")],
+          cells: [cell(A, "fail"), cell(B, "fail", { outside: "no pp" }), cell(C, "pass"), cell(D, "n/a"), cell(E, "fail")],
         },
       ],
     };
-    expect(listedFailures(data).map((x) => x.id)).toEqual(["torch:fw/a", "torch:fw/e"]);
+    expect(listedFailures(data).map((x) => x.id)).toEqual([`torch:fw/${A}`, `torch:fw/${E}`]);
     const row = (d: FrameworksData) => renderFrameworks(d, { fw: {} }).split("\n").find((l) => l.startsWith("| fw |"))!;
-    expect(row(data)).toContain("| 2 | not checked |");
+    expect(row(data)).toContain("| 2 (2 / 0 / 0) | not checked |");
     data.frameworks[0]!.cells[0]!.repro = { lines: 120, reproduced: true, failed: ["parity.norm"] };
     data.frameworks[0]!.cells[4]!.repro = { lines: 140, reproduced: false, failed: [] };
-    expect(row(data)).toContain("| 2 | 1 of 2 |");
+    expect(row(data)).toContain("| 2 (2 / 0 / 0) | 1 of 2 |");
     const page = renderFrameworks(data, { fw: {} });
     expect(page).toContain("Reproduced standalone: 1 of 2 failures (scripts of 140 lines at most).");
-    expect(page).toContain("Not reproduced by their scripts (1): `e`.");
+    expect(page).toContain(`Not reproduced by their scripts (1): \`${E}\`.`);
   });
 
   it("counts a script as reproducing a failure only when it fails the same checks (those a script implements), or hangs as it did", () => {
@@ -332,8 +343,9 @@ describe("docs/frameworks.md", () => {
         .map((m) => [m[1]!, m[2]!]),
     );
     expect(data.frameworks.map((f) => f.name).sort()).toEqual([...loadFrameworks().keys()].sort());
-    const cases = frameworkCases().map(caseKey);
+    const declared = loadFrameworks();
     for (const f of data.frameworks) {
+      const cases = casesFor(declared.get(f.name)!, frameworkCases()).map(caseKey);
       if (pins[f.package] === undefined) {
         // not installable over the pinned torch (torchrec: its kernels are built for one older torch): recorded with
         // why it did not import, run at its releases by `--with` and docs/history.md

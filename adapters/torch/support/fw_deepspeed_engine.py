@@ -92,13 +92,14 @@ class _CopyingSGD(torch.optim.SGD):
 
 def bf16_engine_grads(named: list) -> list:
     """The local gradient of every parameter that has one, refused unless each is whole on the rank (one rank, or
-    Replicate over every mesh dimension): the engine without ZeRO all-reduces whole gradients."""
+    Replicate over every mesh dimension of more than one rank): the engine without ZeRO all-reduces whole gradients."""
     out = []
     for fqn, p in named:
         if p.grad is None:
             continue
         if isinstance(p.grad, DTensor):
-            if any(not isinstance(pl, Replicate) for pl in p.grad.placements):
+            mesh = p.grad.device_mesh
+            if any(not isinstance(pl, Replicate) and mesh.size(i) > 1 for i, pl in enumerate(p.grad.placements)):
                 raise ValueError(f"{fqn}: DeepSpeed's engine without ZeRO holds whole gradients on every data-parallel rank, this one is placed {list(p.grad.placements)}")
             out.append(p.grad.to_local())
         else:
