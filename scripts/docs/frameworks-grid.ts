@@ -3,6 +3,7 @@
  * classes that have hit every framework against the frameworks (pass / fail / n/a / not run), each entry linking
  * the framework's cells. Both read only the committed data and the frameworks' explain entries.
  */
+import { loadHistoryRows, type HistoryRow } from "../../harness/external/torch/history.ts";
 import { parseLayout } from "../../harness/layout/layout.ts";
 import { getModel } from "../../harness/model/models.ts";
 import { stageOfParam } from "../../harness/model/plan.ts";
@@ -109,12 +110,13 @@ export function gridSection(d: FrameworksData, explain: Record<string, Record<st
  * One line per framework, in words: what works (passes in its configurations), what fails (by severity, with its
  * causes), what was not run or built and why.
  */
-export function verdictLines(d: FrameworksData, explain: Record<string, Record<string, string>>): string[] {
+export function verdictLines(d: FrameworksData, explain: Record<string, Record<string, string>>, rows: readonly HistoryRow[] = loadHistoryRows()): string[] {
   const o = ["", "## Verdicts", ""];
   for (const f of d.frameworks) {
     const name = `[**${f.name}**](${sectionAnchor(f)})`;
+    const shipped = historyLinks(f.name, rows);
     if (f.version === null) {
-      o.push(`- ${name}: not run: it does not import over the pinned torch${f.error?.includes("--with") ? "; its releases run with `--with` (docs/history.md)" : ""}.`);
+      o.push(`- ${name}: not run: it does not import over the pinned torch${f.error?.includes("--with") ? "; its releases run with `--with` (docs/history.md)" : ""}.${shipped}`);
       continue;
     }
     const ex = explain[f.name] ?? {};
@@ -143,9 +145,16 @@ export function verdictLines(d: FrameworksData, explain: Record<string, Record<s
       notes ? `${notes} with a performance note only` : "",
       notBuilt ? `${notBuilt} not built or not askable (n/a)` : "",
     ].filter(Boolean);
-    o.push(`- ${name} (${f.package} ${f.version}): ${head}${rest.length ? `; ${rest.join(", ")}` : ""}.`);
+    o.push(`- ${name} (${f.package} ${f.version}): ${head}${rest.length ? `; ${rest.join(", ")}` : ""}.${shipped}`);
   }
   return o;
+}
+
+/** Where a framework has rows in docs/history.md: its shipped bugs, each linking its row there. */
+function historyLinks(framework: string, rows: readonly HistoryRow[]): string {
+  const mine = rows.filter((r) => r.subject === `torch:${framework}`);
+  if (!mine.length) return "";
+  return ` Shipped bugs run on the releases that shipped and fixed them (docs/history.md): ${mine.map((r) => `[${r.id}](history.md#${r.id})`).join(", ")}.`;
 }
 
 /** The distinct causes of some cells of one severity, with each one's upstream status when known. */

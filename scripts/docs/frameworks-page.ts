@@ -315,7 +315,6 @@ export function renderFrameworks(d: FrameworksData, explain: Record<string, Reco
   o.push(...verdictLines(d, explain));
   o.push(...gridSection(d, explain));
   o.push(...rootCauseSection(d, explain));
-  o.push(...timeSection(d));
   for (const f of d.frameworks) {
     o.push("");
     o.push(`## ${f.name}${f.version ? ` (${f.package} ${f.version})` : ""}`);
@@ -422,6 +421,8 @@ export function renderFrameworks(d: FrameworksData, explain: Record<string, Reco
     o.push("");
     o.push("</details>");
   }
+  // the harness's own timing, below the fold: a reader of the verdicts does not need it first
+  o.push(...timeSection(d));
   return o.join("\n") + "\n";
 }
 

@@ -730,4 +730,17 @@ describe("docs/frameworks.md: root causes, severities and what is not a failure"
     expect(md).toContain("| ds | ds 1 | 1 | 0 (all 1 passes vacuous) |");
     expect(md).toContain("Every pass is vacuous: these cells show nothing of its clip passing.");
   });
+
+  it("links a framework's shipped bugs in docs/history.md from its verdict line, and keeps the harness's timing below the fold", () => {
+    const md = readFileSync(join(PROJECT_ROOT, "docs", "frameworks.md"), "utf8");
+    const line = (name: string) => md.split("\n").find((l) => l.startsWith(`- [**${name}**]`))!;
+    expect(line("torchtitan")).toContain("[torchtitan-ep-empty-non-expert](history.md#torchtitan-ep-empty-non-expert)");
+    expect(line("deepspeed-engine")).toContain("[deepspeed-bf16-no-zero-loss-scale](history.md#deepspeed-bf16-no-zero-loss-scale)");
+    expect(line("accelerate")).not.toContain("history.md");
+    const history = readFileSync(join(PROJECT_ROOT, "docs", "history.md"), "utf8");
+    for (const [, id] of md.matchAll(/\]\(history\.md#([\w-]+)\)/g)) expect(history, id).toContain(`\n## ${id}\n`);
+    const sections = [...md.matchAll(/^## (.+)$/gm)].map((m) => m[1]!);
+    expect(sections.slice(0, 3)).toEqual(["Verdicts", "Bug classes", "Root causes"]);
+    expect(sections.at(-1)).toBe("Time per cell");
+  });
 });
