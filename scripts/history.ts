@@ -14,7 +14,8 @@ import { parseArgs } from "node:util";
 import { historyRunners } from "../cli/history.ts";
 import { defaultEnvironmentOptions, registryVersions, releaseEnvironment } from "../harness/external/torch/environments.ts";
 import { loadHistoryRows, resolveHistoryRow, runHistoryRow, type HistoryRow, type RowOutcome } from "../harness/external/torch/history.ts";
-import { listFrameworkSubjects } from "../harness/external/torch/frameworks.ts";
+import { listFrameworkSubjects, loadFrameworks, type Framework } from "../harness/external/torch/frameworks.ts";
+import { caseKey, casesFor } from "../harness/external/frameworks-run.ts";
 import { PROJECT_ROOT, torchOptionsFromEnv } from "../harness/external/torch/options.ts";
 import { probeTorch } from "../harness/external/torch/subject.ts";
 import { parseCellId } from "../harness/external/torch/export.ts";
@@ -37,6 +38,14 @@ export function torchrecCompanions(version: string): string[] {
 }
 
 export const SMOKE_CELL = "single/llama3-debug/f32/n2/active/s0";
+
+/** The smoke cell as a framework runs it: in the one dtype its adapter builds, if it builds one only (casesFor). */
+export function smokeCellOf(fw: Framework | undefined): string {
+  if (!fw) return SMOKE_CELL;
+  const c = { ...parseCellId(`torch:x/${SMOKE_CELL}`), subject: "" };
+  const [as] = casesFor(fw, [c]);
+  return caseKey(as!);
+}
 
 /** The folders whose committed trees decide a release's verdict: the cache of verdicts is keyed by them. */
 const VERDICT_CODE = ["harness", "adapters", "native", "cli", "matrix"];
@@ -165,8 +174,12 @@ async function tryReleases(
   const trees = execFileSync("git", ["rev-parse", ...VERDICT_CODE.map((d) => `HEAD:${d}`)], { cwd: PROJECT_ROOT, encoding: "utf8" });
   const codeKey = createHash("sha256").update(trees).digest("hex").slice(0, 12);
   mkdirSync(cacheDir, { recursive: true });
+  const declared = loadFrameworks();
   for (const w of wanted) {
-    const key = join(cacheDir, `${codeKey}-${w.framework}-${w.pins.join("_").replace(/[^A-Za-z0-9._=-]/g, "_")}.json`);
+    const cell = smokeCellOf(declared.get(w.framework));
+    // the cell is part of what decides the verdict: a framework run in another dtype keys it too
+    const onCell = cell === SMOKE_CELL ? "" : `-${cell}`;
+    const key = join(cacheDir, `${codeKey}-${w.framework}-${w.pins.join("_")}${onCell}`.replace(/[^A-Za-z0-9._=-]/g, "_") + ".json");
     if (existsSync(key)) {
       onRecord(JSON.parse(readFileSync(key, "utf8")) as ReleaseRecord);
       continue;
@@ -176,7 +189,7 @@ async function tryReleases(
       onRecord({ framework: w.framework, pins: w.pins, verdict: `not tried: the run's --releases-budget-s (${budgetS} s) was spent`, versions: {}, environment: null });
       continue;
     }
-    const rec: ReleaseRecord = { framework: w.framework, pins: w.pins, verdict: "", versions: {}, environment: null };
+    const rec: ReleaseRecord = { framework: w.framework, pins: w.pins, verdict: "", versions: {}, environment: null, ...(onCell ? { cell } : {}) };
     if (!known.has(w.framework)) rec.verdict = `not run: no adapters/torch/frameworks/${w.framework}.json`;
     else if (w.pins.some((p) => p.endsWith("==?"))) rec.verdict = "not run: the registry lists no releases";
     else {
@@ -187,9 +200,12 @@ async function tryReleases(
         rec.versions = { ...(s.release?.record.versions ?? {}), torch: s.info.torch };
         rec.environment = s.release?.record.kind ?? "pinned";
         try {
-          const [r] = await run([{ ...parseCellId(`${spec}/${SMOKE_CELL}`), subject: spec }]);
+          const [r] = await run([{ ...parseCellId(`${spec}/${cell}`), subject: spec }]);
           const failed = r!.checks.filter((c) => c.status === "fail");
-          rec.verdict = failed.length ? `fail ${failed.map((c) => c.id).join(", ")}: ${failed[0]!.message.split("\n")[0]!.slice(0, 200)}` : "pass";
+          if (failed.length) rec.verdict = `fail ${failed.map((c) => c.id).join(", ")}: ${failed[0]!.message.split("\n")[0]!.slice(0, 200)}`;
+          // a cell it cannot be asked (every check skipped) is no pass
+          else if (r!.checks.every((c) => c.status === "skip")) rec.verdict = `not run: ${(r!.checks[0]?.message ?? "").split("\n")[0]!.slice(0, 200)}`;
+          else rec.verdict = "pass";
         } finally {
           if (s.release) releaseEnvironment(s.release.dir);
         }

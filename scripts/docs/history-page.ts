@@ -14,6 +14,8 @@ export interface ReleaseRecord {
   versions: Record<string, string>;
   /** overlay (over the pinned torch) or own. */
   environment: string | null;
+  /** The cell it ran when not the smoke cell itself: the smoke cell in the one dtype the adapter builds the framework in. */
+  cell?: string;
 }
 
 export interface HistoryData {
@@ -121,7 +123,7 @@ export function renderHistory(data: HistoryData, rows: readonly HistoryRow[] = l
       "",
       "| framework | release | environment | verdict |",
       "|---|---|---|---|",
-      ...data.releases.map((x) => `| ${x.framework} | ${releaseOf(x.pins)} | ${x.environment ? `${x.environment}, torch ${x.versions.torch ?? "?"}` : "none"} | ${esc(x.verdict)} |`),
+      ...data.releases.map((x) => `| ${x.framework} | ${releaseOf(x.pins)} | ${x.environment ? `${x.environment}, torch ${x.versions.torch ?? "?"}` : "none"} | ${esc(x.verdict)}${x.cell ? ` (on \`${x.cell}\`: its adapter builds that dtype only)` : ""} |`),
     );
   }
   out.push(
