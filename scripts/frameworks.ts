@@ -41,7 +41,8 @@ async function main(): Promise<number> {
       return 2;
     }
     const data = JSON.parse(readFileSync(file, "utf8")) as FrameworksData;
-    if (v["repros-only"]) await reproduce(data);
+    // --frameworks with --repros-only: those frameworks' scripts only, the others' records kept
+    if (v["repros-only"]) await reproduce(data, v.frameworks?.split(",").map((s) => s.trim()));
     writeFileAtomic(join(out, "frameworks.json"), formatFrameworksData(data));
     writeFileAtomic(join(out, "frameworks.md"), renderFrameworks(data));
     process.stdout.write(`wrote ${join(out, "frameworks.md")} from ${join(out, "frameworks.json")}\n`);

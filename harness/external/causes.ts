@@ -182,6 +182,11 @@ export interface RootCause {
   source: string | null;
   upstream: string;
   severity: CauseSeverity;
+  /**
+   * The shortest Python that shows the cause in one process with the framework alone (`<key>#minimal`), where a few
+   * lines do; null where only the exported script (ranks, a layout) shows it.
+   */
+  minimal: string | null;
 }
 
 /** The explain key that covers a cause key: itself, or a prefix that holds the colon ("raises:IndexError" for "raises:IndexError: ..."). */
@@ -205,6 +210,7 @@ export function rootCause(key: string, explain: Record<string, string> = {}): Ro
     source: attr("source") ?? null,
     upstream: attr("upstream") ?? CAUSE_UPSTREAM[key] ?? "not known upstream",
     severity: severity as CauseSeverity,
+    minimal: attr("minimal") ?? null,
   };
 }
 
@@ -230,6 +236,6 @@ export function causeVerdict(r: CellResult, explain: Record<string, string> = {}
   if (!failed.length) return null;
   const keys = causesOf(r);
   const severity = cellSeverity({ failed, causes: keys }, explain) ?? "wrong result";
-  const causes = keys.map((k) => rootCause(k, explain)).map(({ text, source, upstream, severity: s }) => ({ text, source, upstream, severity: s }));
+  const causes = keys.map((k) => rootCause(k, explain)).map(({ text, source, upstream, severity: s, minimal }) => ({ text, source, upstream, severity: s, ...(minimal ? { minimal } : {}) }));
   return { severity, causes, ...(outside ? { outside } : {}) };
 }

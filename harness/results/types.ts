@@ -39,7 +39,8 @@ export interface CheckResult {
  */
 export interface CauseVerdict {
   severity: string;
-  causes: { text: string; source: string | null; upstream: string; severity: string }[];
+  /** `minimal`: the few lines of Python that show the cause in one process, where the framework file gives them. */
+  causes: { text: string; source: string | null; upstream: string; severity: string; minimal?: string }[];
   outside?: string;
 }
 

@@ -158,6 +158,11 @@ function rootCauseSection(d: FrameworksData, explain: Record<string, Record<stri
     const where = r.sources.map((x) => `\`${esc(x)}\``).join("; ") || "-";
     o.push(`| ${esc(r.cause.text)} | ${severityText(r.cause.severity)} | ${r.by.map(([n, k]) => `${n} (${k})`).join(", ")} | ${reproOfCells(r.cells)} | ${where} | ${esc(r.upstreams.join("; "))} |`);
   }
+  // where a few lines in one process show a cause, those lines: what a maintainer pastes first
+  for (const r of sorted.filter((x) => x.cause.minimal)) {
+    const lines = r.cause.minimal!.split("\n");
+    o.push("", `In ${lines.length} line${lines.length === 1 ? "" : "s"}, one process, the framework alone (${r.by.map(([n]) => n).join(", ")}): ${esc(r.cause.text)}.`, "", "```python", ...lines, "```");
+  }
   return o;
 }
 

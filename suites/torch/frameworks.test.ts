@@ -687,7 +687,12 @@ describe("docs/frameworks.md: root causes, severities and what is not a failure"
     expect(rootCause("two-meshes").upstream).not.toMatch(/by design/);
     expect(rootCause("mtp-twice")).toMatchObject({ source: null, upstream: "not known upstream", severity: "wrong result" });
     const ex = { "raises:IndexError": "no gradient", "raises:IndexError#source": "ds/utils.py:clip_grad_norm_", "raises:IndexError#upstream": "known: https://x/1" };
-    expect(rootCause("raises:IndexError: list index out of range", ex)).toMatchObject({ text: "no gradient", source: "ds/utils.py:clip_grad_norm_", upstream: "known: https://x/1", severity: "raise or hang" });
+    expect(rootCause("raises:IndexError: list index out of range", ex)).toMatchObject({ text: "no gradient", source: "ds/utils.py:clip_grad_norm_", upstream: "known: https://x/1", severity: "raise or hang", minimal: null });
+    // a cause's shortest reproduction goes to the page (under Root causes) and to the CLI's cause line
+    const short = rootCause("raises:IndexError: x", { ...ex, "raises:IndexError#minimal": "from ds import f\nf([])  # IndexError" });
+    expect(short.minimal).toBe("from ds import f\nf([])  # IndexError");
+    const page = readFileSync(join(PROJECT_ROOT, "docs", "frameworks.md"), "utf8");
+    expect(page).toContain("```python\nfrom deepspeed.runtime.utils import get_global_norm_of_tensors\nget_global_norm_of_tensors([])");
   });
 
   it("folds a layout's variant cells into one entry, and n/a says whether the framework or the adapter cannot do it", () => {
@@ -730,6 +735,26 @@ describe("docs/frameworks.md: root causes, severities and what is not a failure"
     expect(md).toContain("| ds | ds 1 | 1 | 0 (all 1 passes vacuous) |");
     expect(md).toContain("Every pass is vacuous: these cells show nothing of its clip passing.");
   });
+
+  it.runIf(torch.run)("a cause's shortest reproduction (#minimal) runs in one process with the pinned framework and raises the error its cause names", () => {
+    let seen = 0;
+    for (const [name, fw] of loadFrameworks()) {
+      for (const [key, code] of Object.entries(fw.explain ?? {})) {
+        if (!key.endsWith("#minimal")) continue;
+        seen++;
+        const error = /^(?:raises|hang-raise):(.+)$/.exec(key.slice(0, -"#minimal".length))?.[1];
+        expect(error, `${name} ${key}: a #minimal belongs to a cause that names its error`).toBeDefined();
+        let stderr = "";
+        try {
+          execFileSync(torchOptionsFromEnv().python, ["-c", code], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], timeout: 120_000 });
+        } catch (err) {
+          stderr = String((err as { stderr?: string }).stderr ?? "");
+        }
+        expect(stderr, `${name} ${key}`).toContain(error!);
+      }
+    }
+    expect(seen).toBeGreaterThan(0);
+  }, 300_000);
 
   it("links a framework's shipped bugs in docs/history.md from its verdict line, and keeps the harness's timing below the fold", () => {
     const md = readFileSync(join(PROJECT_ROOT, "docs", "frameworks.md"), "utf8");

@@ -763,7 +763,7 @@ export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult |
   const doc = docText({
     ...{ cell, layout, world, model: model.name, regime: cell.regime, maxNorm, errorIfNonfinite, subject, target, unsupported, outside, seen },
     ...{ reference: reference.totalNorm, fileName, checks: ALL_CHECKS.filter((c) => checks.has(c)) },
-    minimised: minimal ? { kept: kept.length, of: model.params.length, budget: features.has("comm.budget") ? `${new Set(commBudgets).size === 1 ? commBudgets[0] : `[${commBudgets.join(", ")}] by rank`} (${commWhy})` : null } : null,
+    minimised: minimal ? { kept: kept.length, of: model.params.length, gradients: kept.some((p) => regime.hasGrad(p.index)) ? "with random gradients: the layout alone makes this failure" : `with no gradient on any rank (regime ${cell.regime}), which alone makes this failure`, budget: features.has("comm.budget") ? `${new Set(commBudgets).size === 1 ? commBudgets[0] : `[${commBudgets.join(", ")}] by rank`} (${commWhy})` : null } : null,
   });
   // Template lines tagged `#? a b`, and blocks between `#?{ a b` and `#?}`, are kept only when the script makes one of
   // those checks or uses that feature (`!f`: only when it does not); the tags themselves never reach the script.
@@ -828,7 +828,8 @@ function docText(x: {
   fileName: string;
   checks: string[];
   /** A minimised script: parameters kept of the model's, and the collectives' budget per rank when it checks one. */
-  minimised: { kept: number; of: number; budget: string | null } | null;
+  /** `gradients`: what the kept parameters hold, as the header says it (random gradients, or none at all). */
+  minimised: { kept: number; of: number; gradients: string; budget: string | null } | null;
 }): string {
   // "Label:     text", the text wrapped under itself.
   const field = (label: string, text: string) => wrap(text, "", 104).map((l, i) => (i === 0 && label ? `${label}:` : "").padEnd(12) + l);
@@ -866,7 +867,8 @@ function docText(x: {
       ...field(
         "Minimised",
         `${x.minimised.kept} of ${x.model}'s ${x.minimised.of} parameters (the first of each pipeline stage and placement of its gradient) ` +
-          "with random gradients: the layout alone makes this failure. `clip-parity export --full` writes the cell's own gradients and every check.",
+          `${x.minimised.gradients}.` +
+          " `clip-parity export --full` writes the cell's own gradients and every check.",
       ),
       ...field("Expected", `a norm on every rank, no exception${x.minimised.budget ? `; collectives across ranks per rank at most ${x.minimised.budget}` : ""}`),
     );
