@@ -9,8 +9,8 @@ Config:     layout dp_shard2,ep2 (2 ranks), model deepseek-v3-debug, float32 gra
 Cause:      - raises AttributeError: 'Tensor' object has no attribute 'full_tensor' (at utils.py:516
             _clip_grad_norm_with_ep < _contextlib.py:158 no_grad < utils.py:438 clip_gra
 Minimised:  2 of deepseek-v3-debug's 100 parameters (the first of each pipeline stage and placement of its gradient)
-            with random gradients: the layout alone makes this failure. `clip-parity export --full` writes the
-            cell's own gradients and every check.
+            with no gradient on any rank (regime empty), which alone makes this failure. `clip-parity export --full`
+            writes the cell's own gradients and every check.
 Expected:   a norm on every rank, no exception
 Got:        errors.raised: rank 0 raised on a cell that asks for no error (reference norm 0, error_if_nonfinite
             false) (ranks 0, 1 raised): AttributeError: 'Tensor' object has no attribute 'full_tensor'
