@@ -100,6 +100,15 @@ export interface CellResult {
   verdict?: CauseVerdict;
 }
 
+/**
+ * An external subject that reads a failing cell as its maintainers would (a torch: subject's causes, on the one
+ * severity scale); null when there is nothing to say. Set on the cell's result as `verdict`. Kept out of the
+ * subject API (harness/subject/api.ts), which the results' types import: the API must not import them back.
+ */
+export interface ReadsVerdict {
+  verdictOf(result: CellResult): CauseVerdict | null;
+}
+
 export interface RunSummary {
   cells: number;
   passed: number;

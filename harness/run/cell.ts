@@ -13,7 +13,7 @@ import type { LocalParam } from "../model/plan.ts";
 import { World } from "../world/world.ts";
 import { clipArgs, meshesOf, rankContext } from "../world/context.ts";
 import { cellId, type Budgets, type Cell } from "../spec/cell.ts";
-import type { CellResult, CellTimings } from "../results/types.ts";
+import type { CellResult, CellTimings, ReadsVerdict } from "../results/types.ts";
 import { subjectRunning } from "../util/watch.ts";
 import { describeValue } from "./thrown.ts";
 import { cellSetup, paramViews, type JudgeCellInput } from "../judge/setup.ts";
@@ -177,7 +177,8 @@ export async function runCell(cell: Cell, options: RunCellOptions): Promise<Cell
       timings,
       ...(verdict.tensorHash !== undefined ? { tensorHash: verdict.tensorHash } : {}),
     };
-    const causes = external ? subject.verdictOf?.(result) : null;
+    const reader = subject as Partial<ReadsVerdict>;
+    const causes = external && typeof reader.verdictOf === "function" ? reader.verdictOf(result) : null;
     if (causes) result.verdict = causes;
     return result;
   } finally {

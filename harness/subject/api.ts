@@ -9,7 +9,6 @@ import type { AxisName, Group, MeshName } from "../layout/mesh.ts";
 import type { ValidLayout } from "../layout/layout.ts";
 import type { Block, Placement } from "../model/plan.ts";
 import type { ParamKind } from "../model/manifest.ts";
-import type { CauseVerdict, CellResult } from "../results/types.ts";
 
 export type DType = "f32" | "bf16" | "f16";
 export type ToleranceClass = "exact" | "fp32" | "fp32-accum" | "bf16";
@@ -188,11 +187,6 @@ export interface Subject {
    * world. It must leave each rank's clipped gradients in the views' tensors and report per rank.
    */
   external?(cell: ExternalCell): Promise<ExternalRun>;
-  /**
-   * A failing cell read as its maintainers would (external subjects: a torch: subject's causes, on the one
-   * severity scale); null when there is nothing to say. Set on the cell's result as `verdict`.
-   */
-  verdictOf?(result: CellResult): CauseVerdict | null;
 }
 
 /**

@@ -18,6 +18,7 @@ import { InputError } from "../../errors.ts";
 import { axisIndex, coordsOf, meshOf, type AxisName } from "../../layout/mesh.ts";
 import type { ValidLayout } from "../../layout/layout.ts";
 import { DEFAULT_SCRATCH_SLACK_BYTES } from "../../spec/cell.ts";
+import type { ReadsVerdict } from "../../results/types.ts";
 import type { CollectiveKind, CommRecord, DType, ExternalCell, ExternalRun, ParamView, Subject, Tensor, ToleranceClass } from "../../subject/api.ts";
 import { applicability, FRAMEWORK_NAME_RE, getFramework, outsideConfigurations, plainConvention, type Framework } from "./frameworks.ts";
 import { ADAPTER, SETUP_HINT, torchOptionsFromEnv, type TorchOptions } from "./options.ts";
@@ -241,7 +242,7 @@ export interface TorchCellLog {
   sessionEnded?: string;
 }
 
-export interface TorchSubject extends Subject {
+export interface TorchSubject extends Subject, ReadsVerdict {
   readonly spec: TorchSpec;
   readonly framework: Framework | null;
   readonly convention: Convention;
