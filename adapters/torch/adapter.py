@@ -638,6 +638,10 @@ class Cell:
         return [fqn for fqn, p in self.by_fqn.items() if p["hasGrad"] and fqn not in have]
 
 
+# The argument sources a session-start setup call can take: those that need no cell.
+SESSION_SOURCES = {"dist_backend": lambda: dist.get_backend(), "world_group": lambda: dist.group.WORLD}
+
+
 class Targets:
     """Resolved targets, receivers built from factories and setup calls done, for the life of the session."""
 
@@ -672,6 +676,17 @@ class Targets:
         if owner and not isinstance(inst, self.fn(f"{module}:{owner}")):
             raise JobError(f"{receiver.get('factory', receiver.get('arg'))} built a {type(inst).__name__}, not a {owner}")
         return getattr(inst, method), []
+
+    def session_setup(self, steps: list) -> None:
+        """The convention's setup calls at session start, before the ranks say they are ready: a target's one-time
+        work (DeepSpeed's init_distributed JIT-builds its CPU comm op, tens of seconds on a fresh machine) is then
+        counted in the session's start and its start timeout, never in the first cell's time or deadline. Only
+        arguments that need no cell can be given here; a step that needs one runs with the first job instead."""
+        for step in steps:
+            if step.get("receiver", "none") != "none" or step.get("args") or any(v not in SESSION_SOURCES for v in step.get("kwargs", {}).values()):
+                continue
+            self.fn(step["target"])(**{k: SESSION_SOURCES[v]() for k, v in step.get("kwargs", {}).items()})
+            self.setup_done.add(json.dumps(step, sort_keys=True))
 
     def setup(self, convention: dict, cell: Cell) -> None:
         for step in convention.get("setup", []):
@@ -992,6 +1007,11 @@ def serve(session: str) -> None:
     # A full collection walks every object torch's import made (about 0.2 s); frozen, they are skipped, and
     # the collections each job needs see only what the job made.
     warm_allocator_profiler(device)
+    targets = Targets()
+    setup_path = os.path.join(session, "setup.json")
+    if os.path.exists(setup_path):
+        with open(setup_path) as f:
+            targets.session_setup(json.load(f))
     gc.collect()
     gc.freeze()
     write_json(
@@ -999,7 +1019,6 @@ def serve(session: str) -> None:
         {"protocol": PROTOCOL_VERSION, "rank": rank, "pid": os.getpid(), "torch": torch.__version__.split("+")[0], "backend": dist.get_backend(), "device": str(device)},
     )
     cache = MeshCache()
-    targets = Targets()
     n = 0
     while True:
         job_dir = os.path.join(session, f"job-{n}")

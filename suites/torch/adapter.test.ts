@@ -4,6 +4,8 @@
  * (spec parsing, the message when torch is missing) always run; the rest needs `npm run setup:torch`.
  */
 import { execa } from "execa";
+import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { loadSubject } from "../../harness/subject/registry.ts";
@@ -180,6 +182,23 @@ describe(`PyTorch functions as subjects, through the adapter${torch.skipNote}`, 
     const next = await run(cell(STOCK, "dp_shard2,tp2", "llama3-debug", "f32", 2, "inactive"));
     expect(failed(next)).toEqual([]);
   }, 600_000);
+
+  it.runIf(torch.run)("a convention's setup runs when the session starts: a target's one-time build (DeepSpeed's CPU comm op) counts in the start, not in the first cell's deadline", async () => {
+    await closeTorchSessions();
+    const extensions = mkdtempSync(join(tmpdir(), "clip-parity-extensions-")); // nothing built yet, as on a fresh machine
+    try {
+      const spec = "torch:deepspeed-bf16";
+      const subject = loadTorchSubject(spec, { cellTimeoutS: 15, env: { TORCH_EXTENSIONS_DIR: extensions } }) as TorchSubject;
+      const r = await run(cell(spec, "single", "llama3-debug", "f32", 2, "active"), subject);
+      expect(failed(r)).toEqual([]);
+      expect(readdirSync(extensions).length).toBeGreaterThan(0); // the op was built, by this session
+      expect(subject.lastRun!.sessionStartSeconds).toBeGreaterThan(0);
+      expect(subject.lastRun!.jobSeconds).toBeLessThan(15);
+    } finally {
+      await closeTorchSessions();
+      rmSync(extensions, { recursive: true, force: true });
+    }
+  }, 300_000);
 
   it.runIf(torch.run)("a cell that leaves a group out of step ends its session; the next cell runs in a fresh one", async () => {
     const spec = "torch:clip_targets:orphan";

@@ -99,8 +99,13 @@ export class TorchSession {
     return this.key.world;
   }
 
-  static async start(key: SessionKey, options: TorchOptions): Promise<TorchSession> {
+  /**
+   * `setup`: the subject's convention's setup calls, which the ranks make before they say they are ready (the
+   * adapter's Targets.session_setup): a target's one-time work counts in the start, not in the first cell.
+   */
+  static async start(key: SessionKey, options: TorchOptions, setup: readonly unknown[] = []): Promise<TorchSession> {
     const s = new TorchSession(key, options);
+    if (setup.length) writeFileAtomic(join(s.dir, "setup.json"), JSON.stringify(setup));
     const fd = openSync(s.log, "a");
     const env: Record<string, string> = {
       OMP_NUM_THREADS: ompThreads("1"),
@@ -309,10 +314,10 @@ export function groupsOutOfStep(results: readonly (Result | undefined)[]): strin
 }
 
 /** The session for `key`: the current one when it fits, else a fresh one (the old one ends first). */
-export async function sessionFor(key: SessionKey, options: TorchOptions): Promise<TorchSession> {
+export async function sessionFor(key: SessionKey, options: TorchOptions, setup: readonly unknown[] = []): Promise<TorchSession> {
   if (current && current.alive && sameKey(current.key, key)) return current;
   if (current) await current.close();
-  current = await TorchSession.start(key, options);
+  current = await TorchSession.start(key, options, setup);
   return current;
 }
 

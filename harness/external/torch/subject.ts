@@ -286,7 +286,7 @@ async function runExternal(subject: TorchSubject, x: ExternalCell): Promise<Exte
   let session: TorchSession;
   const t0 = performance.now();
   try {
-    const fresh = (await sessionFor(key, o)) as TorchSession;
+    const fresh = (await sessionFor(key, o, subject.convention.setup)) as TorchSession;
     session = fresh;
   } catch (err) {
     if (err instanceof AdapterStartError) return fail(err.message, err.message);
