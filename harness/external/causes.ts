@@ -236,6 +236,9 @@ export function causeVerdict(r: CellResult, explain: Record<string, string> = {}
   if (!failed.length) return null;
   const keys = causesOf(r);
   const severity = cellSeverity({ failed, causes: keys }, explain) ?? "wrong result";
-  const causes = keys.map((k) => rootCause(k, explain)).map(({ text, source, upstream, severity: s, minimal }) => ({ text, source, upstream, severity: s, ...(minimal ? { minimal } : {}) }));
+  const causes = keys.map((k) => {
+    const { key: _, minimal, ...cause } = rootCause(k, explain);
+    return minimal ? { ...cause, minimal } : cause;
+  });
   return { severity, causes, ...(outside ? { outside } : {}) };
 }

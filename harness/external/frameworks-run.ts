@@ -51,8 +51,8 @@ export const NATIVE_TWIN = "titan";
 /** Milliseconds as seconds, to the millisecond (the page's and the data's precision). */
 const ms = (x: number) => Math.round(x) / 1000;
 
-/** The case part of a cell id (without the subject). */
-export const caseKey = (c: Case) => cellId({ subject: "", ...c }).slice(1);
+/** The case part of a cell id (without the subject; a whole cell's subject is left out too). */
+export const caseKey = (c: Case) => cellId({ ...c, subject: "" }).slice(1);
 
 /** "not run": the framework cannot run here (e.g. it needs CUDA and the cells run on CPU ranks). */
 export type CellStatus = "pass" | "fail" | "n/a" | "not run";
@@ -217,6 +217,7 @@ export async function runFrameworks(
   }
   const byWorld = [...new Set(cases.map((c) => worldSize(c.layout)))].sort((a, b) => a - b);
   const order = [...subjects.values()];
+  const casesOf = new Map([...records.keys()].map((name) => [name, casesFor(all.get(name)!, cases)]));
   const results = new Map<string, Map<string, FrameworkCellRecord>>();
   // whether a clip that does not do the work passes the case too: judged once per case, on its first pass
   const vacuousCases = new Map<string, string | null>();
@@ -230,7 +231,7 @@ export async function runFrameworks(
       for (const s of order) {
         const fw = s.framework!;
         const cannot = cannotRunOn(fw, "cpu");
-        for (const c of casesFor(fw, cases).filter((x) => worldSize(x.layout) === world)) {
+        for (const c of casesOf.get(fw.name)!.filter((x) => worldSize(x.layout) === world)) {
           if (cannot) {
             const rec = notRunRecord(c, cannot);
             const per = results.get(fw.name) ?? new Map();
@@ -274,8 +275,7 @@ export async function runFrameworks(
   }
   for (const [name, rec] of records) {
     const per = results.get(name);
-    const fw = all.get(name)!;
-    if (per) rec.cells = casesFor(fw, cases).map((c) => per.get(caseKey(c))!).filter(Boolean);
+    if (per) rec.cells = casesOf.get(name)!.map((c) => per.get(caseKey(c))!).filter(Boolean);
   }
   return {
     data: { native, torch, backend: "cpu (gloo)", cellTimeoutS: options.cellTimeoutS ?? 180, threads: ompThreads("1"), frameworks: [...records.values()] },

@@ -228,10 +228,6 @@ function timeSection(d: FrameworksData): string[] {
   return o;
 }
 
-/**
- * The page: summary, then per framework its causes, failed checks with one message each, and every cell.
- * `explain`: per framework, its file's explanations of causes (loadFrameworks by default).
- */
 /** The frameworks whose adapter builds inputs in one precision, read from their cells: each ran every case in it. */
 function onePrecision(d: FrameworksData): string {
   const only = d.frameworks.flatMap((f) => {
@@ -242,6 +238,10 @@ function onePrecision(d: FrameworksData): string {
   return ` The adapter builds ${only.join(", ")} in one precision only, so each case runs there in that dtype (harness/external/frameworks-run.ts \`casesFor\`).`;
 }
 
+/**
+ * The page: summary, then per framework its causes, failed checks with one message each, and every cell.
+ * `explain`: per framework, its file's explanations of causes (loadFrameworks by default).
+ */
 export function renderFrameworks(d: FrameworksData, explain: Record<string, Record<string, string>> = explanations()): string {
   const o: string[] = [];
   o.push("# Real frameworks under clip-parity");
