@@ -20,6 +20,8 @@ import { PROJECT_ROOT, torchOptionsFromEnv } from "../harness/external/torch/opt
 import { probeTorch } from "../harness/external/torch/subject.ts";
 import { parseCellId } from "../harness/external/torch/export.ts";
 import { writeFileAtomic } from "../harness/util/fs.ts";
+import { cellFailed, cellSkipped } from "../harness/results/summary.ts";
+import type { CellResult } from "../harness/results/types.ts";
 import { renderHistory, type HistoryData, type ReleaseRecord } from "./docs/history-page.ts";
 
 /** The frameworks whose releases are tried, from which minor on (issue 53). */
@@ -39,11 +41,20 @@ export function torchrecCompanions(version: string): string[] {
 
 export const SMOKE_CELL = "single/llama3-debug/f32/n2/active/s0";
 
+/** A release's verdict on its smoke cell, in one line: a cell it cannot be asked (no check ran) is no pass. */
+export function releaseVerdict(r: Pick<CellResult, "checks">): string {
+  const line = (m: string, n: number) => m.split("\n")[0]!.slice(0, n);
+  if (cellFailed(r)) {
+    const failed = r.checks.filter((c) => c.status === "fail");
+    return `fail ${failed.map((c) => c.id).join(", ")}: ${line(failed[0]!.message, 200)}`;
+  }
+  return cellSkipped(r) ? `not run: ${line(r.checks[0]?.message ?? "", 200)}` : "pass";
+}
+
 /** The smoke cell as a framework runs it: in the one dtype its adapter builds, if it builds one only (casesFor). */
 export function smokeCellOf(fw: Framework | undefined): string {
   if (!fw) return SMOKE_CELL;
-  const c = { ...parseCellId(`torch:x/${SMOKE_CELL}`), subject: "" };
-  const [as] = casesFor(fw, [c]);
+  const [as] = casesFor(fw, [parseCellId(`torch:x/${SMOKE_CELL}`)]);
   return caseKey(as!);
 }
 
@@ -201,11 +212,7 @@ async function tryReleases(
         rec.environment = s.release?.record.kind ?? "pinned";
         try {
           const [r] = await run([{ ...parseCellId(`${spec}/${cell}`), subject: spec }]);
-          const failed = r!.checks.filter((c) => c.status === "fail");
-          if (failed.length) rec.verdict = `fail ${failed.map((c) => c.id).join(", ")}: ${failed[0]!.message.split("\n")[0]!.slice(0, 200)}`;
-          // a cell it cannot be asked (every check skipped) is no pass
-          else if (r!.checks.every((c) => c.status === "skip")) rec.verdict = `not run: ${(r!.checks[0]?.message ?? "").split("\n")[0]!.slice(0, 200)}`;
-          else rec.verdict = "pass";
+          rec.verdict = releaseVerdict(r!);
         } finally {
           if (s.release) releaseEnvironment(s.release.dir);
         }

@@ -16,7 +16,7 @@ import { HISTORY_DIR, loadHistoryRow, loadHistoryRows, rerunLine, sideSubject } 
 import { PROJECT_ROOT } from "../../harness/external/torch/options.ts";
 import { parseTorchSpec } from "../../harness/external/torch/subject.ts";
 import { headline, renderHistory, type HistoryData } from "../../scripts/docs/history-page.ts";
-import { lastPatches } from "../../scripts/history.ts";
+import { lastPatches, releaseVerdict, SMOKE_CELL, smokeCellOf } from "../../scripts/history.ts";
 import { torchAvailability } from "./torch-available.ts";
 
 const tmp = () => mkdtempSync(join(tmpdir(), "clip-parity-history-test-"));
@@ -131,6 +131,14 @@ describe("bisect's releases", () => {
   });
   it("the release lines take the last patch of every minor", () => {
     expect(lastPatches(["0.12.6", "0.13.0", "0.13.5", "0.14.0", "0.14.2"], "0.13")).toEqual(["0.13.5", "0.14.2"]);
+  });
+  it("a release runs the smoke cell in the one dtype its adapter builds, and a smoke cell no check ran is no pass", () => {
+    expect(smokeCellOf(getFramework("deepspeed-engine"))).toBe(SMOKE_CELL.replace("/f32/", "/bf16/"));
+    expect(smokeCellOf(getFramework("deepspeed"))).toBe(SMOKE_CELL);
+    const check = (id: string, status: "pass" | "fail" | "skip", message = "") => ({ id, status, message, severity: "correctness" as const });
+    expect(releaseVerdict({ checks: [check("parity.norm", "skip", "not applicable: its inputs are built in bf16 only\nmore"), check("liveness", "skip")] })).toBe("not run: not applicable: its inputs are built in bf16 only");
+    expect(releaseVerdict({ checks: [check("parity.norm", "fail", "rank 0: total norm 2\nmore"), check("liveness", "pass")] })).toBe("fail parity.norm: rank 0: total norm 2");
+    expect(releaseVerdict({ checks: [check("parity.norm", "pass"), check("errors.nonfinite", "skip")] })).toBe("pass");
   });
 });
 
