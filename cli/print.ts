@@ -54,7 +54,7 @@ export function printCell(r: CellResult, out: NodeJS.WritableStream): void {
 }
 
 /** A failing torch: cell's severity and causes, as docs/frameworks.md reads them (harness/external/causes.ts). */
-function verdictText(v: NonNullable<CellResult["verdict"]>): string {
+export function verdictText(v: NonNullable<CellResult["verdict"]>): string {
   const lines = [`  severity: ${v.severity}${v.severity === "performance note" ? " (not a failure)" : ""}${v.outside ? `; outside the framework's configurations: ${v.outside}` : ""}`];
   for (const c of v.causes) {
     lines.push(`    cause (${c.severity}): ${terminalText(c.text)}${c.source ? ` [${c.source}]` : ""}; upstream: ${terminalText(c.upstream)}`);

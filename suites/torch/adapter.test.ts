@@ -166,6 +166,8 @@ describe(`PyTorch functions as subjects, through the adapter${torch.skipNote}`, 
     expect(failed(r)).toContain("errors.raised");
     expect(status(r, "parity.norm")).toBe("skip"); // a raise is reported once, by what it is
     expect(message(r, "errors.raised")).toMatch(/ValueError: boom from the target \(at clip_targets\.py:\d+ raises\)/); // the adapter's frame left out
+    // read as its maintainers would, on the one severity scale the page uses (the torch: subject's ReadsVerdict)
+    expect(r.verdict).toEqual({ severity: "raise or hang", causes: [{ text: expect.stringMatching(/^raises ValueError: boom from the target/), source: null, upstream: "not known upstream", severity: "raise or hang" }] });
   }, 300_000);
 
   it.runIf(torch.run)("a hang is a liveness failure seen by the ranks within the collective timeout, and the next cell runs in a fresh session", async () => {

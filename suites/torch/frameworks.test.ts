@@ -11,6 +11,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { main as cli } from "../../cli/main.ts";
+import { verdictText } from "../../cli/print.ts";
 import { caseKey, casesFor, CI_SUBSET, runFrameworks, type FrameworkCellRecord, type FrameworksData } from "../../harness/external/frameworks-run.ts";
 import { causesOf, highestSeverity, rootCause, SEVERITY_SCALE } from "../../harness/external/causes.ts";
 import { foldCells, kindOf, naKind, renderFrameworks } from "../../scripts/docs/frameworks-page.ts";
@@ -691,6 +692,11 @@ describe("docs/frameworks.md: root causes, severities and what is not a failure"
     // a cause's shortest reproduction goes to the page (under Root causes) and to the CLI's cause line
     const short = rootCause("raises:IndexError: x", { ...ex, "raises:IndexError#minimal": "from ds import f\nf([])  # IndexError" });
     expect(short.minimal).toBe("from ds import f\nf([])  # IndexError");
+    const { key: _, ...cause } = short;
+    expect(verdictText({ severity: "raise or hang", causes: [{ ...cause, minimal: short.minimal! }] })).toBe(
+      "  severity: raise or hang\n    cause (raise or hang): no gradient [ds/utils.py:clip_grad_norm_]; upstream: known: https://x/1\n" +
+        '      in one process: python -c "from ds import f; f([])"\n',
+    );
     const page = readFileSync(join(PROJECT_ROOT, "docs", "frameworks.md"), "utf8");
     expect(page).toContain("```python\nfrom deepspeed.runtime.utils import get_global_norm_of_tensors\nget_global_norm_of_tensors([])");
   });
