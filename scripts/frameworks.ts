@@ -16,6 +16,7 @@ import { frameworkCases } from "../matrix/frameworks.ts";
 import { loadFrameworks } from "../harness/external/torch/frameworks.ts";
 import { PROJECT_ROOT, torchOptionsFromEnv } from "../harness/external/torch/options.ts";
 import { reproduceListedFailures } from "../harness/external/torch/repro-run.ts";
+import { runFindings } from "../harness/external/torch/findings-run.ts";
 import { builtinMatrices } from "../matrix/index.ts";
 
 async function main(): Promise<number> {
@@ -43,6 +44,7 @@ async function main(): Promise<number> {
     const data = JSON.parse(readFileSync(file, "utf8")) as FrameworksData;
     // --frameworks with --repros-only: those frameworks' scripts only, the others' records kept
     if (v["repros-only"]) await reproduce(data, v.frameworks?.split(",").map((s) => s.trim()));
+    if (v["repros-only"]) await findings(data, v.frameworks?.split(",").map((s) => s.trim()));
     writeFileAtomic(join(out, "frameworks.json"), formatFrameworksData(data));
     writeFileAtomic(join(out, "frameworks.md"), renderFrameworks(data));
     process.stdout.write(`wrote ${join(out, "frameworks.md")} from ${join(out, "frameworks.json")}\n`);
@@ -86,6 +88,7 @@ async function main(): Promise<number> {
     full.native = before.native;
   }
   await reproduce(full, names);
+  await findings(full, names);
   mkdirSync(out, { recursive: true });
   writeFileAtomic(join(out, "frameworks.json"), formatFrameworksData(full));
   writeFileAtomic(join(out, "frameworks.md"), renderFrameworks(full));
@@ -105,6 +108,17 @@ async function reproduce(data: FrameworksData, frameworks?: readonly string[]): 
     process.stderr.write(`[repro] ${id}: ${repro.lines} lines, ${what} ${run.seconds.toFixed(1)} s\n`);
   }, frameworks);
   process.stdout.write(`exported scripts of the listed failures: ${reproduced} of ${of} reproduced standalone under torchrun\n`);
+}
+
+/** Runs the findings of each framework in `frameworks` (all by default) that imported; sets each record's `findings`. */
+async function findings(data: FrameworksData, frameworks?: readonly string[]): Promise<void> {
+  const declared = loadFrameworks();
+  for (const rec of data.frameworks.filter((f) => (!frameworks || frameworks.includes(f.name)) && f.version !== null)) {
+    const fw = declared.get(rec.name);
+    if (!fw?.findings.length) continue;
+    rec.findings = await runFindings(fw, torchOptionsFromEnv().python);
+    for (const f of rec.findings) for (const r of f.runs) process.stderr.write(`[finding] ${rec.name} ${r.label}: exit ${r.exitCode}, ${r.seconds.toFixed(1)} s\n${r.lines.map((l) => `  ${l}\n`).join("")}`);
+  }
 }
 
 process.exitCode = await main();

@@ -23,11 +23,13 @@ import { stageOfParam } from "../../model/plan.ts";
 import { regimeSpec } from "../../gradients/regimes.ts";
 import type { Case } from "../../spec/cell.ts";
 import type { DType } from "../../subject/api.ts";
-import { ADAPTER_DIR } from "./options.ts";
+import { ADAPTER_DIR, PROJECT_ROOT } from "./options.ts";
 import { conventionSchema, type Arg, type Convention } from "./protocol.ts";
 import { parseJsonText } from "../../util/json-file.ts";
 
 export const FRAMEWORKS_DIR = join(ADAPTER_DIR, "frameworks");
+/** Where a finding's script lives, relative to the project root (a framework file's `findings[].script`). */
+const FINDING_SCRIPT_RE = /^adapters\/torch\/findings\/[A-Za-z0-9_]+\.py$/;
 export const FRAMEWORK_NAME_RE = /^[a-z][a-z0-9-]*$/;
 
 /**
@@ -108,6 +110,24 @@ export const frameworkSchema = z.strictObject({
    * "raises:AssertionError", to text. Causes without one get the generic line.
    */
   explain: z.record(z.string().min(1), z.string().min(1)).default({}),
+  /**
+   * A cause shown through the framework's own entry point (deepspeed.initialize, engine.step, a pipeline's
+   * train_batch), where the cells call the functions under it: a standalone script in adapters/torch/findings/
+   * (torch and the framework alone) and the torchrun runs of it the page shows, each rank's one line recorded by
+   * `npm run frameworks` (findings-run.ts). `cause` is the explain key of the cause it shows.
+   */
+  findings: z
+    .array(
+      z.strictObject({
+        cause: z.string().min(1),
+        script: z.string().regex(FINDING_SCRIPT_RE, "expected adapters/torch/findings/<name>.py"),
+        why: z.string().min(1),
+        runs: z
+          .array(z.strictObject({ label: z.string().min(1), nprocPerNode: z.number().int().min(1).max(8), args: z.array(z.string().min(1)).default([]) }))
+          .min(1),
+      }),
+    )
+    .default([]),
 });
 export type Framework = z.infer<typeof frameworkSchema>;
 
@@ -147,7 +167,19 @@ export function parseFrameworkFile(path: string, text: string): Framework {
   const file = path.split("/").pop()!;
   if (file !== `${fw.name}.json`) throw new InputError(`framework file ${path}: its name is "${fw.name}", so the file must be ${fw.name}.json`);
   checkResults(path, fw.convention);
+  checkFindings(path, fw);
   return fw;
+}
+
+/** A finding shows a cause the file explains, with a script that exists. */
+function checkFindings(path: string, fw: Framework): void {
+  fw.findings.forEach((f, i) => {
+    if (fw.explain[f.cause] === undefined) {
+      const causes = Object.keys(fw.explain).filter((k) => !k.includes("#"));
+      throw new InputError(`framework file ${path}: findings[${i}].cause: "${f.cause}" is not a key of its explain (${causes.map((k) => `"${k}"`).join(", ") || "it has none"})`);
+    }
+    if (!existsSync(join(PROJECT_ROOT, f.script))) throw new InputError(`framework file ${path}: findings[${i}].script: ${f.script} does not exist`);
+  });
 }
 
 /** Every {"result": x} must name a value saved by an earlier step of the same path. */
