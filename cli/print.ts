@@ -53,12 +53,20 @@ export function printCell(r: CellResult, out: NodeJS.WritableStream): void {
   if (r.memory.length) out.write(memoryTable(r));
 }
 
+/** A cause's shortest reproduction (`#minimal`) as the one line `python -c` takes: its lines joined, comments dropped. */
+export function minimalOneLine(code: string): string {
+  return code
+    .split("\n")
+    .map((l) => l.replace(/\s+#.*$/, ""))
+    .join("; ");
+}
+
 /** A failing torch: cell's severity and causes, as docs/frameworks.md reads them (harness/external/causes.ts). */
 export function verdictText(v: NonNullable<CellResult["verdict"]>): string {
   const lines = [`  severity: ${v.severity}${v.severity === "performance note" ? " (not a failure)" : ""}${v.outside ? `; outside the framework's configurations: ${v.outside}` : ""}`];
   for (const c of v.causes) {
     lines.push(`    cause (${c.severity}): ${terminalText(c.text)}${c.source ? ` [${c.source}]` : ""}; upstream: ${terminalText(c.upstream)}`);
-    if (c.minimal) lines.push(`      in one process: python -c ${JSON.stringify(terminalText(c.minimal.split("\n").map((l) => l.replace(/\s+#.*$/, "")).join("; ")))}`);
+    if (c.minimal) lines.push(`      in one process: python -c ${JSON.stringify(terminalText(minimalOneLine(c.minimal)))}`);
   }
   return lines.map((l) => `${l}\n`).join("");
 }
