@@ -20,6 +20,7 @@ export const spec: CommandSpec = {
     out: { type: "string", value: "DIR", description: "folder to write the script to" },
     "no-run": { type: "boolean", description: "do not run the cell through clip-parity first (its failures go in the script's header)" },
     full: { type: "boolean", description: "the cell's own gradients and every check, even where the layout alone fails (then minimised by default)" },
+    cost: { type: "boolean", description: "for a cell over its collective budget: the script also times the clip against its fused variant (run it with REPRO_COST_PAIRS=N)" },
     ...cellFlagSpecs(),
     with: WITH_FLAG,
   },
@@ -44,7 +45,7 @@ export async function run(argv: string[]): Promise<number> {
     cell = { subject, ...caseFromFlags(v, "export", "give --cell ID") };
   }
   [cell.subject] = applyWith([cell.subject], withPinsOf(v));
-  const { path, seen, data } = await exportCell({ cell, outDir: out, run: v["no-run"] !== true, full: v.full === true });
+  const { path, seen, data } = await exportCell({ cell, outDir: out, run: v["no-run"] !== true, full: v.full === true, cost: v.cost === true });
   const failed = seen?.checks.filter((c) => c.status === "fail").map((c) => c.id) ?? [];
   const world = data.script.match(/--nproc-per-node (\d+)/)?.[1];
   process.stdout.write(

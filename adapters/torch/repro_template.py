@@ -1,8 +1,10 @@
 """@@DOC@@"""
+import json  #? cost
 import math
 import os
 import re
 import sys
+import time  #? cost
 import traceback
 from datetime import timedelta
 
@@ -122,6 +124,41 @@ def group_size(a):  # the size of a process group given by name, boxed or plain;
         return None
 
 #?}
+#?{ cost
+def owner(g):  # whether this rank's block of g is counted: a block replicated over a mesh dimension counts on its first rank there
+    return not isinstance(g, DTensor) or all(g.device_mesh.get_local_rank(d) == 0 for d, pl in enumerate(g.placements) if pl.is_replicate())
+
+def fused_clip(named):  # the fused optimum comm.budget counts: each rank's p-power sum of the blocks it owns, one all_reduce over every rank, the same scaling
+    grads = [local(p.grad) for _, p in named if p.grad is not None]
+    total = torch.stack([torch.linalg.vector_norm(local(p.grad), NORM_TYPE, dtype=torch.float32) * owner(p.grad) for _, p in named if p.grad is not None]).pow(NORM_TYPE).sum()
+    dist.all_reduce(total)
+    norm = total.pow(1.0 / NORM_TYPE)
+    torch._foreach_mul_(grads, torch.clamp(MAX_NORM / (norm + 1e-6), max=1.0).to(grads[0].dtype))
+    return norm
+
+def slowest(fn, control):  # one call's seconds on the slowest rank, the ranks started together
+    dist.barrier(group=control)
+    started = time.perf_counter()
+    fn()
+    took = torch.tensor([time.perf_counter() - started], dtype=torch.float64)
+    dist.all_reduce(took, op=dist.ReduceOp.MAX, group=control)
+    return took.item()
+
+def cost(named, meshes, control, pairs):  # REPRO_COST_PAIRS=N: the clip and fused_clip timed in N pairs (order alternating), on rank 0 one COST line
+    if LAYOUT["pp"] > 1 or not math.isfinite(NORM_TYPE):
+        return "fused_clip sums over every rank: a p-norm without pipeline stages only"
+    fused = float(fused_clip(named))  # the same norm, or the local blocks do not partition the gradients (a replica counted twice)
+    ret = clip(named, meshes)
+    norm = float(ret.full_tensor() if isinstance(ret, DTensor) else ret)
+    if abs(fused - norm) > 1e-2 * abs(norm):
+        return f"fused_clip's norm {fused!r} is not the clip's {norm!r}: the local blocks do not partition the gradients"
+    times = {"clip": [], "fused": []}
+    for i in range(pairs):
+        for name in (("clip", "fused") if i % 2 == 0 else ("fused", "clip")):
+            times[name].append(slowest((lambda: clip(named, meshes)) if name == "clip" else (lambda: fused_clip(named)), control))
+    return times
+
+#?}
 @@CALL@@
 
 def main():
@@ -167,6 +204,9 @@ def main():
         found = {"liveness": hung} if hung else found  # what a hang shows besides is its consequence  #? liveness
         fails = [f"{check}: {what[0]}" for check, what in found.items() if what]
         print("".join(f"FAIL {f}\n" for f in fails) + ("REPRODUCED" if fails and not UNSUPPORTED else f"NOT REPRODUCED {UNSUPPORTED}".strip()), flush=True)
+    pairs = int(os.environ.get("REPRO_COST_PAIRS", "0"))  #? cost
+    timed = cost(named, meshes, control, pairs) if pairs and all(x[1] is None for x in every) else None  #? cost
+    print(f"COST {json.dumps(timed)}", flush=True) if timed and rank == 0 else None  #? cost
     dist.destroy_process_group()
     return int(rank == 0 and bool(fails) and not UNSUPPORTED)  # torchrun exits 1 when rank 0 does
 

@@ -5,3 +5,11 @@ export function median(xs: readonly number[]): number {
   const m = s.length >> 1;
   return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 }
+
+/** The q-quantile (0 <= q <= 1) of values sorted ascending, linear between neighbours (q = 0.5 is the median). */
+export function quantile(sorted: readonly number[], q: number): number {
+  if (!sorted.length) return NaN;
+  const at = (sorted.length - 1) * q;
+  const lo = Math.floor(at);
+  return sorted[lo]! + (sorted[Math.min(lo + 1, sorted.length - 1)]! - sorted[lo]!) * (at - lo);
+}

@@ -129,7 +129,8 @@ export function verdictLines(d: FrameworksData, explain: Record<string, Record<s
     const passed = inside.filter((c) => c.status === "pass" && !c.vacuous).length;
     const vacuous = inside.filter((c) => c.status === "pass" && c.vacuous).length;
     const failures = inside.filter((c) => isFailure(c, ex));
-    const notes = inside.filter((c) => c.status === "fail" && cellSeverity(c, ex) === "performance note").length;
+    const noteCells = inside.filter((c) => c.status === "fail" && cellSeverity(c, ex) === "performance note");
+    const notes = noteCells.length;
     const notBuilt = f.cells.filter((c) => c.status === "n/a").length;
     const bySeverity = SEVERITY_SCALE.filter((s) => s !== "performance note")
       .map((s) => [s, failures.filter((c) => cellSeverity(c, ex) === s)] as const)
@@ -142,12 +143,24 @@ export function verdictLines(d: FrameworksData, explain: Record<string, Record<s
       : "passes its configurations";
     const rest = [
       inside.length ? `${passed} of ${inside.length} pass${vacuous ? ` (${vacuous} more vacuously)` : ""}` : "",
-      notes ? `${notes} with a performance note only` : "",
+      notes ? `${notes} with a performance note only${noteCostSummary(noteCells)}` : "",
       notBuilt ? `${notBuilt} not built or not askable (n/a)` : "",
     ].filter(Boolean);
     o.push(`- ${name} (${f.package} ${f.version}): ${head}${rest.length ? `; ${rest.join(", ")}` : ""}.${shipped}`);
   }
   return o;
+}
+
+/** The measured cost of a framework's performance notes, in words: " (measured: X to Y us saved per clip)" or "(no measurable cost)". */
+function noteCostSummary(cells: readonly FrameworkCellRecord[]): string {
+  const costs = cells.map((c) => c.repro?.cost).filter((k) => k !== undefined);
+  if (!costs.length) return "";
+  const measured = costs.filter((k) => k.measurable).map((k) => Math.round(k.savedS * 1e6));
+  const none = costs.length - measured.length;
+  const lo = Math.min(...measured);
+  const hi = Math.max(...measured);
+  const saved = measured.length ? `${lo === hi ? lo : `${lo} to ${hi}`} us saved per clip by one all_reduce in ${measured.length} of ${costs.length} timed` : "";
+  return ` (measured: ${[saved, none ? `no measurable cost in ${none} of ${costs.length} timed` : ""].filter(Boolean).join("; ")})`;
 }
 
 /** Where a framework has rows in docs/history.md: its shipped bugs, each linking its row there. */

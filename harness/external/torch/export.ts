@@ -651,7 +651,7 @@ function modelCode(model: ModelManifest): string[] {
  * clip-parity's run of the cell, if it ran; otherwise the committed docs/frameworks.json record is used when it has
  * the cell.
  */
-export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult | null, records?: FrameworksData, full = false): ExportData {
+export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult | null, records?: FrameworksData, full = false, cost = false): ExportData {
   const layout = validateLayout(cell.layout);
   const world = worldSize(layout);
   const model = getModel(cell.model);
@@ -712,6 +712,7 @@ export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult |
   const features = new Set([
     ...checks,
     ...(minimal ? ["minimal"] : []),
+    ...(cost && checks.has("comm.budget") ? ["cost"] : []), // REPRO_COST_PAIRS: the clip timed against fused_clip
     ...(used.has("grads_for_norm") ? ["counted"] : []), // build() marks the copies Megatron's selection counts
     ...(used.has("mpu") || used.has("grads_for_norm_deepspeed") ? ["mp-attrs"] : []), // and those DeepSpeed's reads
     ...(experts ? ["dense-experts"] : []),
@@ -762,7 +763,7 @@ export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult |
   const fileName = reproFileName(id);
   const doc = docText({
     ...{ cell, layout, world, model: model.name, regime: cell.regime, maxNorm, errorIfNonfinite, subject, target, unsupported, outside, seen },
-    ...{ reference: reference.totalNorm, fileName, checks: ALL_CHECKS.filter((c) => checks.has(c)) },
+    ...{ reference: reference.totalNorm, fileName, checks: ALL_CHECKS.filter((c) => checks.has(c)), cost: features.has("cost") },
     minimised: minimal ? { kept: kept.length, of: model.params.length, gradients: kept.some((p) => regime.hasGrad(p.index)) ? "with random gradients: the layout alone makes this failure" : `with no gradient on any rank (regime ${cell.regime}), which alone makes this failure`, budget: features.has("comm.budget") ? `${new Set(commBudgets).size === 1 ? commBudgets[0] : `[${commBudgets.join(", ")}] by rank`} (${commWhy})` : null } : null,
   });
   // Template lines tagged `#? a b`, and blocks between `#?{ a b` and `#?}`, are kept only when the script makes one of
@@ -812,6 +813,8 @@ function wrap(text: string, indent: string, width = 116): string[] {
 /** The script's docstring: framework, configuration, cause in words, expected against got, how to run it. */
 function docText(x: {
   cell: Cell;
+  /** The script times the clip against its fused variant under REPRO_COST_PAIRS (the `cost` feature). */
+  cost: boolean;
   layout: ValidLayout;
   world: number;
   model: string;
@@ -888,6 +891,12 @@ function docText(x: {
       "",
     ),
     `    torchrun --standalone --nproc-per-node ${x.world} ${x.fileName}`,
+    ...(x.cost
+      ? [
+          ...wrap("With REPRO_COST_PAIRS=N it then times the clip against fused_clip (the same norm from one all_reduce) in N pairs and prints, on rank 0, COST with each pair's seconds:", ""),
+          `    REPRO_COST_PAIRS=11 torchrun --standalone --nproc-per-node ${x.world} ${x.fileName}`,
+        ]
+      : []),
     // One line, not wrapped: a command is copied whole.
     ...(x.seen?.repro ? [`The cell in clip-parity: ${x.seen.repro}`] : []),
   );
@@ -911,6 +920,8 @@ export interface ExportRequest {
   full?: boolean;
   /** The cell's result from a run already made (a history row's): put in the header, nothing run again. */
   seen?: CellResult;
+  /** For a comm.budget cell: the script also times the clip against its fused variant under REPRO_COST_PAIRS=N (note-cost.ts). */
+  cost?: boolean;
 }
 
 /** Writes the script atomically into outDir; returns its path and what the harness saw. */
@@ -930,7 +941,7 @@ export async function exportCell(req: ExportRequest): Promise<{ path: string; se
       await closeTorchSessions();
     }
   }
-  const data = buildExport(req.cell, subject, seen, req.records, req.full);
+  const data = buildExport(req.cell, subject, seen, req.records, req.full, req.cost);
   const dir = resolve(req.outDir);
   const path = join(dir, data.fileName);
   writeFileAtomic(path, data.script, 0o755);

@@ -11,6 +11,8 @@ import { execa } from "execa";
 import { worldSize } from "../../layout/layout.ts";
 import type { FrameworkCellRecord, FrameworksData } from "../frameworks-run.ts";
 import { exportCell, parseCellId, SCRIPT_CHECKS } from "./export.ts";
+import { cellSeverity } from "../causes.ts";
+import { COST_PAIRS, noteCost, type NoteCost } from "../note-cost.ts";
 
 export interface ReproRun {
   exitCode: number;
@@ -21,7 +23,10 @@ export interface ReproRun {
   stdout: string;
   stderr: string;
   seconds: number;
+  /** REPRO_COST_PAIRS=N: each pair's seconds for the clip and for the script's fused variant (its COST line), or why it timed nothing. */
+  cost: { clip: number[]; fused: number[] } | string | null;
 }
+
 
 /** Runs the script at `path` on `world` CPU ranks (gloo) under `python -m torch.distributed.run --standalone`. */
 export async function runExportedScript(path: string, world: number, python: string, timeoutMs = 300_000, env: Record<string, string> = {}): Promise<ReproRun> {
@@ -34,6 +39,7 @@ export async function runExportedScript(path: string, world: number, python: str
     timeout: timeoutMs,
   });
   const stdout = String(r.stdout ?? "");
+  const costLine = /^COST (.+)$/m.exec(stdout)?.[1];
   return {
     exitCode: r.exitCode ?? -1,
     reproduced: r.exitCode === 1 && /^REPRODUCED$/m.test(stdout),
@@ -41,6 +47,7 @@ export async function runExportedScript(path: string, world: number, python: str
     stdout,
     stderr: String(r.stderr ?? ""),
     seconds: (performance.now() - started) / 1000,
+    cost: costLine ? (JSON.parse(costLine) as { clip: number[]; fused: number[] } | string) : null,
   };
 }
 
@@ -52,6 +59,14 @@ export async function runExportedScript(path: string, world: number, python: str
 export function sameFindings(listed: readonly string[], script: readonly string[]): boolean {
   if (listed.includes("liveness")) return script.includes("liveness");
   return listed.filter((c) => SCRIPT_CHECKS.has(c)).every((c) => script.includes(c)) && !script.includes("liveness");
+}
+
+/** A performance note's cost: its script exported with the fused variant, run with REPRO_COST_PAIRS (note-cost.ts). */
+async function timeNote(id: string, dir: string, records: FrameworksData, full: boolean, python: string): Promise<{ cost: NoteCost } | { costNotTimed: string }> {
+  const { path, data: x } = await exportCell({ cell: parseCellId(id), outDir: dir, run: false, records, full, cost: true });
+  const run = await runExportedScript(path, worldSize(x.cell.layout), python, 300_000, { REPRO_COST_PAIRS: String(COST_PAIRS) });
+  if (typeof run.cost === "object" && run.cost) return { cost: noteCost(run.cost) };
+  return { costNotTimed: typeof run.cost === "string" ? run.cost : `the script printed no COST line (exit ${run.exitCode})` };
 }
 
 /** The failures a frameworks run lists as the framework's (in its configurations), as cells of torch:<framework>. */
@@ -85,6 +100,8 @@ export async function reproduceListedFailures(
         const run = await runExportedScript(path, worldSize(x.cell.layout), python);
         const same = run.reproduced && sameFindings(rec.failed, run.failed);
         rec.repro = { lines: x.script.split("\n").length - 1, reproduced: same, failed: run.failed, minimised: x.minimised };
+        // a performance note that reproduced: the same script with its fused variant, timed against it (the note's cost)
+        if (same && cellSeverity(rec) === "performance note") Object.assign(rec.repro, await timeNote(id, dir, data, full, python));
         onCell?.(id, rec.repro, run);
         if (same || !x.minimised) break;
       }
