@@ -18,6 +18,7 @@ import { cannotRunOn, loadFrameworks, outsideConfigurations, type Framework } fr
 import { vacuity } from "./vacuity.ts";
 import type { TorchOptions } from "./torch/options.ts";
 import { causesOf, messageHead } from "./causes.ts";
+import type { NoteCost } from "./note-cost.ts";
 import { closeTorchSessions, isTorchSubject, loadTorchSubject, type TorchSubject } from "./torch/subject.ts";
 import { ompThreads } from "../util/env.ts";
 
@@ -86,7 +87,7 @@ export interface FrameworkCellRecord {
    * (repro-run.ts): its length in lines, whether it printed REPRODUCED, the checks it saw fail, and whether it was the
    * minimised script (a failure of the layout alone: a few parameters, random gradients) or the whole cell.
    */
-  repro?: { lines: number; reproduced: boolean; failed: string[]; minimised?: boolean };
+  repro?: { lines: number; reproduced: boolean; failed: string[]; minimised?: boolean; cost?: NoteCost; costNotTimed?: string };
 }
 
 export interface FrameworkRecord {
@@ -98,6 +99,16 @@ export interface FrameworkRecord {
   trainer: string;
   error?: string;
   cells: FrameworkCellRecord[];
+  /** Its file's findings (a cause through the framework's own entry point), each run's rank lines (findings-run.ts). */
+  findings?: FindingRecord[];
+}
+
+/** One finding's script as `npm run frameworks` ran it: its runs, each rank's one line, in rank order. */
+export interface FindingRecord {
+  cause: string;
+  script: string;
+  why: string;
+  runs: { label: string; command: string; lines: string[]; exitCode: number; seconds: number }[];
 }
 
 export interface FrameworksData {

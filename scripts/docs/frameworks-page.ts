@@ -5,6 +5,7 @@
  * configurations, then what cannot run here; then the time per cell.
  */
 import { median } from "../../harness/util/stats.ts";
+import { COST_PAIRS } from "../../harness/external/note-cost.ts";
 import { CHECK_IDS } from "../../harness/checks/index.ts";
 import { loadFrameworks } from "../../harness/external/torch/frameworks.ts";
 import { parseCellId, reproFileName } from "../../harness/external/torch/export.ts";
@@ -158,10 +159,49 @@ function rootCauseSection(d: FrameworksData, explain: Record<string, Record<stri
     const where = r.sources.map((x) => `\`${esc(x)}\``).join("; ") || "-";
     o.push(`| ${esc(r.cause.text)} | ${severityText(r.cause.severity)} | ${r.by.map(([n, k]) => `${n} (${k})`).join(", ")} | ${reproOfCells(r.cells)} | ${where} | ${esc(r.upstreams.join("; "))} |`);
   }
+  o.push(...noteCostLines(d, explain));
   // where a few lines in one process show a cause, those lines: what a maintainer pastes first
   for (const r of sorted.filter((x) => x.cause.minimal)) {
     const lines = r.cause.minimal!.split("\n");
     o.push("", `In ${lines.length} line${lines.length === 1 ? "" : "s"}, one process, the framework alone (${r.by.map(([n]) => n).join(", ")}): ${esc(r.cause.text)}.`, "", "```python", ...lines, "```");
+  }
+  o.push(...findingLines(d));
+  return o;
+}
+
+/** Microseconds, as the cost table prints them. */
+const us = (s: number) => `${Math.round(s * 1e6)} us`;
+
+/** What each performance note in a framework's configurations costs per clip, as its exported script measured it. */
+export function noteCostLines(d: FrameworksData, explain: Record<string, Record<string, string>>): string[] {
+  const notes = d.frameworks.flatMap((f) => f.cells.filter((c) => !c.outside && c.status === "fail" && kindOf(c, explain[f.name]) === "performance note").map((c) => [f.name, c] as const));
+  if (!notes.length) return [];
+  const o = [
+    "",
+    `What each performance note costs: its exported script with the fused variant (\`clip-parity export --cell torch:<framework>/<cell> --no-run --cost\`), run with REPRO_COST_PAIRS=${COST_PAIRS}, times the framework's clip against the script's fused variant (\`fused_clip\`: the same norm from the local blocks each rank owns (a replicated block counted once), one all_reduce over every rank, the same scaling; plain tensors, so the saving also holds DTensor's dispatch and is an upper bound on what fusing the reductions alone saves) in ${COST_PAIRS} pairs, order alternating, each call the slowest rank's, on these CPU ranks (gloo). A saving whose interquartile range reaches 0 reads *no measurable cost*.`,
+    "",
+    "| framework | cell | the clip (median) | fused variant (median) | saved per clip (median; IQR) |",
+    "|---|---|---|---|---|",
+  ];
+  for (const [name, c] of notes) {
+    const k = c.repro?.cost;
+    const saved = k ? (k.measurable ? `${us(k.savedS)} (${us(k.savedIqrS[0])} to ${us(k.savedIqrS[1])})` : `no measurable cost (${us(k.savedS)}; ${us(k.savedIqrS[0])} to ${us(k.savedIqrS[1])})`) : `not timed${c.repro?.costNotTimed ? `: ${esc(c.repro.costNotTimed)}` : ""}`;
+    o.push(`| ${name} | ${c.case} | ${k ? us(k.clipS) : "-"} | ${k ? us(k.fusedS) : "-"} | ${saved} |`);
+  }
+  return o;
+}
+
+/** Each framework's findings: a cause through the framework's own entry point, each run's command and its ranks' lines as recorded. */
+export function findingLines(d: FrameworksData): string[] {
+  const o: string[] = [];
+  for (const f of d.frameworks) {
+    for (const x of f.findings ?? []) {
+      o.push("", `Through ${f.name}'s own entry point (\`${x.script}\`, torch and ${f.package} alone, CPU ranks): ${esc(x.why)}.`);
+      for (const r of x.runs) {
+        const ended = r.exitCode === 0 ? "exit 0" : r.exitCode === -1 ? "killed at the time limit" : `exit ${r.exitCode}`;
+        o.push("", `${esc(r.label)} (${ended}, ${r.seconds.toFixed(0)} s):`, "", "```", `$ ${r.command}`, ...(r.lines.length ? r.lines : ["(no rank printed its line)"]), "```");
+      }
+    }
   }
   return o;
 }

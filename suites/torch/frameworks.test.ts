@@ -11,13 +11,15 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { main as cli } from "../../cli/main.ts";
-import { verdictText } from "../../cli/print.ts";
+import { minimalOneLine, verdictText } from "../../cli/print.ts";
 import { caseKey, casesFor, CI_SUBSET, runFrameworks, type FrameworkCellRecord, type FrameworksData } from "../../harness/external/frameworks-run.ts";
 import { causesOf, highestSeverity, rootCause, SEVERITY_SCALE } from "../../harness/external/causes.ts";
 import { foldCells, kindOf, naKind, renderFrameworks } from "../../scripts/docs/frameworks-page.ts";
 import { frameworkCases } from "../../matrix/frameworks.ts";
 import { parseLayout, SINGLE, worldSize } from "../../harness/layout/layout.ts";
 import { exportCell, LAYOUT_ONLY_CHECKS, parseCellId, renderCall } from "../../harness/external/torch/export.ts";
+import { noteCost } from "../../harness/external/note-cost.ts";
+import { rankLines, runFindings } from "../../harness/external/torch/findings-run.ts";
 import { listedFailures, reproduceListedFailures, runExportedScript, sameFindings } from "../../harness/external/torch/repro-run.ts";
 import { applicability, cannotRunOn, getFramework, listFrameworkSubjects, loadFrameworks, outsideConfigurations, parseFrameworkFile, plainConvention } from "../../harness/external/torch/frameworks.ts";
 import { PROJECT_ROOT, torchOptionsFromEnv } from "../../harness/external/torch/options.ts";
@@ -99,6 +101,17 @@ describe("framework files", () => {
     expect(bad((x) => (x.convention.paths[0].steps[0].receiver = { arg: "mpu" }))).toThrow(/convention\.paths\[0\]\.steps\[0\]\.receiver/);
     expect(bad(() => undefined, "other.json")).toThrow(/its name is "torch", so the file must be torch\.json/);
     expect(() => parseFrameworkFile("/x/torch.json", "{")).toThrow(InputError);
+    // a finding shows a cause the file explains, with a script that is there
+    const ds = JSON.parse(readFileSync(join(PROJECT_ROOT, "adapters", "torch", "frameworks", "deepspeed-bf16.json"), "utf8"));
+    const badDs = (mut: (x: any) => void) => () => {
+      const x = structuredClone(ds);
+      mut(x);
+      return parseFrameworkFile("/x/deepspeed-bf16.json", JSON.stringify(x));
+    };
+    expect(badDs(() => undefined)).not.toThrow();
+    expect(badDs((x) => (x.findings[0].cause = "raises:KeyError"))).toThrow(/findings\[0\]\.cause: "raises:KeyError" is not a key of its explain \("raises:RuntimeError: stack expects a non-empty TensorList"/);
+    expect(badDs((x) => (x.findings[0].script = "adapters/torch/findings/nope.py"))).toThrow(/findings\[0\]\.script: adapters\/torch\/findings\/nope\.py does not exist/);
+    expect(badDs((x) => (x.findings[0].script = "/tmp/x.py"))).toThrow(/findings\[0\]\.script[\s\S]*expected adapters\/torch\/findings\/<name>\.py/);
     expect(() => getFramework("nope")).toThrow(/no framework "nope" in adapters\/torch\/frameworks\/ \(known: accelerate, .*transformers\)/);
   });
 
@@ -410,11 +423,11 @@ describe(`an exported script${torch.skipNote}`, () => {
   // a failure in a configuration torchtitan's trainer builds (one PP stage): the extra EP all_reduce
   const TITAN_COMM = "torch:torchtitan/cp2,tp2,ep2/deepseek-v3-debug/f32/n2/active/s0";
 
-  async function exportTo(id: string) {
+  async function exportTo(id: string, cost = false) {
     const dir = mkdtempSync(join(tmpdir(), "clip-parity-export-"));
     dirs.push(dir);
     // --no-run: what clip-parity saw is the committed record; the script alone must see it again.
-    return exportCell({ cell: parseCellId(id), outDir: dir, run: false });
+    return exportCell({ cell: parseCellId(id), outDir: dir, run: false, cost });
   }
 
   async function exportAndRun(id: string) {
@@ -489,6 +502,21 @@ describe(`an exported script${torch.skipNote}`, () => {
     },
     600_000,
   );
+
+  it.runIf(torch.run)("a performance note's script with cost times the clip against its fused variant in pairs, the same norm from one all_reduce; without it, no timing code", async () => {
+    const id = "torch:torchtitan/dp_shard2,ep2/deepseek-v3-debug/f32/n2/active/s0";
+    const plain = (await exportTo(id)).data.script;
+    expect(plain).not.toMatch(/fused_clip|REPRO_COST_PAIRS|^import time/m);
+    const { path, data } = await exportTo(id, true);
+    expect(data.script).toMatch(/^def fused_clip\(named\):/m);
+    const run = await runExportedScript(path, 2, torchOptionsFromEnv().python, 300_000, { REPRO_COST_PAIRS: "5" });
+    expect(run.reproduced, run.stdout + run.stderr).toBe(true);
+    expect(run.failed).toEqual(["comm.budget"]);
+    const cost = run.cost as { clip: number[]; fused: number[] };
+    expect(cost.clip).toHaveLength(5);
+    expect(cost.fused).toHaveLength(5);
+    for (const t of [...cost.clip, ...cost.fused]) expect(t).toBeGreaterThan(0);
+  }, 300_000);
 
   it.runIf(torch.run)("says when the framework does not support the configuration, and never reports it reproduced", async () => {
     const { script } = (await exportTo("torch:transformers/dp_shard2,tp2/llama3-debug/bf16/n1/inactive/s0")).data;
@@ -733,6 +761,29 @@ describe("docs/frameworks.md: root causes, severities and what is not a failure"
     expect(md).toContain("- the norm is wrong: `npx clip-parity cell --subject torch:a --layout tp2 --model llama3-debug --dtype f32 --norm 2 --regime active --seed 0`; `npx clip-parity export --cell torch:a/tp2/llama3-debug/f32/n2/active/s0 --no-run --out repros` writes `repros/repro-torch-a-tp2-llama3-debug-f32-n2-active-s0.py`");
   });
 
+  it("a performance note's cost is the median of paired savings, measurable only where their interquartile range lies above 0", () => {
+    // the clip takes 1 ms more in every pair: measurable
+    const clear = noteCost({ clip: [2, 2.1, 1.9, 2, 2.2, 2, 2.05].map((x) => x / 1000), fused: [1, 1.1, 0.9, 1, 1.2, 1, 1.05].map((x) => x / 1000) });
+    expect(clear).toMatchObject({ pairs: 7, savedS: 0.001, measurable: true });
+    expect(clear.savedIqrS[0]).toBeCloseTo(0.001, 9);
+    // noise: savings of both signs, the interquartile range reaches 0
+    const noise = noteCost({ clip: [1, 1.3, 0.8, 1.1, 0.9, 1.2], fused: [1.1, 1, 1, 1, 1, 1] });
+    expect(noise.measurable).toBe(false);
+    expect(noise.savedIqrS[0]).toBeLessThanOrEqual(0);
+    expect(() => noteCost({ clip: [1, 1, 1, 1], fused: [1, 1, 1, 1] })).toThrow(/at least 5 pairs/);
+    // the page: the cost table and the verdict line's summary
+    const note = (c: string, cost: FrameworkCellRecord["repro"]) => rec(c, { failed: ["comm.budget"], causes: ["comm-budget"], repro: cost });
+    const md = page([framework("tt", [
+      note("dp_shard2,ep2/deepseek-v3-debug/f32/n2/active/s0", { lines: 140, reproduced: true, failed: ["comm.budget"], minimised: true, cost: clear }),
+      note("dp_shard4,ep4/deepseek-v3-debug/f32/n2/active/s0", { lines: 140, reproduced: true, failed: ["comm.budget"], minimised: true, cost: noise }),
+      note("pp2,dp_shard2,ep2/deepseek-v3-debug/f32/n2/active/s0", { lines: 140, reproduced: true, failed: ["comm.budget"], minimised: true, costNotTimed: "fused_clip sums over every rank: a p-norm without pipeline stages only" }),
+    ])], {});
+    expect(md).toContain("| tt | dp_shard2,ep2/deepseek-v3-debug/f32/n2/active/s0 | 2000 us | 1000 us | 1000 us (1000 us to 1000 us) |");
+    expect(md).toContain("| tt | dp_shard4,ep4/deepseek-v3-debug/f32/n2/active/s0 | 1050000 us | 1000000 us | no measurable cost (0 us; -100000 us to 175000 us) |");
+    expect(md).toContain("| tt | pp2,dp_shard2,ep2/deepseek-v3-debug/f32/n2/active/s0 | - | - | not timed: fused_clip sums over every rank: a p-norm without pipeline stages only |");
+    expect(md).toContain("3 with a performance note only (measured: 1000 us saved per clip by one all_reduce in 1 of 2 timed; no measurable cost in 1 of 2 timed)");
+  });
+
   it("a framework none of whose cells ran reads NOT TESTED with the reason; one whose passes are all vacuous says so", () => {
     const notRun = rec("tp2/llama3-debug/f32/n2/active/s0", { status: "not run", failed: [], cannotRun: "needs CUDA: no GPU here" });
     const vacuous = rec("tp2/llama3-debug/f32/n2/active/s0", { status: "pass", failed: [], vacuous: "a clip that returns 0 passes it too" });
@@ -742,25 +793,65 @@ describe("docs/frameworks.md: root causes, severities and what is not a failure"
     expect(md).toContain("Every pass is vacuous: these cells show nothing of its clip passing.");
   });
 
-  it.runIf(torch.run)("a cause's shortest reproduction (#minimal) runs in one process with the pinned framework and raises the error its cause names", () => {
+  it.runIf(torch.run)("a cause's shortest reproduction (#minimal) runs in one process with the pinned framework, as written and as the CLI's one line, and raises the error its cause names", () => {
     let seen = 0;
+    const stderrOf = (code: string) => {
+      try {
+        execFileSync(torchOptionsFromEnv().python, ["-c", code], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], timeout: 120_000 });
+        return "";
+      } catch (err) {
+        return String((err as { stderr?: string }).stderr ?? "");
+      }
+    };
     for (const [name, fw] of loadFrameworks()) {
       for (const [key, code] of Object.entries(fw.explain ?? {})) {
         if (!key.endsWith("#minimal")) continue;
         seen++;
-        const error = /^(?:raises|hang-raise):(.+)$/.exec(key.slice(0, -"#minimal".length))?.[1];
-        expect(error, `${name} ${key}: a #minimal belongs to a cause that names its error`).toBeDefined();
-        let stderr = "";
-        try {
-          execFileSync(torchOptionsFromEnv().python, ["-c", code], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], timeout: 120_000 });
-        } catch (err) {
-          stderr = String((err as { stderr?: string }).stderr ?? "");
-        }
-        expect(stderr, `${name} ${key}`).toContain(error!);
+        // the error the cause key names ("raises:<error>"), else the one its last line's comment names
+        const error = /^(?:raises|hang-raise):(.+)$/.exec(key.slice(0, -"#minimal".length))?.[1] ?? /#\s*(\w+Error: .+)$/.exec(code.split("\n").at(-1)!)?.[1];
+        expect(error, `${name} ${key}: a #minimal names its error (in its cause key or its last line's comment)`).toBeDefined();
+        expect(stderrOf(code), `${name} ${key}`).toContain(error!);
+        expect(stderrOf(minimalOneLine(code)), `${name} ${key} as one line`).toContain(error!);
       }
     }
-    expect(seen).toBeGreaterThan(0);
+    expect(seen).toBeGreaterThanOrEqual(3);
   }, 300_000);
+
+  it("shows the DeepSpeed finding through engine.step and train_batch: no PP every rank raises, with PP the frozen stage raises and the other hangs, the control returns one norm", () => {
+    const fw = committed().frameworks.find((f) => f.name === "deepspeed-bf16")!;
+    const [finding] = fw.findings ?? [];
+    expect(finding?.cause).toBe("raises:RuntimeError: stack expects a non-empty TensorList");
+    const [noPp, pp, control] = finding!.runs;
+    const raised = / step raised RuntimeError: stack expects a non-empty TensorList$/;
+    expect(noPp!.lines).toHaveLength(2);
+    for (const l of noPp!.lines) expect(l).toMatch(raised);
+    expect(pp!.lines[0]).toMatch(/^rank 0 \(stage 0, BF16_Optimizer\): hang: still in the step after 20 s, waiting in .*get_global_norm_of_tensors > c10d\.all_reduce$/);
+    expect(pp!.lines[1]).toMatch(/^rank 1 \(stage 1, BF16_Optimizer\)/);
+    expect(pp!.lines[1]).toMatch(raised);
+    const norms = control!.lines.map((l) => /step returned, norm (\S+)$/.exec(l)?.[1]);
+    expect(norms).toHaveLength(2);
+    expect(new Set(norms).size).toBe(1);
+    expect(Number(norms[0])).toBeGreaterThan(0);
+    // the page shows each run's command and its ranks' lines
+    const md = readFileSync(DOC, "utf8");
+    for (const r of finding!.runs) expect(md).toContain(["```", `$ ${r.command}`, ...r.lines, "```"].join("\n"));
+    expect(md).toContain("Through deepspeed-bf16's own entry point (`adapters/torch/findings/deepspeed_frozen_stage.py`");
+  });
+
+  it("reads a finding's rank lines in rank order, splitting a line another rank's output ran into", () => {
+    const out = "noise\nrank 1 (stage 1, X): step returned, norm 0.5rank 0 (stage 0, X): step returned, norm 0.5\n[rank0]: warning\nrank 2 (stage 2, X): hang\n";
+    expect(rankLines(out)).toEqual(["rank 0 (stage 0, X): step returned, norm 0.5", "rank 1 (stage 1, X): step returned, norm 0.5", "rank 2 (stage 2, X): hang"]);
+  });
+
+  it.runIf(torch.run)("a framework's findings print again what the page recorded, rank by rank, when run fresh", async () => {
+    let seen = 0;
+    for (const rec of committed().frameworks.filter((f) => f.findings?.length)) {
+      const fresh = await runFindings(getFramework(rec.name), torchOptionsFromEnv().python);
+      expect(fresh.map((f) => f.runs.map((r) => [r.command, r.lines]))).toEqual(rec.findings!.map((f) => f.runs.map((r) => [r.command, r.lines])));
+      seen += fresh.length;
+    }
+    expect(seen).toBeGreaterThan(0);
+  }, 600_000);
 
   it("links a framework's shipped bugs in docs/history.md from its verdict line, and keeps the harness's timing below the fold", () => {
     const md = readFileSync(join(PROJECT_ROOT, "docs", "frameworks.md"), "utf8");
