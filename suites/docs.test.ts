@@ -7,6 +7,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { execaNode } from "execa";
+import semver from "semver";
 import { describe, expect, it } from "vitest";
 import { applyFigures, computeFigures, figuresIn, README } from "../scripts/readme-figures.ts";
 import { BUILTIN_SUBJECTS } from "../harness/subject/registry.ts";
@@ -74,6 +75,22 @@ describe("README.md set-up", () => {
     expect(text).toMatch(/the main job measured \d+ min \d+ s/);
     expect(text).toMatch(/plain `npm test`[^.]*\d+ min \d+ s/);
     expect(text).toContain("`npm test -- --matrix gpu4` runs that matrix's test alone (`suites/matrix.test.ts`");
+  });
+});
+
+describe("npm ci on Node 20", () => {
+  // npm warns EBADENGINE for an installed package whose engines.node leaves out the running Node: the README
+  // promises Node 20, and @napi-rs/cli 3 pulls in two packages that want Node 22 (package.json "overrides").
+  it("installs no package whose engines.node leaves out Node 20 (npm would warn EBADENGINE)", () => {
+    const lock = JSON.parse(readFileSync(join(ROOT, "package-lock.json"), "utf8")) as { packages: Record<string, { engines?: { node?: string }; os?: string[]; cpu?: string[] }> };
+    const node20 = process.versions.node.startsWith("20.") ? process.versions.node : "20.19.0";
+    const installedHere = (p: { os?: string[]; cpu?: string[] }) => (!p.os || p.os.includes(process.platform)) && (!p.cpu || p.cpu.includes(process.arch));
+    const refusing = Object.entries(lock.packages)
+      .filter(([path, p]) => path && installedHere(p) && p.engines?.node && !semver.satisfies(node20, p.engines.node))
+      .map(([path, p]) => `${path.replace(/^.*node_modules\//, "")} wants node ${p.engines!.node}`);
+    expect(refusing, `on Node ${node20}`).toEqual([]);
+    // the check itself: a range that leaves Node 20 out is caught
+    expect(semver.satisfies(node20, "^22.20 || ^24.12 || >=25")).toBe(false);
   });
 });
 
