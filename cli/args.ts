@@ -7,6 +7,7 @@
  * are digits with an optional fraction and exponent (`1`, `0.5`, `1e-3`). Hexadecimal, `Infinity`,
  * empty strings and values that overflow are refused with the flag, the value and the rule.
  */
+import { didYouMean, nearest } from "../harness/util/did-you-mean.ts";
 import { parseArgs } from "node:util";
 import { InputError } from "../harness/errors.ts";
 import { formatPin, normalizePins, parsePin, withPins, type Pin } from "../harness/external/torch/environments.ts";
@@ -124,34 +125,12 @@ export function givenFlags(v: Values): string[] {
   return Object.keys(v).filter((k) => given(v, k));
 }
 
-/** Edits (insert, delete, replace, swap of neighbours) that turn `a` into `b`. */
-function editDistance(a: string, b: string): number {
-  const d = Array.from({ length: a.length + 1 }, (_, i) => Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)));
-  for (let i = 1; i <= a.length; i++) {
-    for (let j = 1; j <= b.length; j++) {
-      d[i]![j] = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
-      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) d[i]![j] = Math.min(d[i]![j]!, d[i - 2]![j - 2]! + 1);
-    }
-  }
-  return d[a.length]![b.length]!;
-}
-
-/** The known flag a mistyped one most likely meant: a prefix of it, or at most 2 edits away (1 for short names). */
-export function nearestFlag(flag: string, known: readonly string[]): string | undefined {
-  const prefixed = known.filter((k) => flag.length >= 3 && k.startsWith(flag));
-  if (prefixed.length === 1) return prefixed[0];
-  const limit = flag.length <= 4 ? 1 : 2;
-  const scored = known.map((k) => ({ k, d: editDistance(flag, k) })).filter((x) => x.d > 0 && x.d <= limit);
-  scored.sort((a, b) => a.d - b.d);
-  return scored[0]?.k;
-}
-
 /**
  * The one-line error for a flag a command does not know (exit 2), with the nearest known flag as a
  * suggestion. With `onlyNear`, null unless one is near: `npm test` passes other flags on to vitest.
  */
 export function unknownFlagError(command: string, flag: string, known: readonly string[], opts: { onlyNear?: boolean } = {}): InputError | null {
-  const near = nearestFlag(flag, known.filter((k) => k !== "help"));
+  const near = nearest(flag, known.filter((k) => k !== "help"));
   if (near === undefined && opts.onlyNear) return null;
   const help = command === "npm test" ? "npm test -- --help" : `clip-parity ${command} --help`;
   return new InputError(`${command}: unknown flag --${flag}${near ? `; did you mean --${near}?` : ""} (${help} lists the flags)`);
@@ -221,7 +200,7 @@ export function parseRegExp(text: string, flag: string): RegExp {
 
 /** A value that must be one of `allowed`. */
 export function parseChoice<T extends string>(text: string, flag: string, allowed: readonly T[]): T {
-  if (!(allowed as readonly string[]).includes(text)) throw new InputError(`${flag}: "${text}" is not one of ${allowed.join(", ")}`);
+  if (!(allowed as readonly string[]).includes(text)) throw new InputError(`${flag}: "${text}" is not one of ${allowed.join(", ")}${didYouMean(text, allowed)}`);
   return text as T;
 }
 

@@ -7,6 +7,7 @@ import { z } from "zod";
 import type { DType } from "../harness/subject/api.ts";
 import { ALL_REGIMES, boundaryOffset, REGIMES, type Regime } from "../harness/gradients/regimes.ts";
 import { InputError } from "../harness/errors.ts";
+import { didYouMean } from "../harness/util/did-you-mean.ts";
 import { formatLayout, parseLayout, validateLayout, type Layout } from "../harness/layout/layout.ts";
 import { MODEL_NAMES } from "../harness/model/models.ts";
 import { cellId, DTYPES, formatNorm, type Case, type Matrix } from "../harness/spec/cell.ts";
@@ -315,7 +316,17 @@ export const MATRIX_NAMES = ["cpu", "gpu1", "gpu4", "gpu8", "nightly"] as const;
 /** A listed case takes about 150 bytes of JSON: 64 MiB is far beyond any hand-written matrix. */
 const MAX_MATRIX_FILE_BYTES = 64 * 1024 * 1024;
 
-const normSchema = z.union([z.number().positive(), z.literal("inf")]).transform((v) => (v === "inf" ? Infinity : v));
+/** One of `values`; an error that names the value, what it is not, the allowed values and the nearest of them. */
+const choice = <T extends string>(what: string, values: readonly T[]) =>
+  z.enum(values as unknown as [T, ...T[]], {
+    error: (iss) => `${JSON.stringify(iss.input)} is not ${what}: expected one of ${values.join(", ")}${typeof iss.input === "string" ? didYouMean(iss.input, values) : ""}`,
+  });
+const normSchema = z.unknown().transform((v, ctx) => {
+  if (v === "inf") return Infinity;
+  if (typeof v === "number" && v > 0 && Number.isFinite(v)) return v;
+  ctx.addIssue({ code: "custom", message: `${JSON.stringify(v)} is not a norm type: expected a positive number or "inf"` });
+  return z.NEVER;
+});
 const layoutSchema = z.string().transform((s, ctx) => {
   try {
     return parseLayout(s);
@@ -324,26 +335,41 @@ const layoutSchema = z.string().transform((s, ctx) => {
     return z.NEVER;
   }
 });
+const modelSchema = choice("a model", MODEL_NAMES);
+const dtypeSchema = choice("a dtype", DTYPES);
+const regimeSchema = choice("a regime", ALL_REGIMES);
 
-const caseSchema = z.strictObject({
-  layout: layoutSchema,
-  model: z.enum(MODEL_NAMES as [string, ...string[]]),
-  dtype: z.enum(["f32", "bf16", "f16"]),
-  norm: normSchema,
-  regime: z.enum(ALL_REGIMES),
-  seed: z.number().int().nonnegative().default(0),
-  maxNorm: z.number().positive().optional(),
-  errorIfNonfinite: z.boolean().optional(),
-});
+// `normType` is the name the library and the results use; `norm` (the CLI's flag) is accepted as well, not both.
+const caseSchema = z
+  .strictObject({
+    layout: layoutSchema,
+    model: modelSchema,
+    dtype: dtypeSchema,
+    normType: normSchema.optional(),
+    norm: normSchema.optional(),
+    regime: regimeSchema,
+    seed: z.number().int().nonnegative().default(0),
+    maxNorm: z.number().positive().optional(),
+    errorIfNonfinite: z.boolean().optional(),
+  })
+  .superRefine((c, ctx) => {
+    if (c.normType === undefined && c.norm === undefined) ctx.addIssue({ code: "custom", path: ["normType"], message: 'missing: a case needs its norm type (a positive number or "inf")' });
+    if (c.normType !== undefined && c.norm !== undefined) ctx.addIssue({ code: "custom", path: ["norm"], message: "give normType or norm, not both (they are one field)" });
+  });
 
-const sweepSchema = z.strictObject({
-  layouts: z.array(layoutSchema).min(1),
-  models: z.array(z.enum(MODEL_NAMES as [string, ...string[]])).min(1),
-  dtypes: z.array(z.enum(["f32", "bf16", "f16"])).min(1).default(["f32"]),
-  norms: z.array(normSchema).min(1).default([2]),
-  regimes: z.array(z.enum(ALL_REGIMES)).min(1).default(["active"]),
-  seeds: z.array(z.number().int().nonnegative()).min(1).default([0]),
-});
+const sweepSchema = z
+  .strictObject({
+    layouts: z.array(layoutSchema).min(1),
+    models: z.array(modelSchema).min(1),
+    dtypes: z.array(dtypeSchema).min(1).default(["f32"]),
+    normTypes: z.array(normSchema).min(1).optional(),
+    norms: z.array(normSchema).min(1).optional(),
+    regimes: z.array(regimeSchema).min(1).default(["active"]),
+    seeds: z.array(z.number().int().nonnegative()).min(1).default([0]),
+  })
+  .superRefine((s, ctx) => {
+    if (s.normTypes !== undefined && s.norms !== undefined) ctx.addIssue({ code: "custom", path: ["norms"], message: "give normTypes or norms, not both (they are one field)" });
+  });
 
 export const matrixFileSchema = z
   .strictObject({
@@ -373,7 +399,7 @@ export function loadMatrixFile(path: string, maxCases = DEFAULT_LIMITS.maxCells)
     layout: c.layout,
     model: c.model,
     dtype: c.dtype,
-    normType: c.norm,
+    normType: (c.normType ?? c.norm)!,
     regime: c.regime as Regime,
     seed: c.seed,
     ...(c.maxNorm !== undefined ? { maxNorm: c.maxNorm } : {}),
@@ -381,7 +407,8 @@ export function loadMatrixFile(path: string, maxCases = DEFAULT_LIMITS.maxCells)
   }));
   if (m.sweep) {
     const s = m.sweep;
-    const sizes = [s.layouts.length, s.models.length, s.dtypes.length, s.norms.length, s.regimes.length, s.seeds.length];
+    const norms = s.normTypes ?? s.norms ?? [2];
+    const sizes = [s.layouts.length, s.models.length, s.dtypes.length, norms.length, s.regimes.length, s.seeds.length];
     const count = sizes.reduce((a, b) => a * b, 1);
     if (count + cases.length > maxCases) {
       throw new InputError(
@@ -392,7 +419,7 @@ export function loadMatrixFile(path: string, maxCases = DEFAULT_LIMITS.maxCells)
     for (const layout of s.layouts)
       for (const model of s.models)
         for (const dtype of s.dtypes)
-          for (const normType of s.norms)
+          for (const normType of norms)
             for (const regime of s.regimes)
               for (const seed of s.seeds) cases.push({ layout, model, dtype, normType, regime: regime as Regime, seed });
   }
@@ -404,7 +431,7 @@ export function resolveMatrix(nameOrPath: string, maxCases = DEFAULT_LIMITS.maxC
   const named = Object.hasOwn(builtinMatrices(), nameOrPath) ? builtinMatrices()[nameOrPath] : undefined;
   if (named) return named;
   if (/[\\/]|\.json$/.test(nameOrPath)) return loadMatrixFile(nameOrPath, maxCases);
-  throw new InputError(`--matrix: "${nameOrPath}" is neither a built-in matrix (${MATRIX_NAMES.join(", ")}) nor a .json file`);
+  throw new InputError(`--matrix: "${nameOrPath}" is neither a built-in matrix (${MATRIX_NAMES.join(", ")}) nor a .json file${didYouMean(nameOrPath, MATRIX_NAMES)}`);
 }
 
 export { cellsOf } from "../harness/spec/cell.ts";

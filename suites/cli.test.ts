@@ -8,6 +8,8 @@ import { join } from "node:path";
 import { execa } from "execa";
 import { describe, expect, it } from "vitest";
 import { native } from "../harness/backend/native.ts";
+import { loadMatrixFile } from "../matrix/index.ts";
+import { nearest } from "../harness/util/did-you-mean.ts";
 
 const cli = (...args: string[]) => execa("node", ["bin/clip-parity.js", ...args], { reject: false, env: { CI: "" } });
 const cell = ["cell", "--layout", "pp2,dp_shard2,ep2", "--model", "llama3-debug", "--dtype", "f32", "--norm", "2", "--regime", "active"];
@@ -360,5 +362,60 @@ describe("clip-parity manifest, list, run", () => {
     const r = await cli("run", "--matrix", file, "--json", join(dir, "r.json"));
     expect(r.exitCode, r.stderr).toBe(0);
     expect(JSON.parse(readFileSync(join(dir, "r.json"), "utf8")).summary.cells).toBe(4);
+  });
+});
+
+describe("names: normType in matrix files, and did you mean", () => {
+  const write = (m: unknown) => {
+    const file = join(mkdtempSync(join(tmpdir(), "cp-names-")), "m.json");
+    writeFileSync(file, JSON.stringify(m));
+    return file;
+  };
+  const base = { layout: "tp2", model: "llama3-debug", dtype: "f32", regime: "active" };
+  const errorOf = (m: unknown) => {
+    try {
+      loadMatrixFile(write(m));
+    } catch (err) {
+      return (err as Error).message;
+    }
+    return "";
+  };
+
+  it("a case's norm type is normType, as the library and the results name it; norm (the CLI flag's name) is the same field, never both", () => {
+    const byNormType = loadMatrixFile(write({ name: "m", cases: [{ ...base, normType: "inf" }], sweep: { layouts: ["tp2"], models: ["llama3-debug"], normTypes: [1] } }));
+    const byNorm = loadMatrixFile(write({ name: "m", cases: [{ ...base, norm: "inf" }], sweep: { layouts: ["tp2"], models: ["llama3-debug"], norms: [1] } }));
+    expect(byNormType.cases.map((c) => c.normType)).toEqual([Infinity, 1]);
+    expect(byNorm.cases).toEqual(byNormType.cases);
+    expect(errorOf({ name: "m", cases: [{ ...base, normType: 2, norm: 2 }] })).toContain("cases[0].norm: give normType or norm, not both");
+    expect(errorOf({ name: "m", cases: [base] })).toContain('cases[0].normType: missing: a case needs its norm type (a positive number or "inf")');
+    expect(errorOf({ name: "m", sweep: { layouts: ["tp2"], models: ["llama3-debug"], normTypes: [2], norms: [2] } })).toContain("sweep.norms: give normTypes or norms, not both");
+  });
+
+  it("a bad value names the field, the value, what is allowed and the nearest allowed name", () => {
+    const e = errorOf({ name: "m", cases: [{ layout: "tpp2", model: "llama3-debg", dtype: "f64", normType: -1, regime: "activ" }] });
+    expect(e).toContain('cases[0].layout: Unknown layout axis "tpp" in token "tpp2" of "tpp2": allowed axes are pp, dp_replicate, dp_shard, cp, tp, ep; did you mean "pp"?');
+    expect(e).toMatch(/cases\[0\]\.model: "llama3-debg" is not a model: expected one of llama3-debug, .*; did you mean "llama3-debug"\?/);
+    expect(e).toContain('cases[0].dtype: "f64" is not a dtype: expected one of f32, bf16, f16');
+    expect(e).toContain('cases[0].normType: -1 is not a norm type: expected a positive number or "inf"');
+    expect(e).toMatch(/cases\[0\]\.regime: "activ" is not a regime: expected one of active, .*; did you mean "active"\?/);
+    expect(errorOf({ name: "m", cases: [{ ...base, normType: "two" }] })).toContain('cases[0].normType: "two" is not a norm type');
+  });
+
+  it("the command line suggests the nearest matrix, subject, layout axis, model and choice", async () => {
+    expect((await cli("run", "--matrix", "cpuu")).stderr).toContain('--matrix: "cpuu" is neither a built-in matrix (cpu, gpu1, gpu4, gpu8, nightly) nor a .json file; did you mean "cpu"?');
+    expect((await cli("run", "--matrix", "cpu", "--subject", "titn")).stderr).toMatch(/subject "titn" is not a built-in subject \(built in: .*\); did you mean "titan"\?/);
+    const bad = (flag: string, value: string) => cli(...cell.map((a, i) => (cell[i - 1] === flag ? value : a)), "--subject", "titan");
+    expect((await bad("--layout", "pp2,dp_shrd2,ep2")).stderr).toContain('did you mean "dp_shard"?');
+    expect((await bad("--model", "deepseek-v3-debg")).stderr).toContain('did you mean "deepseek-v3-debug"?');
+    expect((await bad("--regime", "sparce")).stderr).toContain('--regime: "sparce" is not one of');
+    expect((await bad("--regime", "sparce")).stderr).toContain('did you mean "sparse"?');
+  });
+
+  it("nearest: a prefix, or at most 2 edits (1 for short names), case aside; nothing when nothing is near", () => {
+    expect(nearest("deepseek", ["llama3-debug", "deepseek-v3-debug"])).toBe("deepseek-v3-debug");
+    expect(nearest("tq", ["pp", "tp"])).toBe("tp"); // the nearest of two near ones
+    expect(nearest("TITAN", ["titan"])).toBe("titan");
+    expect(nearest("xyz", ["pp", "tp"])).toBeUndefined();
+    expect(nearest("bukceted", ["bucketed", "reference"])).toBe("bucketed");
   });
 });

@@ -4,13 +4,15 @@
  * and must equal what scripts/readme-figures.ts computes; its links point at files that exist; and the
  * library example it shows runs.
  */
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { execaNode } from "execa";
 import semver from "semver";
 import { describe, expect, it } from "vitest";
 import { applyFigures, computeFigures, figuresIn, README } from "../scripts/readme-figures.ts";
 import { BUILTIN_SUBJECTS } from "../harness/subject/registry.ts";
+import { loadMatrixFile } from "../matrix/index.ts";
 
 const ROOT = join(import.meta.dirname, "..");
 const text = readFileSync(README, "utf8");
@@ -45,6 +47,16 @@ describe("README.md figures", () => {
 });
 
 describe("README.md links and examples", () => {
+  it("the matrix file it shows loads as it is (normType, normTypes), into the cases it lists and sweeps", () => {
+    const json = /Your own matrix is a JSON file[\s\S]*?```json\n([\s\S]*?)```/.exec(text)?.[1];
+    expect(json, "the README shows a matrix file").toBeDefined();
+    const file = join(mkdtempSync(join(tmpdir(), "cp-readme-")), "mine.json");
+    writeFileSync(file, json!);
+    const m = loadMatrixFile(file);
+    expect(m.cases).toHaveLength(1 + 2 * 1 * 2 * 3 * 2 * 1);
+    expect(m.cases[0]).toMatchObject({ model: "llama3-debug", dtype: "bf16", normType: Infinity, regime: "boundary", seed: 3 });
+  });
+
   it("every relative link points at a file of the repository", () => {
     const links = [...text.matchAll(/\]\(((?!https?:)[^)#\s]+)\)/g)].map((m) => m[1]!);
     expect(links.length).toBeGreaterThan(3);

@@ -3,6 +3,7 @@
  * torchtitan's short names. `world = pp * dp_replicate * dp_shard * cp * tp`; `ep` borrows ranks from
  * `dp_shard * cp * tp` and must divide it.
  */
+import { didYouMean } from "../util/did-you-mean.ts";
 import { LayoutError } from "../errors.ts";
 
 export const LAYOUT_AXES = ["pp", "dp_replicate", "dp_shard", "cp", "tp", "ep"] as const;
@@ -98,7 +99,7 @@ export function parseLayout(spec: string): ValidLayout {
     const axis = m[1]!.toLowerCase();
     if (!(LAYOUT_AXES as readonly string[]).includes(axis)) {
       throw new LayoutError(
-        `Unknown layout axis "${m[1]}" in token "${tok}" of "${spec}": allowed axes are ${LAYOUT_AXES.join(", ")}`,
+        `Unknown layout axis "${m[1]}" in token "${tok}" of "${spec}": allowed axes are ${LAYOUT_AXES.join(", ")}${didYouMean(axis, LAYOUT_AXES)}`,
       );
     }
     if (seen.has(axis)) throw new LayoutError(`Layout axis "${axis}" given twice in "${spec}"`);

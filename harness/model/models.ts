@@ -23,6 +23,7 @@
  * the MTP layer's own copy of the embedding and its shared head (norm + output, 2 x 926,679,040 + 7,168),
  * which torchtitan shares with the main model.
  */
+import { didYouMean } from "../util/did-you-mean.ts";
 import { deepFreeze } from "../util/freeze.ts";
 import { ModelError } from "../errors.ts";
 import { ManifestBuilder, type ModelManifest, type ParamKind } from "./manifest.ts";
@@ -294,7 +295,7 @@ export function getModel(name: string): ModelManifest {
   if (hit) return hit;
   const build = Object.hasOwn(BUILDERS, name) ? BUILDERS[name] : undefined;
   if (!build) {
-    throw new ModelError(`Unknown model "${String(name)}": allowed models are ${MODEL_NAMES.join(", ")}`);
+    throw new ModelError(`Unknown model "${String(name)}": allowed models are ${MODEL_NAMES.join(", ")}${didYouMean(String(name), MODEL_NAMES)}`);
   }
   // frozen: every cell of the thread shares it, so a subject that edits it would change the cells after its own
   const m = deepFreeze(build());

@@ -5,6 +5,7 @@
  * a `clip` function and, if given, a `tolerance` of exact / fp32 / bf16. Anything else is refused
  * with an InputError that names the path, the field and the value found.
  */
+import { didYouMean } from "../util/did-you-mean.ts";
 import { existsSync, readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -195,7 +196,7 @@ export async function loadSubject(spec: string, options: { rank?: number } = {})
     const builtin = Object.hasOwn(BUILTIN_SUBJECTS, spec) ? BUILTIN_SUBJECTS[spec] : undefined;
     if (!builtin) {
       throw new InputError(
-        `subject "${spec}" is not a built-in subject (built in: ${Object.keys(BUILTIN_SUBJECTS).join(", ")}); ` +
+        `subject "${spec}" is not a built-in subject (built in: ${Object.keys(BUILTIN_SUBJECTS).join(", ")})${didYouMean(spec, Object.keys(BUILTIN_SUBJECTS))}; ` +
           "a module path must start with ./, ../ or / or end in .ts, .js or .mjs",
       );
     }
