@@ -59,7 +59,7 @@ function planExample(): string {
   const out = execFileSync(process.execPath, [bin, ...PLAN_EXAMPLE], { encoding: "utf8", env: { ...process.env, CI: "" } });
   const lines = out.split("\n");
   const table = lines.slice(lines.findIndex((l) => l.startsWith("subject ")), lines.findIndex((l) => l.startsWith("stage profile")));
-  return `\n\`\`\`\n$ npx clip-parity ${PLAN_EXAMPLE.join(" ")}\n${table.join("\n")}\n\`\`\`\n`;
+  return `\n\`\`\`\n$ npm run clip-parity -- ${PLAN_EXAMPLE.join(" ")}\n${table.join("\n")}\n\`\`\`\n`;
 }
 
 /** The cases the main job's train and resume sections run: every correct case's configuration with each optimizer-owned subject of the cpu matrix. */

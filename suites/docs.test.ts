@@ -83,6 +83,13 @@ describe("README.md set-up", () => {
     expect(text).toContain("`npm run setup:torch` installs PyTorch from PyPI into `.venv/`");
   });
 
+  it("runs the command-line program inside the repository without npx, which would install the repository into its cache and rebuild the addon", () => {
+    expect(text).toContain("npm ci && npm run clip-parity -- run --matrix cpu --json out/cpu.json");
+    const commands = text.split("\n").filter((l) => /^(\$ )?(npm ci && )?npx clip-parity\b/.test(l));
+    expect(commands, "README lines that run npx clip-parity in the repository").toEqual([]);
+    expect(JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")).scripts["clip-parity"]).toBe("node bin/clip-parity.js");
+  });
+
   it("gives the measured durations of the main job and of plain npm test, and what --matrix runs", () => {
     expect(text).toMatch(/the main job measured \d+ min \d+ s/);
     expect(text).toMatch(/plain `npm test`[^.]*\d+ min \d+ s/);
