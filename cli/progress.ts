@@ -1,6 +1,7 @@
 /**
- * Progress of a run on stderr: one line rewritten in place on a terminal, nothing when stderr is not a
- * terminal (a CI log, a pipe) unless asked for (`--progress`: then a plain line every 5%).
+ * Progress of a run on stderr: one line rewritten in place on a terminal; where stderr is not a terminal (a CI
+ * log, a pipe), a plain line every PLAIN_EVERY_MS of the run and at its end (`--progress`: also every 5% of
+ * the cells), so that a log shows the run alive from its first minute; `--quiet` turns it off.
  *
  * The time left is estimated from what the cells finished so far cost, not from how many there are: cells
  * differ by orders of magnitude (a 1-rank llama3-debug cell against a 32-rank deepseek-v3-debug one), so a
@@ -49,20 +50,23 @@ export class CostEstimate {
   }
 }
 
+/** Where stderr is not a terminal: at most one progress line this often. */
+export const PLAIN_EVERY_MS = 10_000;
+
 export interface ProgressOptions {
   /** The run's cells in run order (selectCells), to weigh them. */
   cells: readonly Pick<Cell, "layout" | "model" | "subject">[];
-  /** Show progress even when the stream is not a terminal (`--progress`). */
+  /** Where the stream is not a terminal, a line every 5% of the cells as well (`--progress`). */
   force?: boolean;
   now?: () => number;
 }
 
-/** Progress hooks for a run, or null when there is to be none (not a terminal and not asked for). */
-export function progressHooks(stream: NodeJS.WriteStream, options: ProgressOptions): RunHooks | null {
+/** Progress hooks for a run on `stream`. */
+export function progressHooks(stream: NodeJS.WriteStream, options: ProgressOptions): RunHooks {
   const tty = Boolean(stream.isTTY);
-  if (!tty && !options.force) return null;
   const now = options.now ?? (() => performance.now());
   const started = now();
+  let lastPlain = started;
   const estimate = new CostEstimate(options.cells);
   let failed = 0;
   const show = (text: string, final = false) => {
@@ -87,7 +91,10 @@ export function progressHooks(stream: NodeJS.WriteStream, options: ProgressOptio
       estimate.cellDone(index);
       const text = line(done, total, escapeControls(result.id));
       if (tty) show(text, done === total);
-      else if (done === total || done % Math.max(1, Math.ceil(total / 20)) === 0) show(text);
+      else if (done === total || now() - lastPlain >= PLAIN_EVERY_MS || (options.force && done % Math.max(1, Math.ceil(total / 20)) === 0)) {
+        lastPlain = now();
+        show(text);
+      }
     },
   };
 }

@@ -1,5 +1,5 @@
 /** `clip-parity run`: a matrix (built in or a file) through the library runner, with reports. */
-import { combineHooks, runMatrix, DEFAULT_TIMEOUT_MS, type RunMatrixOptions } from "../harness/run/runner.ts";
+import { combineHooks, runMatrix, DEFAULT_TIMEOUT_MS, type RunMatrixOptions, type RunOutput } from "../harness/run/runner.ts";
 import { DEFAULT_HEAP_MB } from "../harness/run/pool.ts";
 import { GOLDEN_MODES } from "../harness/run/golden.ts";
 import { DEFAULT_LIMITS, parseBackend, selectCells, subjectsOf } from "../harness/run/policy.ts";
@@ -17,7 +17,7 @@ import { runTrainMatrix } from "./train.ts";
 import { runResumeMatrix } from "./resume.ts";
 import { runRegressionSection } from "./regressions.ts";
 import { sectionProgress, type SectionIO } from "./section.ts";
-import { sectionsFailed, sectionSummaryText, type SectionResult } from "../harness/results/sections.ts";
+import { sectionCounts, sectionsFailed, sectionSummaryText, sectionTitle, type SectionResult } from "../harness/results/sections.ts";
 import { subjectInfo, type IsolatedOptions } from "../harness/run/isolated.ts";
 import { BUILTIN_SUBJECTS, isExternalSpec } from "../harness/subject/registry.ts";
 
@@ -45,7 +45,7 @@ export const spec: CommandSpec = {
     "memory-budget-mb": { type: "string", value: "MB", description: "bytes the cells in flight may hold together", defaultText: "half the RAM" },
     "worker-heap-mb": { type: "string", value: "MB", description: "JavaScript heap of a worker (a subject past it fails isolation)", default: String(DEFAULT_HEAP_MB) },
     quiet: { type: "boolean", description: "no progress display" },
-    progress: { type: "boolean", description: "progress on stderr even when it is not a terminal (a line every 5%)" },
+    progress: { type: "boolean", description: "where stderr is not a terminal, a progress line every 5% of the cells too (one every 10 s always)" },
   },
   notes: EXIT_STATUS,
 };
@@ -110,6 +110,7 @@ export function runOptions(v: Record<string, unknown>, flag = (f: string) => `--
 }
 
 export async function run(argv: string[]): Promise<number> {
+  const started = performance.now();
   const v = parseCommand(spec, argv);
   const options = runOptions(v);
   const matrix = resolveMatrix(str(v, "matrix")!, options.limits?.maxCells);
@@ -140,11 +141,29 @@ export async function run(argv: string[]): Promise<number> {
   for (const path of (await reports?.finish(output.results, output.summary, output.notes, { backend: output.backend, catchBy, sections })) ?? []) {
     process.stderr.write(`wrote ${path}\n`);
   }
-  if (output.summary.failed || sectionsFailed(sections)) return 1;
+  const failed = output.summary.failed > 0 || sectionsFailed(sections);
   // every check skipped is no verdict, never a pass: exit 0 means every check that ran passed, and one did
-  if (verdictOf(output.results) === "none") {
-    out.write("NO VERDICT: nothing was judged (every check of every cell was skipped)\n");
-    return 1;
+  const none = !failed && verdictOf(output.results) === "none";
+  if (none) out.write("NO VERDICT: nothing was judged (every check of every cell was skipped)\n");
+  out.write(`${finalLine(failed ? "FAIL" : none ? "NO VERDICT" : "PASS", output, sections, (performance.now() - started) / 1000)}\n`);
+  return failed || none ? 1 : 0;
+}
+
+/** The run's last line: its verdict, what it rests on (cells, sections, the golden) and the total time. */
+export function finalLine(verdict: "PASS" | "FAIL" | "NO VERDICT", output: Pick<RunOutput, "summary" | "notes" | "stopped">, sections: readonly SectionResult[], seconds: number): string {
+  const s = output.summary;
+  const parts = [`${s.cells} cells (${s.passed} passed, ${s.failed} failed, ${s.skipped} skipped)${output.stopped ? ", stopped by --bail" : ""}`];
+  for (const x of sections) {
+    const n = sectionCounts(x);
+    parts.push(`${sectionTitle(x)} ${n.asExpected} of ${n.cases} as expected`);
   }
-  return 0;
+  const golden = output.notes.filter((n) => n.startsWith("golden: "));
+  parts.push(golden.length ? golden.join("; ") : "golden: not compared");
+  return `verdict: ${verdict}: ${parts.join("; ")}; total ${formatDuration(seconds)}`;
+}
+
+/** "8 min 26 s", "42 s". */
+export function formatDuration(seconds: number): string {
+  const whole = Math.round(seconds);
+  return whole >= 60 ? `${Math.floor(whole / 60)} min ${whole % 60} s` : `${whole} s`;
 }

@@ -69,7 +69,7 @@ export function sectionExitCode(s: SectionResult): number {
   return sectionsFailed([s]) ? 1 : 0;
 }
 
-/** Runs a section, prints a line per case, and returns every case's verdict (for result files and reports). */
+/** Runs a section, prints the cases not as expected (each with its check's message) and a count, and returns every case's verdict (for result files and reports). */
 export async function runSection<C extends { expect: "pass" | "fail" }, R extends { id: string; durationMs: number }>(
   s: SectionRun<C, R>,
   jsonPath: string | undefined,
@@ -94,9 +94,11 @@ export async function runSection<C extends { expect: "pass" | "fail" }, R extend
     if (!met) wrong++;
     const id = o.result?.id ?? s.idOf(c);
     section.cases.push({ id, expect: c.expect, check: check.id, status: check.status, message: check.message, met, ...(o.result ? { durationMs: Math.round(o.result.durationMs) } : {}) });
+    // a case as expected is one of the count below; only one that is not gets its lines
+    if (met) return;
     const seconds = o.result ? `  ${(o.result.durationMs / 1000).toFixed(1)} s` : "";
-    out.write(`${met ? "ok  " : "FAIL"} ${check.status.padEnd(4)} (expected ${c.expect}) ${id}${seconds}\n`);
-    if (!met) out.write(`     ${check.id}: ${check.message.replace(/\n/g, "\n     ")}\n`);
+    out.write(`FAIL ${check.status.padEnd(4)} (expected ${c.expect}) ${id}${seconds}\n`);
+    out.write(`     ${check.id}: ${check.message.replace(/\n/g, "\n     ")}\n`);
   });
   out.write(`${s.cases.length} ${s.kind} cells: ${s.cases.length - wrong} as expected, ${wrong} not\n`);
   if (jsonPath) {

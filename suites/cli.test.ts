@@ -204,23 +204,46 @@ describe("progress", () => {
     expect(lines.at(-1)).toBe("regression section (cpu): 1 cases done in 9s\n");
   });
 
-  it("is quiet when stderr is not a terminal unless --progress; says when torchrun starts", async () => {
-    const { progressHooks } = await import("../cli/progress.ts");
+  it("where stderr is not a terminal: a line every 10 s of cells and at the end, not one per cell; says when torchrun starts; --quiet: none", async () => {
+    const { progressHooks, PLAIN_EVERY_MS } = await import("../cli/progress.ts");
     const { parseLayout } = await import("../harness/layout/layout.ts");
     const lines: string[] = [];
     const stream = { isTTY: false, write: (t: string) => (lines.push(t), true) } as never;
     const cell = { subject: "torch:torchtitan", layout: parseLayout("tp2"), model: "llama3-debug" };
-    expect(progressHooks(stream, { cells: [cell] })).toBeNull();
-    const hooks = progressHooks(stream, { cells: [cell], force: true })!;
-    hooks.onRunStart!({ matrix: "m", backend: "cpu", total: 1 });
-    hooks.onCellStart!(cell as never, 0, 1);
-    expect(lines.join("")).toBe("running 1 cells of m on cpu...\nstarting torchrun for torch:torchtitan on 2 ranks (about 15-20 s of start-up)...\n");
-    const piped = await cli("run", "--matrix", "gpu4", "--backend", "cpu", "--filter", "^bucketed/tp4/llama3-debug/f32/n2/active/s0$");
+    let clock = 0;
+    const hooks = progressHooks(stream, { cells: [cell, cell, cell], now: () => clock });
+    hooks.onRunStart!({ matrix: "m", backend: "cpu", total: 3 });
+    hooks.onCellStart!(cell as never, 0, 3);
+    expect(lines.join("")).toBe("running 3 cells of m on cpu...\nstarting torchrun for torch:torchtitan on 2 ranks (about 15-20 s of start-up)...\n");
+    lines.length = 0;
+    const passed = { id: "c", checks: [{ id: "x", status: "pass", message: "" }] } as never;
+    clock = PLAIN_EVERY_MS / 10;
+    hooks.onCellEnd!(passed, 0, 3, 1);
+    expect(lines).toEqual([]); // a second in: not yet
+    clock = PLAIN_EVERY_MS + 1;
+    hooks.onCellEnd!(passed, 1, 3, 2);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/^\[2\/3\] 0 failed {2}10s elapsed, ~5s left {2}c\n$/);
+    clock += 1;
+    hooks.onCellEnd!(passed, 2, 3, 3);
+    expect(lines.at(-1)).toMatch(/^\[3\/3\] 0 failed/); // the end, however soon
+    const args = ["run", "--matrix", "gpu4", "--backend", "cpu", "--filter", "^bucketed/tp4/llama3-debug/f32/n2/active/s0$"];
+    const piped = await cli(...args);
     expect(piped.exitCode, piped.stderr).toBe(0);
-    expect(piped.stderr).not.toMatch(/\[1\/1\]/);
-    const asked = await cli("run", "--matrix", "gpu4", "--backend", "cpu", "--filter", "^bucketed/tp4/llama3-debug/f32/n2/active/s0$", "--progress");
-    expect(asked.stderr).toMatch(/preparing the gpu4 matrix[\s\S]*\[1\/1\] 0 failed/);
+    expect(piped.stderr).toMatch(/preparing the gpu4 matrix[\s\S]*\[1\/1\] 0 failed/);
+    const quiet = await cli(...args, "--quiet");
+    expect(quiet.stderr).not.toMatch(/preparing|\[1\/1\]/);
+    // the verdict and the total time are the last line
+    expect(piped.stdout.trimEnd().split("\n").at(-1)).toMatch(/^verdict: PASS: 1 cells \(1 passed, 0 failed, 0 skipped\); golden: not compared; total \d+ s$/);
   }, 120_000);
+
+  it("the last line is the verdict: cells, each section's cases as expected, the golden, the total time", async () => {
+    const { finalLine, formatDuration } = await import("../cli/run.ts");
+    const section = { kind: "regression" as const, matrix: "cpu", cases: [{ id: "a", expect: "pass" as const, check: "x", status: "pass" as const, message: "", met: true }, { id: "b", expect: "fail" as const, check: "x", status: "pass" as const, message: "", met: false }] };
+    const line = finalLine("FAIL", { summary: { cells: 3, passed: 2, failed: 1, skipped: 0 }, notes: ["golden: 3 cells match golden/cpu.json"], stopped: false }, [section], 506.4);
+    expect(line).toBe("verdict: FAIL: 3 cells (2 passed, 1 failed, 0 skipped); regression section (cpu) 1 of 2 as expected; golden: 3 cells match golden/cpu.json; total 8 min 26 s");
+    expect(formatDuration(42.4)).toBe("42 s");
+  });
 });
 
 describe("output paths", () => {
