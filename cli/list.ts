@@ -12,7 +12,8 @@ import { builtinMatrices } from "../matrix/index.ts";
 import { listFrameworkSubjects } from "../harness/external/torch/frameworks.ts";
 import { given, list, parseCommandLine, parseRegExp, str, type CommandSpec, type Values } from "./args.ts";
 import { resolveMatrix } from "../matrix/index.ts";
-import { selectCells } from "../harness/run/policy.ts";
+import { selectCells, subjectsOf } from "../harness/run/policy.ts";
+import { userSubjectNames } from "../harness/run/isolated.ts";
 import { cellId } from "../harness/spec/cell.ts";
 import { escapeControls } from "../harness/results/controls.ts";
 
@@ -40,13 +41,14 @@ export function columns(rows: readonly (readonly string[])[]): string {
 }
 
 /** The ids of the cells a run of the matrix would run, after --subject, --filter and --exclude. */
-function listCells(v: Values, out: NodeJS.WritableStream): void {
+async function listCells(v: Values, out: NodeJS.WritableStream): Promise<void> {
   const matrix = resolveMatrix(str(v, "matrix")!);
-  const cells = selectCells(matrix, {
-    ...(list(v, "subject") ? { subjects: list(v, "subject") } : {}),
-    ...(str(v, "filter") !== undefined ? { filter: parseRegExp(str(v, "filter")!, "--filter") } : {}),
-    ...(str(v, "exclude") !== undefined ? { exclude: parseRegExp(str(v, "exclude")!, "--exclude") } : {}),
-  });
+  const subjects = list(v, "subject");
+  const filter = str(v, "filter") !== undefined ? parseRegExp(str(v, "filter")!, "--filter") : undefined;
+  const exclude = str(v, "exclude") !== undefined ? parseRegExp(str(v, "exclude")!, "--exclude") : undefined;
+  // as `run` selects: a user module's cells by either id (its path's, its name's: what the results show)
+  const names = filter || exclude ? await userSubjectNames(subjectsOf(matrix, subjects)) : {};
+  const cells = selectCells(matrix, { ...(subjects ? { subjects } : {}), ...(filter ? { filter } : {}), ...(exclude ? { exclude } : {}), names });
   for (const c of cells) out.write(`${escapeControls(cellId(c))}\n`);
   process.stderr.write(`${cells.length} cells of matrix ${matrix.name}\n`);
 }
@@ -100,7 +102,7 @@ export async function run(argv: string[]): Promise<number> {
   if (positionals.length > 1) throw new InputError(`list: takes at most one of ${LIST_SECTIONS.join(", ")}; got ${positionals.join(" ")}`);
   const what = positionals[0];
   if (what === "cells") {
-    listCells(values, out);
+    await listCells(values, out);
     return 0;
   }
   const cellFlags = ["subject", "filter", "exclude"].filter((f) => given(values, f)).concat(given(values, "matrix") ? ["matrix"] : []);

@@ -54,8 +54,8 @@ export class CostEstimate {
 export const PLAIN_EVERY_MS = 10_000;
 
 export interface ProgressOptions {
-  /** The run's cells in run order (selectCells), to weigh them. */
-  cells: readonly Pick<Cell, "layout" | "model" | "subject">[];
+  /** The run's cells in run order, to weigh them (default: those the run starts with, RunStartInfo.cells). */
+  cells?: readonly Pick<Cell, "layout" | "model" | "subject">[];
   /** Where the stream is not a terminal, a line every 5% of the cells as well (`--progress`). */
   force?: boolean;
   now?: () => number;
@@ -67,7 +67,7 @@ export function progressHooks(stream: NodeJS.WriteStream, options: ProgressOptio
   const now = options.now ?? (() => performance.now());
   const started = now();
   let lastPlain = started;
-  const estimate = new CostEstimate(options.cells);
+  let estimate = new CostEstimate(options.cells ?? []);
   let failed = 0;
   const show = (text: string, final = false) => {
     if (tty) stream.write(`\r\x1b[2K${text.slice(0, (stream.columns ?? 120) - 1)}${final ? "\n" : ""}`);
@@ -80,6 +80,7 @@ export function progressHooks(stream: NodeJS.WriteStream, options: ProgressOptio
   };
   return {
     onRunStart(info) {
+      if (!options.cells) estimate = new CostEstimate(info.cells);
       show(`running ${info.total} cells of ${info.matrix} on ${info.backend}...`, !tty);
     },
     onCellStart(cell) {

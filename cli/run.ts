@@ -2,7 +2,7 @@
 import { combineHooks, runMatrix, DEFAULT_TIMEOUT_MS, type RunMatrixOptions, type RunOutput } from "../harness/run/runner.ts";
 import { DEFAULT_HEAP_MB } from "../harness/run/pool.ts";
 import { GOLDEN_MODES } from "../harness/run/golden.ts";
-import { DEFAULT_LIMITS, parseBackend, selectCells, subjectsOf } from "../harness/run/policy.ts";
+import { DEFAULT_LIMITS, parseBackend, subjectsOf } from "../harness/run/policy.ts";
 import { formatShard, parseShard } from "../harness/run/shard.ts";
 import { cellFailed, verdictOf, summaryLine } from "../harness/results/summary.ts";
 import { cellJson, jsonReport, shownCatchBy } from "../harness/results/json.ts";
@@ -125,7 +125,7 @@ export async function run(argv: string[]): Promise<number> {
   // known-bad subjects fail on purpose: only another subject's failure is one to stop at
   if (v.bail) options.stopWhen = (r) => cellFailed(r) && BUILTIN_SUBJECTS[r.cell.subject]?.catchBy === undefined;
   const reports = reportSession(str(v, "report"), str(v, "out"), { matrix: matrix.name, shard: options.shard && formatShard(options.shard) });
-  const progress = v.quiet ? null : progressHooks(process.stderr, { cells: selectCells(matrix, options), force: v.progress === true });
+  const progress = v.quiet ? null : progressHooks(process.stderr, { force: v.progress === true });
   // loading the subjects and starting the workers takes a while on a cold start: say so before it
   if (progress) process.stderr.write(`preparing the ${matrix.name} matrix (loading subjects, starting workers)...\n`);
   const output = await runMatrix(matrix, options, combineHooks(progress, reports?.hooks));

@@ -155,6 +155,22 @@ describe("user subjects", () => {
     expect(r.stdout).toContain("FAIL forgets-pp x parity.norm");
     expect(readFileSync(join(dir, "out", "junit.xml"), "utf8")).toContain(`classname="forgets-pp"`);
   }, 120_000);
+
+  it("are selected by either id: --filter and --exclude take the name the results print as well as the path", async () => {
+    const one = "^my-clip/tp2/llama3-debug/f32/n2/active/s0$";
+    const listed = await cli("list", "cells", "--matrix", "cpu", "--subject", "./examples/my-clip.ts", "--filter", one);
+    expect(listed.exitCode, listed.stderr).toBe(0);
+    expect(listed.stdout).toBe("./examples/my-clip.ts/tp2/llama3-debug/f32/n2/active/s0");
+    const dir = mkdtempSync(join(tmpdir(), "cp-name-"));
+    const r = await cli("run", "--matrix", "cpu", "--subject", "./examples/my-clip.ts", "--subject", "titan", "--filter", "tp2/llama3-debug/f32/n2/active/s0$", "--exclude", "^my-clip/", "--json", join(dir, "r.json"), "--quiet");
+    expect(r.exitCode, r.stderr).toBe(0);
+    const ids = (JSON.parse(readFileSync(join(dir, "r.json"), "utf8")).cells as { id: string }[]).map((c) => c.id);
+    expect(ids.length).toBeGreaterThan(0);
+    expect(ids.every((id) => id.startsWith("titan/")), ids.join(", ")).toBe(true);
+    const byName = await cli("run", "--matrix", "cpu", "--subject", "./examples/my-clip.ts", "--filter", one, "--json", join(dir, "one.json"), "--quiet");
+    expect(byName.exitCode, byName.stderr).toBe(0);
+    expect((JSON.parse(readFileSync(join(dir, "one.json"), "utf8")).cells as { id: string }[]).map((c) => c.id)).toEqual(["my-clip/tp2/llama3-debug/f32/n2/active/s0"]);
+  }, 120_000);
 });
 
 describe("progress", () => {
@@ -212,7 +228,7 @@ describe("progress", () => {
     const cell = { subject: "torch:torchtitan", layout: parseLayout("tp2"), model: "llama3-debug" };
     let clock = 0;
     const hooks = progressHooks(stream, { cells: [cell, cell, cell], now: () => clock });
-    hooks.onRunStart!({ matrix: "m", backend: "cpu", total: 3 });
+    hooks.onRunStart!({ matrix: "m", backend: "cpu", total: 3, cells: [cell, cell, cell] as never });
     hooks.onCellStart!(cell as never, 0, 3);
     expect(lines.join("")).toBe("running 3 cells of m on cpu...\nstarting torchrun for torch:torchtitan on 2 ranks (about 15-20 s of start-up)...\n");
     lines.length = 0;

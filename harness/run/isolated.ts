@@ -115,6 +115,13 @@ export function sectionCheck(own: CheckResult | undefined, fault: string | null)
 }
 
 /** What the harness needs to know of a subject (its shape, its class) without running its code here. */
+/** Each user module's name (its defineSubject `name`), by its path; loaded in a worker as every subject is. */
+export async function userSubjectNames(specs: readonly string[], timeoutMs = DEFAULT_TIMEOUT_MS): Promise<Record<string, string>> {
+  const paths = specs.filter(isSubjectPath);
+  const infos = await probeSubjects(paths, timeoutMs);
+  return Object.fromEntries(paths.map((spec, i) => [spec, infos[i]!.name]));
+}
+
 export async function subjectInfo(spec: string): Promise<SubjectInfo> {
   if (isSubjectPath(spec)) return (await probeSubjects([spec], DEFAULT_TIMEOUT_MS))[0]!;
   const s = Object.hasOwn(BUILTIN_SUBJECTS, spec) ? BUILTIN_SUBJECTS[spec]! : await loadSubject(spec); // a built-in, or bad input

@@ -51,6 +51,11 @@ export interface Selection {
   filter?: string | RegExp;
   /** Cells whose id matches it are left out (`--exclude RE`). */
   exclude?: RegExp;
+  /**
+   * A user module's name (its defineSubject `name`), by its path: the results files and reports show its cells by
+   * that name (`my-clip/tp2/...`), so --filter and --exclude match either id (userSubjectNames).
+   */
+  names?: Readonly<Record<string, string>>;
   shard?: Shard;
   seed?: number;
   limits?: Partial<RunLimits>;
@@ -81,9 +86,11 @@ export function selectCells(matrix: Matrix, selection: Selection = {}): Cell[] {
   let cells = cellsOf(matrix, subjects);
   if (selection.seed !== undefined) cells = cells.map((c) => ({ ...c, seed: selection.seed! }));
   cells = selectShard(cells, selection.shard);
-  const { filter, exclude } = selection;
-  if (filter) cells = cells.filter((c) => (typeof filter === "string" ? cellId(c).includes(filter) : filter.test(cellId(c))));
-  if (exclude) cells = cells.filter((c) => !exclude.test(cellId(c)));
+  const { filter, exclude, names = {} } = selection;
+  // every id a cell is shown by: its path-form id, and for a user module its name-form id
+  const ids = (c: Cell) => (Object.hasOwn(names, c.subject) ? [cellId(c), cellId({ ...c, subject: names[c.subject]! })] : [cellId(c)]);
+  if (filter) cells = cells.filter((c) => ids(c).some((id) => (typeof filter === "string" ? id.includes(filter) : filter.test(id))));
+  if (exclude) cells = cells.filter((c) => !ids(c).some((id) => exclude.test(id)));
   if (cells.length === 0) {
     const why =
       matrix.cases.length === 0

@@ -15,7 +15,7 @@ import { summarize } from "../results/summary.ts";
 import { runCell } from "./cell.ts";
 import { goldenSession, type GoldenSession } from "./golden.ts";
 import { CELL_DEADLINE_PHASES, cellOutcome, DEFAULT_TIMEOUT_MS, estimateCellBytes, probeSubjects, referenceKey, runJobs, type CellJobInput, type Job } from "./pool.ts";
-import { resolveBackend, selectCells, type RunLimits } from "./policy.ts";
+import { resolveBackend, selectCells, subjectsOf, type RunLimits } from "./policy.ts";
 import type { Shard } from "./shard.ts";
 import { isolationCheck } from "../checks/isolation.ts";
 
@@ -23,6 +23,8 @@ export interface RunStartInfo {
   matrix: string;
   backend: BackendKind;
   total: number;
+  /** The run's cells, in run order. */
+  cells: readonly Cell[];
 }
 
 /** Every hook optional, as vitest's reporters: progress displays and reporters plug in here. */
@@ -119,16 +121,18 @@ export interface PreparedRun {
  */
 export async function prepareRun(matrix: Matrix, options: RunMatrixOptions = {}): Promise<PreparedRun> {
   const backend = resolveBackend(matrix, options.backend, options.rerun ?? `clip-parity run --matrix ${matrix.name}`);
-  const cells = selectCells(matrix, options);
+  // A user module runs its top level when imported: only ever inside a worker, under a time limit. Its name is
+  // read first: --filter may give a cell by the id the results show (the module's name, not its path).
+  const userSpecs = subjectsOf(matrix, options.subjects).filter(isSubjectPath);
+  const infos = await probeSubjects(userSpecs, options.timeoutMs ?? DEFAULT_TIMEOUT_MS, options.workerHeapMb);
+  const names = Object.fromEntries(userSpecs.map((spec, i) => [spec, infos[i]!.name]));
+  const cells = selectCells(matrix, { ...options, names });
   const partial = Boolean(options.shard || options.filter || options.exclude || options.subjects || options.seed !== undefined);
   const golden = goldenSession({ mode: options.golden, matrix: matrix.name, backend, partial, dir: options.goldenDir, env: options.env, out: options.goldenOut });
   const specs = [...new Set(cells.map((c) => c.subject))];
-  // A user module runs its top level when imported: only ever inside a worker, under a time limit.
-  const userSpecs = specs.filter(isSubjectPath);
-  const infos = await probeSubjects(userSpecs, options.timeoutMs ?? DEFAULT_TIMEOUT_MS, options.workerHeapMb);
   const catchBy: Record<string, string[]> = {};
   userSpecs.forEach((spec, i) => {
-    if (infos[i]?.catchBy) catchBy[spec] = [...infos[i]!.catchBy!];
+    if (specs.includes(spec) && infos[i]?.catchBy) catchBy[spec] = [...infos[i]!.catchBy!];
   });
   const subjects = new SubjectCache();
   for (const s of specs) {
@@ -145,7 +149,7 @@ export { DEFAULT_TIMEOUT_MS } from "./pool.ts";
 export async function executeRun(run: PreparedRun, options: RunMatrixOptions = {}, hooks: RunHooks = {}): Promise<RunOutput> {
   const { cells, backend } = run;
   const total = cells.length;
-  hooks.onRunStart?.({ matrix: run.matrix.name, backend, total });
+  hooks.onRunStart?.({ matrix: run.matrix.name, backend, total, cells });
   const slots: (CellResult | undefined)[] = new Array(total);
   let done = 0;
   let stopped = false;
