@@ -9,8 +9,7 @@ import type { CheckResult } from "../harness/results/types.ts";
 import { describeCase, type FuzzCase } from "../harness/fuzz/case.ts";
 import type { FuzzOutcome } from "../harness/fuzz/run.ts";
 import { regressionsIsolated, type Isolated, type IsolatedOptions } from "../harness/run/isolated.ts";
-import { commandLine } from "../harness/util/shell.ts";
-import { regressionCase, regressionSections, type Regression } from "../matrix/regressions.ts";
+import { regressionCase, regressionRepro, regressionSections, type Regression } from "../matrix/regressions.ts";
 import { runSection, type SectionIO } from "./section.ts";
 import type { SectionResult } from "../harness/results/sections.ts";
 
@@ -59,7 +58,7 @@ export async function runRegressionSection(
       cases: regressionRuns(regressions, subjects),
       sections: Object.keys(regressionSections()),
       runAll: async (runs) => {
-        const repro = (r: RegressionRun) => commandLine("npx clip-parity run", ["--matrix", matrix, "--subject", r.fuzzCase.subject]);
+        const repro = (r: RegressionRun) => regressionRepro(r.index, r.fuzzCase.subject);
         const outcomes = await regressionsIsolated(runs.map((r) => ({ fuzzCase: r.fuzzCase, repro: repro(r) })), isolated);
         return outcomes.map((o, i) => named(o, idOf(runs[i]!)));
       },

@@ -5,6 +5,7 @@
  * subject must pass every cell (suites/strength/regressions.test.ts, and the mutation suite runs them).
  * A bad file is refused with its path, the entry and the field.
  */
+import { commandLine } from "../harness/util/shell.ts";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
@@ -54,6 +55,11 @@ export function loadRegressions(path: string = REGRESSIONS_PATH): Regression[] {
     throw new InputError(`regressions file ${path}: ${(err as Error).message}`);
   }
   return parseRegressions(text, `regressions file ${path}`);
+}
+
+/** The command that runs regression cell `index` alone with `subject`: a failing case's reproduce line. */
+export function regressionRepro(index: number, subject: string): string {
+  return commandLine("npx clip-parity cell", ["--regression", String(index), "--subject", subject]);
 }
 
 /** The regression cell with a subject put in. */

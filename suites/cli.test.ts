@@ -458,3 +458,25 @@ describe("names: normType in matrix files, and did you mean", () => {
     expect(nearest("bukceted", ["bucketed", "reference"])).toBe("bucketed");
   });
 });
+
+describe("a regression cell alone: cell --regression N", () => {
+  it("runs one cell of matrix/regressions.json as the section does, and is the reproduce line a failing case prints", async () => {
+    const { loadRegressions, regressionRepro } = await import("../matrix/regressions.ts");
+    const r0 = loadRegressions()[0]!;
+    const line = regressionRepro(0, r0.catches.subject);
+    expect(line).toBe(`npx clip-parity cell --regression 0 --subject ${r0.catches.subject}`);
+    // the subject it was kept for fails it, by a check its entry names, and the reproduce line it prints is itself
+    const bad = await cli("cell", "--regression", "0");
+    expect(bad.exitCode, bad.stderr).toBe(1);
+    expect(bad.stdout).toContain("(regression 0, matrix/regressions.json)");
+    expect(bad.stdout).toMatch(new RegExp(`fail (${r0.catches.checks.join("|").replace(/\./g, "\\.")})`));
+    expect(bad.stdout).toContain(`reproduce: ${line}`);
+    const good = await cli("cell", "--regression", "0", "--subject", "titan");
+    expect(good.exitCode, good.stdout + good.stderr).toBe(0);
+    const outside = await cli("cell", "--regression", String(loadRegressions().length));
+    expect(outside.exitCode).toBe(2);
+    expect(outside.stderr).toContain(`--regression: ${loadRegressions().length} is outside 0..${loadRegressions().length - 1}`);
+    const mixed = await cli("cell", "--regression", "0", "--layout", "tp2");
+    expect(mixed.stderr).toContain("only --subject may be given with it (got --layout)");
+  }, 120_000);
+});

@@ -50,21 +50,45 @@ export async function printReplay(
     return 1;
   }
   const { fuzzCase, outcome } = o.result as Replay;
-  if ("train" in outcome) return printTrainReplay(path, fuzzCase, outcome, out);
+  if ("train" in outcome) return printTrainReplay(`fuzz case ${path}`, fuzzCase, outcome, out);
+  return printCaseOutcome(`fuzz case ${path}`, fuzzCase, outcome, out, options.memoryTable);
+}
+
+/**
+ * Runs one regression cell (a fixed fuzz case of matrix/regressions.json, its subject put in) in a worker, as the
+ * regression section does, and prints it like `clip-parity cell`: what a failing case's reproduce line runs.
+ */
+export async function printRegression(
+  fuzzCase: FuzzCase,
+  label: string,
+  repro: string,
+  options: { out?: NodeJS.WritableStream; memoryTable?: (r: FuzzOutcome["result"]) => string; heapMb?: number } = {},
+): Promise<number> {
+  const out = options.out ?? process.stdout;
+  const o = await runOneJob({ index: 0, kind: "regression", input: { fuzzCase, repro }, deadlineMs: 4 * DEFAULT_TIMEOUT_MS }, { heapMb: options.heapMb });
+  if (o.result === undefined || o.fault !== null) {
+    out.write(`${label}\n  fail isolation: ${o.fault ?? "no result"}\n`);
+    return 1;
+  }
+  return printCaseOutcome(label, fuzzCase, o.result as FuzzOutcome, out, options.memoryTable);
+}
+
+/** A case's cell, norms and checks, then any property that failed beside the checks. */
+function printCaseOutcome(label: string, fuzzCase: FuzzCase, outcome: FuzzOutcome, out: NodeJS.WritableStream, memoryTable?: (r: FuzzOutcome["result"]) => string): number {
   const r = outcome.result;
-  out.write(`${r.id}  (fuzz case ${path})\n  ${describeCase(fuzzCase)}\n`);
+  out.write(`${r.id}  (${label})\n  ${describeCase(fuzzCase)}\n`);
   out.write(`  norm ${r.totalNorm}  reference ${r.referenceNorm}  clip_coef ${r.clipCoef}  max_norm ${r.maxNorm}\n`);
   for (const c of r.checks) out.write(`  ${c.status.padEnd(4)} ${c.id}${c.message ? `: ${c.message.replace(/\n/g, "\n       ")}` : ""}\n`);
   const extra = outcome.violations.filter((v) => !r.checks.some((c) => c.id === v.id));
   for (const v of extra) out.write(`  fail ${v.id}: ${v.message}\n`);
-  if (options.memoryTable) out.write(options.memoryTable(r));
+  if (memoryTable) out.write(memoryTable(r));
   return outcome.violations.length ? 1 : 0;
 }
 
 /** A replayed training case: the layouts, each step's norm, and the train.parity verdict. */
-function printTrainReplay(path: string, fuzzCase: FuzzCase, outcome: FuzzTrainOutcome, out: NodeJS.WritableStream): number {
+function printTrainReplay(label: string, fuzzCase: FuzzCase, outcome: FuzzTrainOutcome, out: NodeJS.WritableStream): number {
   const t = outcome.train;
-  out.write(`${t.id}  (fuzz case ${path})\n  ${describeCase(fuzzCase)}\n`);
+  out.write(`${t.id}  (${label})\n  ${describeCase(fuzzCase)}\n`);
   for (const l of t.layouts) out.write(`  ${l.layout}: norms ${l.norms.join(", ") || "-"}\n`);
   out.write(`  ${t.check.status.padEnd(4)} ${t.check.id}: ${t.check.message.replace(/\n/g, "\n       ")}\n`);
   return outcome.violations.length ? 1 : 0;
