@@ -75,8 +75,11 @@ async function runOptimizerSections(
   return sections;
 }
 
-/** The sections a whole run judges after its cells, in the order they run: regression, then train and resume. */
-async function runSections(
+/**
+ * The sections a whole run judges after its cells, in the order they run: regression, then train and resume.
+ * `npm test -- --matrix` (suites/matrix.test.ts) runs them through this too, so both give one verdict.
+ */
+export async function runSections(
   matrix: string,
   results: readonly { cell: { subject: string } }[],
   io: SectionIO & { out: NodeJS.WritableStream },
@@ -158,7 +161,7 @@ export function finalLine(verdict: "PASS" | "FAIL" | "NO VERDICT", output: Pick<
     parts.push(`${sectionTitle(x)} ${n.asExpected} of ${n.cases} as expected`);
   }
   const golden = output.notes.filter((n) => n.startsWith("golden: "));
-  parts.push(golden.length ? golden.join("; ") : "golden: not compared");
+  parts.push(golden.length ? golden.join("; ") : "no golden compared");
   return `verdict: ${verdict}: ${parts.join("; ")}; total ${formatDuration(seconds)}`;
 }
 

@@ -15,6 +15,9 @@ import { suiteGoldenMode } from "../cli/test.ts";
 import { cellId } from "../harness/spec/cell.ts";
 import { reportSessionFromEnv } from "../reports/index.ts";
 import { shownCatchBy } from "../harness/results/json.ts";
+import { runSections } from "../cli/run.ts";
+import { regressionSections } from "../matrix/regressions.ts";
+import { sectionSummaryText } from "../harness/results/sections.ts";
 
 const matrixArg = process.env.CLIP_PARITY_MATRIX ?? "cpu";
 const matrix = resolveMatrix(matrixArg);
@@ -82,3 +85,15 @@ describe.runIf(EXPOSES_EVERY_BUG.includes(matrix.name) && matrixArg === matrix.n
     }
   },
 );
+
+// A whole run of a matrix with sections (cpu, nightly) also judges its regression, train and resume cases, as
+// `clip-parity run --matrix` does (cli/run.ts runSections): the suite and the command give one verdict.
+describe.runIf(matrixArg === matrix.name && Object.hasOwn(regressionSections(), matrix.name))(`matrix ${matrix.name} on ${backend}: its sections, as clip-parity run judges them`, () => {
+  it("every regression, train and resume case is as expected", { timeout: RUN_TIMEOUT }, async () => {
+    const lines: string[] = [];
+    const out = { write: (t: string) => (lines.push(t), true) } as unknown as NodeJS.WritableStream;
+    const sections = await runSections(matrix.name, (await whole()).results, { out }, {});
+    const notAsExpected = sections.flatMap((s) => s.cases.filter((c) => !c.met).map((c) => `${sectionSummaryText(s)}: ${c.id}: ${c.check} ${c.status}: ${c.message}`));
+    expect(notAsExpected, lines.join("")).toEqual([]);
+  });
+});

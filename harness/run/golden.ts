@@ -4,7 +4,8 @@
  *
  *   --golden check    compare every cell that ran with its entry; any drift fails the cell (a check
  *                     named "golden" is added to every cell) and the drifted cells are listed. The
- *                     default when CI=true and golden/<matrix>.json exists for the same backend.
+ *                     default wherever golden/<matrix>.json exists for the same backend, CI or not:
+ *                     `run` and `npm test -- --matrix` then give the same verdict on a drift.
  *   --golden update   rewrite golden/<matrix>.json atomically from this run (merged into the existing
  *                     entries when the run was partial: --filter, --shard, --subject, --seed).
  *                     Refused (exit 2) when CI=true: goldens change only on a person's request.
@@ -160,7 +161,7 @@ export function compareGolden(golden: GoldenFile, entries: ReadonlyMap<string, G
 }
 
 export interface GoldenSessionOptions {
-  /** The --golden value; undefined = the default (check under CI when the file exists for this backend). */
+  /** The --golden value; undefined = the default (check when the file exists for this backend, CI or not). */
   mode: string | undefined;
   matrix: string;
   backend: BackendKind;
@@ -210,7 +211,7 @@ export function goldenSession(o: GoldenSessionOptions): GoldenSession | null {
   let mode: GoldenMode;
   let golden: GoldenFile | undefined;
   if (o.mode === undefined) {
-    if (!ci || !existsSync(path)) return null;
+    if (!existsSync(path)) return null;
     golden = readGolden(path);
     if (golden.header.backend !== o.backend) return null; // a golden of another backend: not checked by default
     mode = "check";

@@ -7,7 +7,7 @@
 
 /** Every variable the library and the command line read, with what it does. Empty counts as unset. */
 export const ENV_VARS = {
-  CI: "set (and not 0/false): golden check by default, no golden update, the CI fuzz seed",
+  CI: "set (and not 0/false): no golden update, the CI fuzz seed",
   CLIP_PARITY_MATRIX: "npm test: the matrix the suite runs (default cpu; `npm test -- --matrix NAME` sets it)",
   CLIP_PARITY_BACKEND: "npm test: the backend (default: the matrix's own; `--backend` sets it)",
   CLIP_PARITY_REPORT: "npm test: reporters to write after the suite (`--report` sets it)",

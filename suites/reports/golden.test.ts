@@ -1,6 +1,6 @@
 /**
  * Goldens: `--golden update` writes golden/<matrix>.json with its header, `--golden check` (the default
- * when CI=true and the file exists) passes on the same values and fails, listing the cells, on any
+ * wherever the file exists for the backend, CI or not) passes on the same values and fails, listing the cells, on any
  * drift; `--golden update` is refused when CI=true. The committed golden/gpu1.json still matches.
  */
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
@@ -70,7 +70,7 @@ describe("goldens", () => {
     expect(r.stdout).toContain("3 cells\ncells: 1 passed, 2 failed, 0 skipped");
   });
 
-  it("is checked by default when CI=true and the file exists (same backend); off otherwise", async () => {
+  it("is checked by default wherever the file exists (same backend), CI or not, as npm test checks it; off otherwise", async () => {
     const g = setup();
     const none = await g.run(["--subject", "reference"], true);
     expect(none.code).toBe(0);
@@ -84,7 +84,8 @@ describe("goldens", () => {
     expect(ci.code).toBe(1);
     expect(ci.stdout).toContain(`DRIFT ${id}: referenceNorm 1.5 (golden) -> `);
     const local = await g.run(["--subject", "reference"], false);
-    expect(local.code).toBe(0); // not CI: no golden unless asked
+    expect(local.code).toBe(1); // not CI: the same verdict on a drift (it used to pass here and fail in CI)
+    expect(local.stdout).toContain(`DRIFT ${id}: referenceNorm 1.5 (golden) -> `);
     const off = await g.run(["--subject", "reference", "--golden", "off"], true);
     expect(off.code).toBe(0);
     file.header.backend = "cuda";
@@ -169,10 +170,11 @@ describe("goldens", () => {
     expect(file.header.cells).toBe(ids.length);
   });
 
-  it("under CI=true the main job checks golden/cpu.json by default", () => {
+  it("the main job checks golden/cpu.json by default, under CI and elsewhere", () => {
     const session = goldenSession({ mode: undefined, matrix: "cpu", backend: "cpu", partial: false, dir: join(CPU_GOLDEN, ".."), env: { CI: "true" } });
     expect(session?.mode).toBe("check");
-    expect(goldenSession({ mode: undefined, matrix: "cpu", backend: "cpu", partial: false, dir: join(CPU_GOLDEN, ".."), env: {} })).toBeNull();
+    expect(goldenSession({ mode: undefined, matrix: "cpu", backend: "cpu", partial: false, dir: join(CPU_GOLDEN, ".."), env: {} })?.mode).toBe("check");
+    expect(goldenSession({ mode: undefined, matrix: "cpu", backend: "cuda", partial: false, dir: join(CPU_GOLDEN, ".."), env: {} })).toBeNull();
   });
 
   it("golden/cpu.json still matches (a slice of the cpu matrix: a clip corner layout, every correct subject)", async () => {
