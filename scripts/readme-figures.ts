@@ -32,6 +32,27 @@ export const README = fileURLToPath(new URL("../README.md", import.meta.url));
 const MUTATION_DATA = fileURLToPath(new URL("../docs/mutation.json", import.meta.url));
 const FP32_ACCUM_DATA = fileURLToPath(new URL("../docs/fp32-accum.json", import.meta.url));
 const HISTORY_DATA = fileURLToPath(new URL("../docs/history.json", import.meta.url));
+/** What `npm run main-job` (scripts/main-job.ts) measured last: the main job's and the plan example's time and memory. */
+const MAIN_JOB_DATA = fileURLToPath(new URL("../docs/main-job.json", import.meta.url));
+
+/** "8 min 26 s", "22 s". */
+function duration(seconds: number): string {
+  const whole = Math.round(seconds);
+  return whole >= 60 ? `${Math.floor(whole / 60)} min ${whole % 60} s` : `${whole} s`;
+}
+
+/** The main job's measured figures, from docs/main-job.json. */
+function mainJobFigures(): Record<string, string> {
+  const m = JSON.parse(readFileSync(MAIN_JOB_DATA, "utf8")) as { commit: string; cores: number; loadAverageAtStart: number; mainJob: { wallSeconds: number; peakRssBytes: number }; plan: { wallSeconds: number } };
+  return {
+    "main-job.wall": duration(m.mainJob.wallSeconds),
+    "main-job.rss": `${(m.mainJob.peakRssBytes / 1e9).toFixed(1)} GB`,
+    "main-job.cores": String(m.cores),
+    "main-job.load": m.loadAverageAtStart.toFixed(1),
+    "main-job.commit": m.commit,
+    "plan.example-seconds": duration(m.plan.wallSeconds),
+  };
+}
 
 const MARKER = /<!--fig:([a-z0-9.-]+)-->([\s\S]*?)<!--\/fig-->/g;
 
@@ -109,6 +130,7 @@ export function computeFigures(): Record<string, string> {
     checks: String(CHECK_IDS.length),
     "env.table": envTable(),
     "history.headline": historyHeadline(),
+    ...mainJobFigures(),
     "mutation.after": `${mutation.after.score}%`,
     "fp32-accum.max-ratio": accum.maxRatio.toFixed(3),
     "fp32-accum.cells": grouped(accum.cellsKept),

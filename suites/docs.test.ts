@@ -91,7 +91,9 @@ describe("README.md set-up", () => {
   });
 
   it("gives the measured durations of the main job and of plain npm test, and what --matrix runs", () => {
-    expect(text).toMatch(/the main job measured \d+ min \d+ s/);
+    // measured by npm run main-job into docs/main-job.json, the README's figures read from it
+    expect(text).toMatch(/the main job measured <!--fig:main-job\.wall-->\d+( min \d+)? s<!--\/fig-->/);
+    expect(text).toMatch(/<!--fig:main-job\.rss-->\d+\.\d GB<!--\/fig--> peak resident set/);
     expect(text).toMatch(/plain `npm test`[^.]*\d+ min \d+ s/);
     expect(text).toContain("`npm test -- --matrix gpu4` runs that matrix's test alone (`suites/matrix.test.ts`");
   });
