@@ -321,13 +321,13 @@ describe("clip-parity flags", () => {
     expect(r.stdout.trim()).toBe(`clip-parity ${JSON.parse(readFileSync("package.json", "utf8")).version}`);
   });
 
-  it("cell --help marks the cell's flags required (unless --file), and every missing one is reported at once", async () => {
+  it("cell --help marks the cell's flags required (unless --file or --regression), and every missing one is reported at once", async () => {
     const help = await cli("cell", "--help");
     expect(help.stdout).toMatch(/^usage: clip-parity cell --subject NAME\|PATH --layout SPEC --model NAME --dtype \S+ --norm \S+ --regime NAME \[/);
-    expect(help.stdout).toMatch(/--layout SPEC .*\(required unless --file\)/);
+    expect(help.stdout).toMatch(/--layout SPEC .*\(required unless --file or --regression\)/);
     const r = await cli("cell", "--subject", "bucketed", "--model", "llama3-debug");
     expect(r.exitCode).toBe(2);
-    expect(r.stderr.split("\n")[0]).toBe("clip-parity: cell: missing --layout, --dtype, --norm, --regime (required unless --file is given)");
+    expect(r.stderr.split("\n")[0]).toBe("clip-parity: cell: missing --layout, --dtype, --norm, --regime (required unless --file or --regression is given)");
   });
 
   it("each default is written once: in the flag table, applied by the parser, never restated by the command", async () => {
