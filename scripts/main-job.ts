@@ -11,10 +11,9 @@ import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { writeFileAtomic } from "../harness/util/fs.ts";
-import { PLAN_EXAMPLE } from "./readme-figures.ts";
+import { MAIN_JOB_DATA, PLAN_EXAMPLE } from "./readme-figures.ts";
 
 const ROOT = join(import.meta.dirname, "..");
-const MAIN_JOB_DATA = join(ROOT, "docs", "main-job.json");
 
 export interface MainJobData {
   commit: string;

@@ -11,6 +11,7 @@ import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { usage } from "../cli/main.ts";
+import { formatDuration } from "../cli/run.ts";
 import { CHECK_IDS } from "../harness/checks/index.ts";
 import { CORRECT_SUBJECTS, KNOWN_BAD_SUBJECTS, OPTIMIZER_KNOWN_BAD_SUBJECTS, OPTIMIZER_SUBJECTS } from "../harness/subject/registry.ts";
 import { countParams } from "../harness/model/manifest.ts";
@@ -33,24 +34,18 @@ const MUTATION_DATA = fileURLToPath(new URL("../docs/mutation.json", import.meta
 const FP32_ACCUM_DATA = fileURLToPath(new URL("../docs/fp32-accum.json", import.meta.url));
 const HISTORY_DATA = fileURLToPath(new URL("../docs/history.json", import.meta.url));
 /** What `npm run main-job` (scripts/main-job.ts) measured last: the main job's and the plan example's time and memory. */
-const MAIN_JOB_DATA = fileURLToPath(new URL("../docs/main-job.json", import.meta.url));
-
-/** "8 min 26 s", "22 s". */
-function duration(seconds: number): string {
-  const whole = Math.round(seconds);
-  return whole >= 60 ? `${Math.floor(whole / 60)} min ${whole % 60} s` : `${whole} s`;
-}
+export const MAIN_JOB_DATA = fileURLToPath(new URL("../docs/main-job.json", import.meta.url));
 
 /** The main job's measured figures, from docs/main-job.json. */
 function mainJobFigures(): Record<string, string> {
   const m = JSON.parse(readFileSync(MAIN_JOB_DATA, "utf8")) as { commit: string; cores: number; loadAverageAtStart: number; mainJob: { wallSeconds: number; peakRssBytes: number }; plan: { wallSeconds: number } };
   return {
-    "main-job.wall": duration(m.mainJob.wallSeconds),
+    "main-job.wall": formatDuration(m.mainJob.wallSeconds),
     "main-job.rss": `${(m.mainJob.peakRssBytes / 1e9).toFixed(1)} GB`,
     "main-job.cores": String(m.cores),
     "main-job.load": m.loadAverageAtStart.toFixed(1),
     "main-job.commit": m.commit,
-    "plan.example-seconds": duration(m.plan.wallSeconds),
+    "plan.example-seconds": formatDuration(m.plan.wallSeconds),
   };
 }
 
