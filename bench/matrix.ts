@@ -42,16 +42,16 @@ import { parseArgs } from "node:util";
 import { Bench } from "tinybench";
 import type * as NativeModule from "../native/index.d.ts";
 import { builtinMatrices } from "../matrix/index.ts";
-import { loadSubject } from "../harness/subject/registry.ts";
+import { loadSubject } from "../harness/registry/registry.ts";
 import { regimeSpec } from "../harness/gradients/regimes.ts";
 import { gradSpecs } from "../harness/gradients/specs.ts";
 import { DTYPE_BYTES } from "../harness/backend/backend.ts";
 import { getModel } from "../harness/model/models.ts";
 import { numel } from "../harness/model/manifest.ts";
 import { formatLayout } from "../harness/layout/layout.ts";
-import { runCell } from "../harness/run/cell.ts";
+import { runCell } from "../harness/execute/cell.ts";
 import { runMatrix } from "../harness/run/runner.ts";
-import { cellId, type Cell, type Case } from "../harness/spec/cell.ts";
+import { cellId, type Cell, type Case } from "../harness/cell/cell.ts";
 import { TIMING_PHASES, type CellResult, type CellTimings } from "../harness/results/types.ts";
 
 const { values: args } = parseArgs({

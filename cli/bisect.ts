@@ -8,7 +8,7 @@ import { InputError } from "../harness/errors.ts";
 import { compareVersions, formatPin, registryVersions, releaseEnvironment, withPins } from "../harness/external/torch/environments.ts";
 import { getFramework } from "../harness/external/torch/frameworks.ts";
 import { parseTorchSpec } from "../harness/external/torch/subject.ts";
-import type { Case, Cell } from "../harness/spec/cell.ts";
+import type { Case, Cell } from "../harness/cell/cell.ts";
 import { resolveMatrix } from "../matrix/index.ts";
 import { historyRunners } from "./history.ts";
 import { applyWith, given, parseCommand, parseInteger, str, WITH_FLAG, withPinsOf, type CommandSpec } from "./args.ts";

@@ -6,7 +6,7 @@ import { InputError } from "../harness/errors.ts";
 import { ALL_REGIMES, type Regime } from "../harness/gradients/regimes.ts";
 import { parseLayout } from "../harness/layout/layout.ts";
 import { getModel } from "../harness/model/models.ts";
-import { DTYPES, type Case } from "../harness/spec/cell.ts";
+import { DTYPES, type Case } from "../harness/cell/cell.ts";
 import { parseBoolean, parseChoice, parseInteger, parseNormType, parsePositiveReal, str, type FlagSpec, type Values } from "./args.ts";
 
 /** The five that every cell needs. */

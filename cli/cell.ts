@@ -2,8 +2,8 @@
 import { InputError } from "../harness/errors.ts";
 import { runMatrix } from "../harness/run/runner.ts";
 import { DEFAULT_LIMITS, parseBackend } from "../harness/run/policy.ts";
-import { DEFAULT_TIMEOUT_MS } from "../harness/run/pool.ts";
-import type { Case } from "../harness/spec/cell.ts";
+import { DEFAULT_TIMEOUT_MS } from "../harness/sandbox/pool.ts";
+import type { Case } from "../harness/cell/cell.ts";
 import { summaryLine } from "../harness/results/summary.ts";
 import { jsonReport } from "../harness/results/json.ts";
 import { assertWritableDir, assertWritableFile, humanOutput, writeOutputFile } from "../harness/util/fs.ts";

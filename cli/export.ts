@@ -4,7 +4,7 @@
  * used, since a failing cell is what one exports.
  */
 import { InputError } from "../harness/errors.ts";
-import type { Cell } from "../harness/spec/cell.ts";
+import type { Cell } from "../harness/cell/cell.ts";
 import { exportCell, parseCellId } from "../harness/external/torch/export.ts";
 import { CELL_FLAG_NAMES, caseFromFlags, cellFlagSpecs } from "./cell-flags.ts";
 import { applyWith, given, WITH_FLAG, withPinsOf, parseCommand, str, type CommandSpec } from "./args.ts";

@@ -11,10 +11,10 @@
  * caught), 2 bad input.
  */
 import { InputError } from "../harness/errors.ts";
-import { BUILTIN_SUBJECTS, CORRECT_SUBJECTS, KNOWN_BAD_SUBJECTS, OPTIMIZER_KNOWN_BAD_SUBJECTS, OPTIMIZER_SUBJECTS } from "../harness/subject/registry.ts";
+import { BUILTIN_SUBJECTS, CORRECT_SUBJECTS, KNOWN_BAD_SUBJECTS, OPTIMIZER_KNOWN_BAD_SUBJECTS, OPTIMIZER_SUBJECTS } from "../harness/registry/registry.ts";
 import { caseSize } from "../harness/fuzz/case.ts";
 import { DEFAULT_OUT_DIR, DEFAULT_RUNS, envSeed, fuzzIsolated, SELF_TEST_RUNS } from "../harness/fuzz/fuzz.ts";
-import { DEFAULT_TIMEOUT_MS, probeSubjects } from "../harness/run/pool.ts";
+import { DEFAULT_TIMEOUT_MS, probeSubjects } from "../harness/sandbox/pool.ts";
 import { printReplay } from "../harness/fuzz/replay.ts";
 import { parseCommand, parseInteger, str, type CommandSpec } from "./args.ts";
 

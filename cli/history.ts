@@ -10,8 +10,8 @@ import { InputError } from "../harness/errors.ts";
 import { loadHistoryRows, resolveHistoryRow, runHistoryRow, type CellRunner, type HistoryRow, type RowOutcome, type SubjectLoader } from "../harness/external/torch/history.ts";
 import { closeTorchSessions, isTorchSubject } from "../harness/external/torch/subject.ts";
 import { runMatrix } from "../harness/run/runner.ts";
-import { loadSubject } from "../harness/subject/registry.ts";
-import type { Cell } from "../harness/spec/cell.ts";
+import { loadSubject } from "../harness/registry/registry.ts";
+import type { Cell } from "../harness/cell/cell.ts";
 import { assertWritableDir, assertWritableFile, writeOutputFile } from "../harness/util/fs.ts";
 import { list, parseCommand, parseInteger, str, type CommandSpec } from "./args.ts";
 

@@ -4,7 +4,7 @@
  * `pytest --collect-only`), the count on stderr.
  */
 import { InputError } from "../harness/errors.ts";
-import { BUILTIN_SUBJECTS, CORRECT_SUBJECTS, KNOWN_BAD_SUBJECTS, OPTIMIZER_KNOWN_BAD_SUBJECTS, OPTIMIZER_SUBJECTS } from "../harness/subject/registry.ts";
+import { BUILTIN_SUBJECTS, CORRECT_SUBJECTS, KNOWN_BAD_SUBJECTS, OPTIMIZER_KNOWN_BAD_SUBJECTS, OPTIMIZER_SUBJECTS } from "../harness/registry/registry.ts";
 import { ALL_REGIMES } from "../harness/gradients/regimes.ts";
 import { CHECKS, RUN_CHECKS } from "../harness/checks/index.ts";
 import { getModel, MODEL_NAMES } from "../harness/model/models.ts";
@@ -13,9 +13,9 @@ import { listFrameworkSubjects } from "../harness/external/torch/frameworks.ts";
 import { given, list, parseCommandLine, parseRegExp, str, type CommandSpec, type Values } from "./args.ts";
 import { resolveMatrix } from "../matrix/index.ts";
 import { selectCells, subjectsOf } from "../harness/run/policy.ts";
-import { userSubjectNames } from "../harness/run/isolated.ts";
-import { cellId } from "../harness/spec/cell.ts";
-import { escapeControls } from "../harness/results/controls.ts";
+import { userSubjectNames } from "../harness/sandbox/isolated.ts";
+import { cellId } from "../harness/cell/cell.ts";
+import { escapeControls } from "../harness/util/controls.ts";
 
 export const spec: CommandSpec = {
   name: "list",

@@ -3,7 +3,7 @@
  * all running through the library (harness/run). Exit status: 0 when every check passed, 1 when a
  * check failed, 2 for bad input, with a message naming the flag or file, the value and what is allowed.
  */
-import { terminalText } from "../harness/results/controls.ts";
+import { terminalText } from "../harness/util/controls.ts";
 import { ClipParityError, InputError } from "../harness/errors.ts";
 import { EXIT_STATUS, helpText, usageLine, type CommandSpec } from "./args.ts";
 import { clipParityVersion } from "../harness/run/golden.ts";

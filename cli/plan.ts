@@ -5,7 +5,7 @@
 import { assertWorld, subjectsOf } from "../harness/run/policy.ts";
 import { parseLayout } from "../harness/layout/layout.ts";
 import { PLAN_TIMEOUT_MS, planCells, type PlanRank } from "../harness/run/plan.ts";
-import { DTYPES } from "../harness/spec/cell.ts";
+import { DTYPES } from "../harness/cell/cell.ts";
 import { assertWritableFile, humanOutput, writeOutputFile } from "../harness/util/fs.ts";
 import { list, parseChoice, parseCommand, parseInteger, str, type CommandSpec } from "./args.ts";
 

@@ -1,7 +1,7 @@
 /** What the command line prints about cells: failures, one cell in full, memory per rank. */
 import type { CellResult } from "../harness/results/types.ts";
 import type { CellJson } from "../harness/results/schema.ts";
-import { escapeControls, terminalText } from "../harness/results/controls.ts";
+import { escapeControls, terminalText } from "../harness/util/controls.ts";
 import { expectedHeading, failureDigest, groupKindText, missedText, unexpectedHeading, type FailureGroup } from "../reports/groups.ts";
 import type { CatchBy } from "../reports/common.ts";
 

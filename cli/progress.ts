@@ -9,13 +9,13 @@
  * is weighed by the elements its ranks generate (the model's parameters times the ranks), and the time
  * left is the time per unit weight so far times the weight left.
  */
-import { escapeControls } from "../harness/results/controls.ts";
+import { escapeControls } from "../harness/util/controls.ts";
 import type { RunHooks } from "../harness/run/runner.ts";
 import { cellFailed } from "../harness/results/summary.ts";
 import { worldSize } from "../harness/layout/layout.ts";
 import { getModel } from "../harness/model/models.ts";
-import { isExternalSpec } from "../harness/subject/registry.ts";
-import type { Cell } from "../harness/spec/cell.ts";
+import { isExternalSpec } from "../harness/registry/registry.ts";
+import type { Cell } from "../harness/cell/cell.ts";
 
 /** What a cell is expected to cost, relative to the others of its run. */
 export function cellWeight(c: Pick<Cell, "layout" | "model">): number {

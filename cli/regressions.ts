@@ -8,7 +8,8 @@
 import type { CheckResult } from "../harness/results/types.ts";
 import { describeCase, type FuzzCase } from "../harness/fuzz/case.ts";
 import type { FuzzOutcome } from "../harness/fuzz/run.ts";
-import { regressionsIsolated, type Isolated, type IsolatedOptions } from "../harness/run/isolated.ts";
+import type { Isolated, IsolatedOptions } from "../harness/sandbox/isolated.ts";
+import { regressionsIsolated } from "../harness/fuzz/replay.ts";
 import { regressionCase, regressionRepro, regressionSections, type Regression } from "../matrix/regressions.ts";
 import { runSection, type SectionIO } from "./section.ts";
 import type { SectionResult } from "../harness/results/sections.ts";

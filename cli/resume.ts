@@ -5,10 +5,11 @@
 import { InputError } from "../harness/errors.ts";
 import { parseLayout, formatLayout } from "../harness/layout/layout.ts";
 import { getModel } from "../harness/model/models.ts";
-import { resumeIsolated, sectionCheck, subjectInfo, type IsolatedOptions } from "../harness/run/isolated.ts";
-import { DEFAULT_TIMEOUT_MS } from "../harness/run/pool.ts";
+import { sectionCheck, subjectInfo, type IsolatedOptions } from "../harness/sandbox/isolated.ts";
+import { resumeIsolated } from "../harness/training/jobs.ts";
+import { DEFAULT_TIMEOUT_MS } from "../harness/sandbox/pool.ts";
 import { ALL_REGIMES, type Regime } from "../harness/gradients/regimes.ts";
-import { DTYPES, formatNorm } from "../harness/spec/cell.ts";
+import { DTYPES, formatNorm } from "../harness/cell/cell.ts";
 import { ADAMW } from "../harness/training/adamw.ts";
 import { readIndex } from "../harness/training/checkpoint.ts";
 import { LOADER_NAMES } from "../harness/training/loaders.ts";

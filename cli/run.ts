@@ -1,6 +1,6 @@
 /** `clip-parity run`: a matrix (built in or a file) through the library runner, with reports. */
 import { combineHooks, runMatrix, DEFAULT_TIMEOUT_MS, type RunMatrixOptions, type RunOutput } from "../harness/run/runner.ts";
-import { DEFAULT_HEAP_MB } from "../harness/run/pool.ts";
+import { DEFAULT_HEAP_MB } from "../harness/sandbox/pool.ts";
 import { GOLDEN_MODES } from "../harness/run/golden.ts";
 import { DEFAULT_LIMITS, parseBackend, subjectsOf } from "../harness/run/policy.ts";
 import { formatShard, parseShard } from "../harness/run/shard.ts";
@@ -18,8 +18,8 @@ import { runResumeMatrix } from "./resume.ts";
 import { runRegressionSection } from "./regressions.ts";
 import { sectionProgress, type SectionIO } from "./section.ts";
 import { sectionCounts, sectionsFailed, sectionSummaryText, sectionTitle, type SectionResult } from "../harness/results/sections.ts";
-import { subjectInfo, type IsolatedOptions } from "../harness/run/isolated.ts";
-import { BUILTIN_SUBJECTS, isExternalSpec } from "../harness/subject/registry.ts";
+import { subjectInfo, type IsolatedOptions } from "../harness/sandbox/isolated.ts";
+import { BUILTIN_SUBJECTS, isExternalSpec } from "../harness/registry/registry.ts";
 
 export const spec: CommandSpec = {
   name: "run",

@@ -1,12 +1,12 @@
 /**
  * A matrix's resume or train section (`clip-parity resume --matrix NAME`, `clip-parity train --matrix
  * NAME`): every case run in a worker of the pool against its expectation (a known-bad case must fail its
- * check), one line per case, exit 1 when any expectation is not met (harness/run/isolated.ts decides).
+ * check), one line per case, exit 1 when any expectation is not met (harness/sandbox/isolated.ts decides).
  */
 import type { CheckResult } from "../harness/checks/types.ts";
 import { InputError } from "../harness/errors.ts";
 import { sectionsFailed, sectionTitle, type SectionResult } from "../harness/results/sections.ts";
-import { expectationMet, sectionCheck, type Isolated } from "../harness/run/isolated.ts";
+import { expectationMet, sectionCheck, type Isolated } from "../harness/sandbox/isolated.ts";
 import { STDOUT_PATH, toJsonText, writeOutputFile } from "../harness/util/fs.ts";
 
 export interface SectionRun<C, R> {

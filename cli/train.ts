@@ -7,10 +7,11 @@
 import { InputError } from "../harness/errors.ts";
 import { parseLayout } from "../harness/layout/layout.ts";
 import { getModel } from "../harness/model/models.ts";
-import { sectionCheck, subjectInfo, trainIsolated, type IsolatedOptions } from "../harness/run/isolated.ts";
-import { DEFAULT_TIMEOUT_MS } from "../harness/run/pool.ts";
+import { sectionCheck, subjectInfo, type IsolatedOptions } from "../harness/sandbox/isolated.ts";
+import { trainIsolated } from "../harness/training/jobs.ts";
+import { DEFAULT_TIMEOUT_MS } from "../harness/sandbox/pool.ts";
 import { ALL_REGIMES, type Regime } from "../harness/gradients/regimes.ts";
-import { DTYPES } from "../harness/spec/cell.ts";
+import { DTYPES } from "../harness/cell/cell.ts";
 import { ADAMW } from "../harness/training/adamw.ts";
 import { INIT_MODES, type InitMode } from "../harness/training/train.ts";
 import { DEFAULT_TRAIN_STEPS, trainId, validateTrainCell, type TrainCell, type TrainResult } from "../harness/training/train-parity.ts";

@@ -30,12 +30,12 @@ export {
   type ToleranceClass,
 } from "./subject/api.ts";
 export { combineHooks, runMatrix, type RunHooks, type RunMatrixOptions, type RunOutput, type RunStartInfo } from "./run/runner.ts";
-export { runCell, type RunCellOptions } from "./run/cell.ts";
+export { runCell, type RunCellOptions } from "./execute/cell.ts";
 export { formatLayout, parseLayout, validateLayout, worldSize, type Layout, type ValidLayout } from "./layout/layout.ts";
-export { DTYPES, cellId, type Case, type Cell, type Matrix } from "./spec/cell.ts";
+export { DTYPES, cellId, type Case, type Cell, type Matrix } from "./cell/cell.ts";
 export type { CellResult, CheckResult, CheckStatus, RunSummary } from "./results/types.ts";
 export { CHECKS, RUN_CHECKS } from "./checks/index.ts";
 export { MODEL_NAMES, getModel } from "./model/models.ts";
-export { BUILTIN_SUBJECTS, CORRECT_SUBJECTS, KNOWN_BAD_SUBJECTS } from "./subject/registry.ts";
+export { BUILTIN_SUBJECTS, CORRECT_SUBJECTS, KNOWN_BAD_SUBJECTS } from "./registry/registry.ts";
 export { REGIMES, type Regime } from "./gradients/regimes.ts";
 export { ClipParityError, InputError, LayoutError, ModelError } from "./errors.ts";

@@ -13,11 +13,11 @@ import { CHECK_IDS, CHECK_INFO, type CanFailFacts } from "../harness/checks/inde
 import { clipCoefficient } from "../harness/subject/api.ts";
 import { computeReference } from "../harness/gradients/reference.ts";
 import { f32UlpsBetween, maxNormOf, regimeSpec } from "../harness/gradients/regimes.ts";
-import { BUILTIN_SUBJECTS } from "../harness/subject/registry.ts";
+import { BUILTIN_SUBJECTS } from "../harness/registry/registry.ts";
 import { validateLayout, worldSize, type ValidLayout } from "../harness/layout/layout.ts";
 import { getModel } from "../harness/model/models.ts";
 import { planWorld, type LocalParam } from "../harness/model/plan.ts";
-import { DTYPES, formatNorm, type Case, type Matrix } from "../harness/spec/cell.ts";
+import { DTYPES, formatNorm, type Case, type Matrix } from "../harness/cell/cell.ts";
 import { meshesOf, reductionGroup } from "../harness/world/context.ts";
 import { CORNER_NORMS } from "./index.ts";
 import { loadRegressions, regressionSections, type Regression } from "./regressions.ts";

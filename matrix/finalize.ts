@@ -7,9 +7,9 @@
  * they are; `clip-parity run --matrix FILE` runs the same cells from a file (finalizeMatrixFile()).
  */
 import type { DType } from "../harness/subject/api.ts";
-import { CORRECT_SUBJECTS, OPTIMIZER_SUBJECTS } from "../harness/subject/registry.ts";
+import { CORRECT_SUBJECTS, OPTIMIZER_SUBJECTS } from "../harness/registry/registry.ts";
 import { formatLayout, parseLayout } from "../harness/layout/layout.ts";
-import type { Case, Matrix } from "../harness/spec/cell.ts";
+import type { Case, Matrix } from "../harness/cell/cell.ts";
 
 /** Tie groups split over 2 or 4 stages, with FSDP/EP/TP beside PP, and pp = 1 (one tensor holds both copies). */
 export const FINALIZE_LAYOUTS = ["pp2,dp_shard2,ep2", "pp4", "single", "pp2,tp2", "pp3", "pp2,dp_replicate2", "dp_shard2,ep2"];

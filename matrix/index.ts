@@ -10,13 +10,13 @@ import { InputError } from "../harness/errors.ts";
 import { didYouMean } from "../harness/util/did-you-mean.ts";
 import { formatLayout, parseLayout, validateLayout, type Layout } from "../harness/layout/layout.ts";
 import { MODEL_NAMES } from "../harness/model/models.ts";
-import { cellId, DTYPES, formatNorm, type Case, type Matrix } from "../harness/spec/cell.ts";
+import { cellId, DTYPES, formatNorm, type Case, type Matrix } from "../harness/cell/cell.ts";
 import { DEFAULT_LIMITS } from "../harness/run/policy.ts";
-import { CORRECT_SUBJECTS, OPTIMIZER_SUBJECTS } from "../harness/subject/registry.ts";
+import { CORRECT_SUBJECTS, OPTIMIZER_SUBJECTS } from "../harness/registry/registry.ts";
 import { finalizeMatrix } from "./finalize.ts";
 import { readJsonFile } from "../harness/util/json-file.ts";
 
-export type { Case, Matrix } from "../harness/spec/cell.ts";
+export type { Case, Matrix } from "../harness/cell/cell.ts";
 
 const DEBUG_MODELS = ["llama3-debug", "deepseek-v3-debug"] as const;
 const NORMS = [2, 1, Infinity] as const;
@@ -434,7 +434,7 @@ export function resolveMatrix(nameOrPath: string, maxCases = DEFAULT_LIMITS.maxC
   throw new InputError(`--matrix: "${nameOrPath}" is neither a built-in matrix (${MATRIX_NAMES.join(", ")}) nor a .json file${didYouMean(nameOrPath, MATRIX_NAMES)}`);
 }
 
-export { cellsOf } from "../harness/spec/cell.ts";
+export { cellsOf } from "../harness/cell/cell.ts";
 
 export function describeLayout(l: Layout): string {
   return formatLayout(validateLayout(l));

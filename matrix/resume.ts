@@ -8,7 +8,7 @@
  * Kept fast: llama3-debug (6.2M params) where the model does not matter, deepseek-v3-debug (38.7M,
  * experts and a tied MTP embedding) with fewer steps where it does.
  */
-import { CORRECT_SUBJECTS } from "../harness/subject/registry.ts";
+import { CORRECT_SUBJECTS } from "../harness/registry/registry.ts";
 import { parseLayout } from "../harness/layout/layout.ts";
 import { resumeCellId, type ResumeCell } from "../harness/training/resume.ts";
 

@@ -1,12 +1,12 @@
 /**
  * Text from a result file (cell ids, subject names, check messages) is written by whoever made the file,
  * subject code included, so every output treats it as text, never as markup or terminal commands:
- *   - control characters become visible escapes (\x1b, \x00; harness/results/controls.ts), so that a
+ *   - control characters become visible escapes (\x1b, \x00; harness/util/controls.ts), so that a
  *     message cannot clear a terminal, move its cursor, retitle it, or hide text behind a bidi override;
  *   - Markdown escapes every character that could open markup or end a table cell.
  * HTML has its own escaping (html.ts), XML its own (junit.ts).
  */
-import { escapeControls, terminalText } from "../harness/results/controls.ts";
+import { escapeControls, terminalText } from "../harness/util/controls.ts";
 
 export { escapeControls, terminalText };
 

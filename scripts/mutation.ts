@@ -24,7 +24,7 @@ import { parseArgs } from "node:util";
 import { writeFileAtomic } from "../harness/util/fs.ts";
 import { subjectsOf } from "../harness/run/policy.ts";
 import { formatMutationData, mergeScoped, renderStrength, summarizeStryker, unexplained, type MutationData } from "./docs/mutation-report.ts";
-import { OPTIMIZER_SUBJECTS } from "../harness/subject/registry.ts";
+import { OPTIMIZER_SUBJECTS } from "../harness/registry/registry.ts";
 import { finalizeMatrix } from "../matrix/finalize.ts";
 import { trainCases } from "../matrix/train.ts";
 import { builtinMatrices } from "../matrix/index.ts";

@@ -13,7 +13,7 @@ import { fileURLToPath } from "node:url";
 import { usage } from "../cli/main.ts";
 import { formatDuration } from "../cli/run.ts";
 import { CHECK_IDS } from "../harness/checks/index.ts";
-import { CORRECT_SUBJECTS, KNOWN_BAD_SUBJECTS, OPTIMIZER_KNOWN_BAD_SUBJECTS, OPTIMIZER_SUBJECTS } from "../harness/subject/registry.ts";
+import { CORRECT_SUBJECTS, KNOWN_BAD_SUBJECTS, OPTIMIZER_KNOWN_BAD_SUBJECTS, OPTIMIZER_SUBJECTS } from "../harness/registry/registry.ts";
 import { countParams } from "../harness/model/manifest.ts";
 import { getModel, MODEL_NAMES } from "../harness/model/models.ts";
 import { writeFileAtomic } from "../harness/util/fs.ts";
@@ -26,7 +26,7 @@ import { loadRegressions } from "../matrix/regressions.ts";
 import { resumeCases, resumeCasesFor } from "../matrix/resume.ts";
 import { trainCases, trainCasesFor } from "../matrix/train.ts";
 import { subjectsOf } from "../harness/run/policy.ts";
-import { BUILTIN_SUBJECTS } from "../harness/subject/registry.ts";
+import { BUILTIN_SUBJECTS } from "../harness/registry/registry.ts";
 import { headline, type HistoryData } from "./docs/history-page.ts";
 
 export const README = fileURLToPath(new URL("../README.md", import.meta.url));

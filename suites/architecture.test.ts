@@ -82,6 +82,61 @@ describe("architecture: the top-level folders import each other without a circle
   });
 });
 
+/**
+ * Inside harness/ (issue 56): each sub-folder imports only the folders listed below it, by value or by
+ * type, so there is no folder loop. The order is the house's plan, bottom up: helpers, the float rules,
+ * the mesh, the models, the subject API, the backends, the world of ranks, the gradients, what a cell is,
+ * its results, the checks, the judge, running one cell, the torch adapter, the subject registry, the
+ * sandbox (pool, worker, seal), the jobs that run there (training, fuzz) and the matrix runner on top.
+ */
+const HARNESS_LAYERS = ["errors.ts", "util", "numerics", "layout", "model", "subject", "backend", "world", "gradients", "cell", "results", "checks", "judge", "execute", "external", "registry", "sandbox", "training", "fuzz", "run", "index.ts"];
+
+/** harness/'s folder graph: sub-folder (or top-level file) -> the ones it imports, with an example import. */
+function harnessFolderGraph(): Map<string, Map<string, string>> {
+  const unit = (path: string) => path.split("/")[1]!;
+  const graph = new Map<string, Map<string, string>>();
+  for (const file of sources(join(ROOT, "harness"))) {
+    const from = relative(ROOT, file);
+    for (const to of importsOf(file)) {
+      if (top(to) !== "harness" || unit(to) === unit(from)) continue;
+      const row = graph.get(unit(from)) ?? new Map<string, string>();
+      if (!row.has(unit(to))) row.set(unit(to), `${from} -> ${to}`);
+      graph.set(unit(from), row);
+    }
+  }
+  return graph;
+}
+
+const folderCircles = (graph: Map<string, Map<string, string>>) => circles(new Map([...graph].map(([k, row]) => [k, [...row.keys()]])));
+
+describe("architecture: harness/'s sub-folders import each other without a loop", () => {
+  const graph = harnessFolderGraph();
+
+  it("the layer list names every sub-folder of harness/ (and its top-level files)", () => {
+    const units = readdirSync(join(ROOT, "harness")).filter((n) => statSync(join(ROOT, "harness", n)).isDirectory() || /\.(ts|mjs)$/.test(n));
+    expect(units.sort()).toEqual([...HARNESS_LAYERS].sort());
+  });
+
+  it("no folder loop, counting value and type imports", () => {
+    expect(graph.get("run")?.size).toBeGreaterThan(5); // the test sees imports at all
+    expect(folderCircles(graph)).toEqual([]);
+  });
+
+  it("each sub-folder imports only the layers below it", () => {
+    const upward: string[] = [];
+    for (const [from, row] of graph) {
+      for (const [to, example] of row) if (HARNESS_LAYERS.indexOf(to) > HARNESS_LAYERS.indexOf(from)) upward.push(`${from} imports ${to}, a layer above it (${example})`);
+    }
+    expect(upward).toEqual([]);
+  });
+
+  it("fails on a loop: one import from a low folder to a high one closes a circle", () => {
+    const withLoop = new Map([...graph].map(([k, row]) => [k, new Map(row)]));
+    withLoop.set("util", new Map([...(withLoop.get("util") ?? []), ["run", "harness/util/x.ts -> harness/run/runner.ts"]]));
+    expect(folderCircles(withLoop).some((c) => c.includes("run") && c.includes("util"))).toBe(true);
+  });
+});
+
 /** Every file-level import circle among `files` (each once, from its least file), with the arrows that close it. */
 function circles(graph: Map<string, string[]>): string[] {
   const found = new Set<string>();

@@ -11,7 +11,7 @@ import { execaNode } from "execa";
 import semver from "semver";
 import { describe, expect, it } from "vitest";
 import { applyFigures, computeFigures, figuresIn, README } from "../scripts/readme-figures.ts";
-import { BUILTIN_SUBJECTS } from "../harness/subject/registry.ts";
+import { BUILTIN_SUBJECTS } from "../harness/registry/registry.ts";
 import { loadMatrixFile } from "../matrix/index.ts";
 
 const ROOT = join(import.meta.dirname, "..");

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { Backend } from "../harness/backend/backend.ts";
-import { BUILTIN_SUBJECTS, CORRECT_SUBJECTS, KNOWN_BAD_SUBJECTS, OPTIMIZER_KNOWN_BAD_SUBJECTS, OPTIMIZER_SUBJECTS } from "../harness/subject/registry.ts";
+import { BUILTIN_SUBJECTS, CORRECT_SUBJECTS, KNOWN_BAD_SUBJECTS, OPTIMIZER_KNOWN_BAD_SUBJECTS, OPTIMIZER_SUBJECTS } from "../harness/registry/registry.ts";
 import { ALL_REGIMES, REGIMES, regimeSpec } from "../harness/gradients/regimes.ts";
 import { gradSpecs, heldCopies, tieCopies } from "../harness/gradients/specs.ts";
 import { clipCoefficient, normFromPowerSum, type Subject } from "../harness/subject/api.ts";
@@ -21,8 +21,8 @@ import { meshesOf, rankContext } from "../harness/world/context.ts";
 import { builtinMatrices } from "../matrix/index.ts";
 import { finalizeMatrix } from "../matrix/finalize.ts";
 import { runMatrix } from "../harness/run/runner.ts";
-import { runCell } from "../harness/run/cell.ts";
-import { cellId } from "../harness/spec/cell.ts";
+import { runCell } from "../harness/execute/cell.ts";
+import { cellId } from "../harness/cell/cell.ts";
 
 const DSV3 = getModel("deepseek-v3-debug");
 const EMB = "tok_embeddings.weight";

@@ -8,11 +8,11 @@
  */
 import { afterAll, describe, expect, it } from "vitest";
 import { resolveMatrix } from "../matrix/index.ts";
-import { BUILTIN_SUBJECTS, KNOWN_BAD_SUBJECTS } from "../harness/subject/registry.ts";
+import { BUILTIN_SUBJECTS, KNOWN_BAD_SUBJECTS } from "../harness/registry/registry.ts";
 import { executeRun, prepareRun, runMatrix, type RunOutput } from "../harness/run/runner.ts";
 import { parseBackend, resolveBackend } from "../harness/run/policy.ts";
 import { suiteGoldenMode } from "../cli/test.ts";
-import { cellId } from "../harness/spec/cell.ts";
+import { cellId } from "../harness/cell/cell.ts";
 import { reportSessionFromEnv } from "../reports/index.ts";
 import { shownCatchBy } from "../harness/results/json.ts";
 import { runSections } from "../cli/run.ts";

@@ -4,7 +4,7 @@
  * caught by train.parity, plus what the check reports and that it can fail for each reason it has.
  */
 import { describe, expect, it } from "vitest";
-import { BUILTIN_SUBJECTS, OPTIMIZER_KNOWN_BAD_SUBJECTS } from "../harness/subject/registry.ts";
+import { BUILTIN_SUBJECTS, OPTIMIZER_KNOWN_BAD_SUBJECTS } from "../harness/registry/registry.ts";
 import { parseLayout } from "../harness/layout/layout.ts";
 import { runTrain, type TrainCell } from "../harness/training/train-parity.ts";
 import { trainCases } from "../matrix/train.ts";

@@ -11,7 +11,7 @@ export const BRANCHES = [
 
 /**
  * The subject ran to the end of its cell in its worker: judged by the runner from how the subject's code
- * ended (harness/run/pool.ts), not from the cell's tensors, and made here only, so that no other place
+ * ended (harness/sandbox/pool.ts), not from the cell's tensors, and made here only, so that no other place
  * writes an isolation verdict. Any subject can block, exit, crash or exhaust its worker on any case.
  */
 export const isolation: CheckInfo = {

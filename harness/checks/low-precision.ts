@@ -9,8 +9,8 @@
  *   (FSDP1's `clip_grad_norm_`: `clip_coef_clamped.to(grad.dtype)`, `total_norm.to(total_norm_dtype)`): the
  *   rank's float32 norm is then known only to within half a dtype ulp of the norm it returned.
  */
-import { clipCoefficient } from "../subject/api.ts";
-import { toBf16 } from "../subject/common.ts";
+import { clipCoefficient } from "../numerics/numerics.ts";
+import { toBf16 } from "../numerics/numerics.ts";
 
 /** Rounds a float32 value to float16 (round to nearest, ties to even); overflow gives ±Inf, NaN stays NaN. */
 export function toF16(x: number): number {

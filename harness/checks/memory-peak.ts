@@ -1,5 +1,5 @@
 import { defineCheck, fail, pass } from "./types.ts";
-import { DEFAULT_SCRATCH_SLACK_BYTES, type Budgets } from "../spec/cell.ts";
+import { DEFAULT_SCRATCH_SLACK_BYTES, type Budgets } from "../cell/cell.ts";
 
 const fmt = (n: number) => n.toLocaleString("en-US");
 

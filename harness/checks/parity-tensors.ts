@@ -1,4 +1,4 @@
-import { clipCoefficient } from "../subject/api.ts";
+import { clipCoefficient } from "../numerics/numerics.ts";
 import type { VerifyItem } from "../backend/backend.ts";
 import type { LocalParam } from "../model/plan.ts";
 import { defineCheck, fail, globalIndex, lowPrecisionCoefs, lowPrecisionDtype, notComparable, pass, skip, scaled } from "./types.ts";

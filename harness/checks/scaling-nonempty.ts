@@ -1,4 +1,4 @@
-import { clipCoefficient } from "../subject/api.ts";
+import { clipCoefficient } from "../numerics/numerics.ts";
 import { defineCheck, fail, notComparable, pass, skip, scaled } from "./types.ts";
 
 /**

@@ -1,4 +1,5 @@
-import { clipCoefficient, type Tensor } from "../subject/api.ts";
+import { type Tensor } from "../subject/api.ts";
+import { clipCoefficient } from "../numerics/numerics.ts";
 import { defineCheck, fail, globalIndex, notComparable, pass, skip, scaled } from "./types.ts";
 
 /**

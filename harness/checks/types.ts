@@ -8,7 +8,7 @@ import type { Backend, GenSpec } from "../backend/backend.ts";
 import type { LocalParam } from "../model/plan.ts";
 import type { RankOutcome } from "../world/world.ts";
 import type { CommRecord } from "../subject/api.ts";
-import type { Budgets, Cell } from "../spec/cell.ts";
+import type { Budgets, Cell } from "../cell/cell.ts";
 import type { CheckResult, RankMemory, Severity } from "../results/types.ts";
 
 export type { CheckResult, CheckStatus, Severity } from "../results/types.ts";

@@ -10,9 +10,9 @@
  * "explained": the classification is in `causesOf`, the evidence in the cell's messages.
  */
 import { worldSize } from "../layout/layout.ts";
-import { BUILTIN_SUBJECTS } from "../subject/registry.ts";
-import { runCell } from "../run/cell.ts";
-import { cellId, type Case, type Cell } from "../spec/cell.ts";
+import titan from "../subject/builtin/titan.ts";
+import { runCell } from "../execute/cell.ts";
+import { cellId, type Case, type Cell } from "../cell/cell.ts";
 import type { CellResult } from "../results/types.ts";
 import { cannotRunOn, loadFrameworks, outsideConfigurations, type Framework } from "./torch/frameworks.ts";
 import { vacuity } from "./vacuity.ts";
@@ -47,7 +47,7 @@ export const CI_SUBSET = {
 } as const;
 
 /** The built-in subject whose cells the torch cells' times are compared with: torchtitan's clip, in process. */
-export const NATIVE_TWIN = "titan";
+export const NATIVE_TWIN = titan.name;
 
 /** Milliseconds as seconds, to the millisecond (the page's and the data's precision). */
 const ms = (x: number) => Math.round(x) / 1000;
@@ -220,7 +220,7 @@ export async function runFrameworks(
   }
   const timing: Timing = { cells: 0, cellSeconds: 0, sessionStarts: 0, sessionSeconds: 0 };
   const native = { subject: NATIVE_TWIN, seconds: {} as Record<string, number> };
-  const twin = BUILTIN_SUBJECTS[NATIVE_TWIN]!;
+  const twin = titan;
   for (const c of cases) {
     const t0 = performance.now();
     await runCell({ subject: NATIVE_TWIN, ...c }, { subject: twin });

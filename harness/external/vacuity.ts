@@ -10,8 +10,8 @@
  */
 import { defineSubject, type Subject } from "../subject/api.ts";
 import { combine, counts, finishClip, localPartial } from "../subject/common.ts";
-import { runCell } from "../run/cell.ts";
-import type { Case } from "../spec/cell.ts";
+import { runCell } from "../execute/cell.ts";
+import type { Case } from "../cell/cell.ts";
 
 const nothing = defineSubject({
   name: "vacuity:nothing",

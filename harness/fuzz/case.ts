@@ -39,7 +39,7 @@ import { formatLayout, parseLayout, validateLayout, worldSize, type Layout } fro
 import { ALL_AXES, axisIndex, coordsOf, denseMesh, DENSE_STAGE_AXES, SPARSE_STAGE_AXES, sparseMesh, type AxisName, type Mesh, type MeshName } from "../layout/mesh.ts";
 import { numel, type LogicalParam, type ModelManifest, type ParamKind } from "../model/manifest.ts";
 import { localBlock, Partial, partialSlot, Replicate, Shard, type LocalParam, type Placement } from "../model/plan.ts";
-import type { Cell } from "../spec/cell.ts";
+import type { Cell } from "../cell/cell.ts";
 import type { TrainResult } from "../training/train-parity.ts";
 import { parseJsonText } from "../util/json-file.ts";
 

@@ -17,13 +17,14 @@ import { writeFileAtomic } from "../util/fs.ts";
 import fc from "fast-check";
 import type { Subject } from "../subject/api.ts";
 import { validateLayout } from "../layout/layout.ts";
-import { runCell } from "../run/cell.ts";
-import { reproCommand } from "../spec/cell.ts";
+import { runCell } from "../execute/cell.ts";
+import { reproCommand } from "../cell/cell.ts";
 import { caseArb } from "./arbitraries.ts";
 import { caseToFile, checkOptimizerCase, describeCase, type FuzzCase, type Violation } from "./case.ts";
 import { minimize } from "./minimize.ts";
 import { runAnyCase } from "./run.ts";
-import { runOneJob } from "../run/pool.ts";
+import { runOneJob } from "../sandbox/pool.ts";
+import { jobKind, type JobHandlers, type JobTools } from "../execute/job.ts";
 import { envValue } from "../util/env.ts";
 
 /** The seed CI uses (stable test names and reproducible runs); CLIP_PARITY_FUZZ_SEED overrides it. */
@@ -246,6 +247,12 @@ export async function fuzzJob(input: FuzzJobInput, subject: Subject): Promise<Fu
   return { numRuns: r.details.numRuns, numShrinks: r.details.numShrinks, ms: r.ms, ...(r.counterexample ? { counterexample: r.counterexample } : {}) };
 }
 
+export const jobs = {
+  fuzz: async (input: FuzzJobInput, tools: JobTools) => fuzzJob(input, await tools.subjectFor(input.subject)),
+} satisfies JobHandlers;
+
+const FUZZ_JOB = jobKind("fuzz", import.meta.url);
+
 /** A case may take its clip's limit; shrinking reruns cases: the deadline of a whole search. */
 const PER_CASE_DEADLINE_MS = 40_000;
 
@@ -255,6 +262,6 @@ const PER_CASE_DEADLINE_MS = 40_000;
  */
 export async function fuzzIsolated(input: FuzzJobInput, options: { heapMb?: number } = {}): Promise<{ result?: FuzzJobResult; fault: string | null }> {
   const deadlineMs = Math.max(600_000, input.params.numRuns * PER_CASE_DEADLINE_MS);
-  const o = await runOneJob({ index: 0, kind: "fuzz", input, deadlineMs }, { heapMb: options.heapMb, timeoutMs: 20_000 });
+  const o = await runOneJob({ index: 0, kind: FUZZ_JOB.name, module: FUZZ_JOB.module, input, deadlineMs }, { heapMb: options.heapMb, timeoutMs: 20_000 });
   return { result: o.result as FuzzJobResult | undefined, fault: o.fault };
 }

@@ -6,10 +6,12 @@ import { shellQuote } from "../util/shell.ts";
 import { readFileSync } from "node:fs";
 import { InputError } from "../errors.ts";
 import type { Subject } from "../subject/api.ts";
-import { loadSubject } from "../subject/registry.ts";
-import { DEFAULT_TIMEOUT_MS, runOneJob } from "../run/pool.ts";
+import { loadSubject } from "../registry/registry.ts";
+import { DEFAULT_TIMEOUT_MS, runJobs, runOneJob, type Job } from "../sandbox/pool.ts";
+import { isolatedOutcome, type Isolated, type IsolatedOptions } from "../sandbox/isolated.ts";
+import { jobKind, type JobHandlers, type JobTools } from "../execute/job.ts";
 import { caseFromFile, describeCase, type FuzzCase } from "./case.ts";
-import { runAnyCase, type FuzzOutcome } from "./run.ts";
+import { runAnyCase, runFuzzCase, type FuzzOutcome } from "./run.ts";
 import type { FuzzTrainOutcome } from "./case.ts";
 import { replayCommand } from "./fuzz.ts";
 
@@ -37,6 +39,15 @@ export async function replayCaseFile(path: string, options: { subject?: string; 
   return { fuzzCase, outcome };
 }
 
+export const jobs = {
+  replay: async (input: { path: string; subject?: string }, tools: JobTools) => replayCaseFile(input.path, { subject: input.subject, load: tools.subjectFor }),
+  regression: async (input: { fuzzCase: FuzzCase; repro: string }, tools: JobTools) =>
+    runFuzzCase(input.fuzzCase, await tools.subjectFor(input.fuzzCase.subject), { repro: input.repro }),
+} satisfies JobHandlers;
+
+export const REPLAY_JOB = jobKind("replay", import.meta.url);
+const REGRESSION_JOB = jobKind("regression", import.meta.url);
+
 /** Prints a replayed case like `clip-parity cell` does; returns the exit status (1 = a property failed). */
 export async function printReplay(
   path: string,
@@ -44,7 +55,7 @@ export async function printReplay(
 ): Promise<number> {
   const out = options.out ?? process.stdout;
   readCaseFile(path); // bad input is exit 2 here, before a worker starts
-  const o = await runOneJob({ index: 0, kind: "replay", input: { path, subject: options.subject }, deadlineMs: 4 * DEFAULT_TIMEOUT_MS }, { heapMb: options.heapMb });
+  const o = await runOneJob({ index: 0, kind: REPLAY_JOB.name, module: REPLAY_JOB.module, input: { path, subject: options.subject }, deadlineMs: 4 * DEFAULT_TIMEOUT_MS }, { heapMb: options.heapMb });
   if (o.result === undefined || o.fault !== null) {
     out.write(`fuzz case ${path}\n  fail isolation: ${o.fault ?? "no result"}\n`);
     return 1;
@@ -65,7 +76,7 @@ export async function printRegression(
   options: { out?: NodeJS.WritableStream; memoryTable?: (r: FuzzOutcome["result"]) => string; heapMb?: number } = {},
 ): Promise<number> {
   const out = options.out ?? process.stdout;
-  const o = await runOneJob({ index: 0, kind: "regression", input: { fuzzCase, repro }, deadlineMs: 4 * DEFAULT_TIMEOUT_MS }, { heapMb: options.heapMb });
+  const o = await runOneJob({ index: 0, kind: REGRESSION_JOB.name, module: REGRESSION_JOB.module, input: { fuzzCase, repro }, deadlineMs: 4 * DEFAULT_TIMEOUT_MS }, { heapMb: options.heapMb });
   if (o.result === undefined || o.fault !== null) {
     out.write(`${label}\n  fail isolation: ${o.fault ?? "no result"}\n`);
     return 1;
@@ -92,4 +103,14 @@ function printTrainReplay(label: string, fuzzCase: FuzzCase, outcome: FuzzTrainO
   for (const l of t.layouts) out.write(`  ${l.layout}: norms ${l.norms.join(", ") || "-"}\n`);
   out.write(`  ${t.check.status.padEnd(4)} ${t.check.id}: ${t.check.message.replace(/\n/g, "\n       ")}\n`);
   return outcome.violations.length ? 1 : 0;
+}
+
+/**
+ * Fixed fuzz cases (the regression cells), each in a worker like a cell. `repro` is the command line a
+ * failing check's message prints.
+ */
+export async function regressionsIsolated(inputs: readonly { fuzzCase: FuzzCase; repro: string }[], options: IsolatedOptions = {}): Promise<Isolated<FuzzOutcome>[]> {
+  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  const jobs: Job[] = inputs.map((input, index) => ({ index, kind: REGRESSION_JOB.name, module: REGRESSION_JOB.module, input, deadlineMs: 4 * timeoutMs }));
+  return (await runJobs(jobs, { timeoutMs, heapMb: options.heapMb, workers: options.workers })).map((o) => isolatedOutcome<FuzzOutcome>(o));
 }

@@ -19,7 +19,7 @@
  */
 import type { Subject } from "../subject/api.ts";
 import { CHECK_IDS } from "../checks/index.ts";
-import { runCell } from "../run/cell.ts";
+import { runCell } from "../execute/cell.ts";
 import { type CellResult } from "../results/types.ts";
 import type { LocalParam } from "../model/plan.ts";
 import { TRAIN_CHECK } from "../training/train-parity.ts";

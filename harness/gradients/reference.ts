@@ -7,7 +7,7 @@
  * against round(float32(g) * coef) by regenerating g (native verifyScaled).
  */
 import type { DType } from "../subject/api.ts";
-import { normFromPowerSum } from "../subject/api.ts";
+import { normFromPowerSum } from "../numerics/numerics.ts";
 import { exactToNumber } from "../backend/exact.ts";
 import { native } from "../backend/native.ts";
 import type { ModelManifest } from "../model/manifest.ts";

@@ -13,7 +13,7 @@
  */
 import { createHash } from "node:crypto";
 import type { Tensor, ToleranceClass, CommRecord } from "../subject/api.ts";
-import { clipCoefficient } from "../subject/api.ts";
+import { clipCoefficient } from "../numerics/numerics.ts";
 import { Backend, DTYPE_BYTES, type StageRecord } from "../backend/backend.ts";
 import type { ModelManifest } from "../model/manifest.ts";
 import { maxNormOf } from "../gradients/regimes.ts";
@@ -22,9 +22,9 @@ import { cellSetup, paramViews, type JudgeCellInput } from "./setup.ts";
 import { CHECKS } from "../checks/index.ts";
 import type { CheckContext } from "../checks/types.ts";
 import { skip } from "../checks/types.ts";
-import { DEFAULT_SCRATCH_SLACK_BYTES, reproCommand, type Budgets } from "../spec/cell.ts";
+import { DEFAULT_SCRATCH_SLACK_BYTES, reproCommand, type Budgets } from "../cell/cell.ts";
 import type { CheckResult, RankMemory } from "../results/types.ts";
-import { dumpCell } from "../run/dump.ts";
+import { dumpCell } from "./dump.ts";
 
 export type { JudgeCellInput } from "./setup.ts";
 

@@ -12,7 +12,7 @@ import { planWorld, type LocalParam } from "../model/plan.ts";
 import { regimeSpec } from "../gradients/regimes.ts";
 import { gradSpecs } from "../gradients/specs.ts";
 import { InputError } from "../errors.ts";
-import { DTYPES, type Cell } from "../spec/cell.ts";
+import { DTYPES, type Cell } from "../cell/cell.ts";
 import { deepFreeze } from "../util/freeze.ts";
 
 /** What the judge needs to know of a cell besides the cell itself. */

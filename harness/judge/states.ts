@@ -8,8 +8,8 @@
 import type { Backend, BackendKind } from "../backend/backend.ts";
 import type { LocalParam } from "../model/plan.ts";
 import type { ValidLayout } from "../layout/layout.ts";
-import { compareStates, compareTiedCopies, type StateDiff, type StateWords } from "../training/compare.ts";
-import type { CopyState, TrainState } from "../training/train.ts";
+import { compareStates, compareTiedCopies, type StateDiff, type StateWords } from "./state-compare.ts";
+import type { CopyState, TrainState } from "./train-state.ts";
 
 /** A physical copy's optimizer state as ids in the store (parameters and state are float32). */
 export interface SharedCopy {

@@ -22,7 +22,7 @@ export function jsonNumber(x: number | null): number | string | null {
   return x;
 }
 
-/** Whether a subject spec names a module file (harness/subject/registry.ts's rule; restated here, results sit below the registry). */
+/** Whether a subject spec names a module file (harness/registry/registry.ts's rule; restated here, results sit below the registry). */
 const MODULE_PATH = (spec: string) => /^(\.{1,2}[\\/]|\/)/.test(spec) || /\.(ts|js|mjs)$/.test(spec);
 
 /**

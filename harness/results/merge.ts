@@ -7,7 +7,7 @@
  */
 import { resolve } from "node:path";
 import { InputError } from "../errors.ts";
-import { escapeControls } from "./controls.ts";
+import { escapeControls } from "../util/controls.ts";
 import { catchByField } from "./json.ts";
 import { sectionsField, type SectionResult } from "./sections.ts";
 import { cellDifference, summarizeJson, type CellJson, type ResultFile } from "./schema.ts";

@@ -5,7 +5,7 @@
  */
 import { z } from "zod";
 import { InputError } from "../errors.ts";
-import { escapeControls } from "./controls.ts";
+import { escapeControls } from "../util/controls.ts";
 import { layoutFields } from "../layout/schema.ts";
 import { cellFailed, summarize } from "./summary.ts";
 import type { RunSummary } from "./types.ts";

@@ -3,7 +3,7 @@
  * Reporters, goldens, `gate` and `merge` depend on these types (and on the JSON shape in json.ts),
  * never on how the cells were run.
  */
-import type { Cell } from "../spec/cell.ts";
+import type { Cell } from "../cell/cell.ts";
 import type { BackendKind, StageRecord } from "../backend/backend.ts";
 import type { CommRecord } from "../subject/api.ts";
 

@@ -5,13 +5,14 @@
  */
 import { getModel } from "../model/models.ts";
 import { formatLayout, worldSize, type ValidLayout } from "../layout/layout.ts";
-import type { Cell } from "../spec/cell.ts";
+import type { Cell } from "../cell/cell.ts";
 import type { CellResult } from "../results/types.ts";
-import { runCell } from "./cell.ts";
+import { runCell } from "../execute/cell.ts";
 import type { Subject } from "../subject/api.ts";
-import { isSubjectPath } from "../subject/registry.ts";
+import { isSubjectPath } from "../registry/registry.ts";
 import { ClipParityError } from "../errors.ts";
-import { CELL_DEADLINE_PHASES, DEFAULT_TIMEOUT_MS, probeSubjects, WorkerPool } from "./pool.ts";
+import { JOB_DEADLINE_PHASES, DEFAULT_TIMEOUT_MS, probeSubjects, WorkerPool } from "../sandbox/pool.ts";
+import { jobKind, type JobHandlers, type JobTools } from "../execute/job.ts";
 
 export interface PlanRank {
   rank: number;
@@ -66,6 +67,12 @@ export async function planSubject(input: PlanJobInput, subject: Subject): Promis
  * The default limit per subject phase, as `run`'s: a meta run of 256 ranks plans in seconds, and a subject that hangs
  * should fail its row within a minute, not an hour (`--timeout-s` raises it for larger worlds).
  */
+export const jobs = {
+  plan: async (input: PlanJobInput, tools: JobTools) => planSubject(input, await tools.subjectFor(input.subject)),
+} satisfies JobHandlers;
+
+const PLAN_JOB = jobKind("plan", import.meta.url);
+
 export const PLAN_TIMEOUT_MS = DEFAULT_TIMEOUT_MS;
 
 /**
@@ -88,7 +95,7 @@ export async function planCells(
   try {
     for (const [i, name] of subjects.entries()) {
       progress?.(name, i, subjects.length, worldSize(layout));
-      const o = await pool.submit({ index: i, kind: "plan", input: { model, layout, dtype, subject: name, timeoutMs } satisfies PlanJobInput, deadlineMs: CELL_DEADLINE_PHASES * timeoutMs });
+      const o = await pool.submit({ index: i, kind: PLAN_JOB.name, module: PLAN_JOB.module, input: { model, layout, dtype, subject: name, timeoutMs } satisfies PlanJobInput, deadlineMs: JOB_DEADLINE_PHASES * timeoutMs });
       if (o.fault !== null || o.result === undefined) throw new ClipParityError("E_ISOLATION", `plan: subject ${name}: isolation: ${o.fault ?? "no result"}`, 1);
       out.subjects.push(o.result as PlanSubjectResult);
     }

@@ -5,9 +5,9 @@
 import { ClipParityError, InputError } from "../errors.ts";
 import { BACKEND_KINDS, type BackendKind } from "../backend/backend.ts";
 import { native } from "../backend/native.ts";
-import { CORRECT_SUBJECTS } from "../subject/registry.ts";
+import { CORRECT_SUBJECTS } from "../registry/registry.ts";
 import { formatLayout, worldSize } from "../layout/layout.ts";
-import { cellId, cellsOf, type Cell, type Matrix } from "../spec/cell.ts";
+import { cellId, cellsOf, type Cell, type Matrix } from "../cell/cell.ts";
 import { selectShard, type Shard } from "./shard.ts";
 import { regimeSpec } from "../gradients/regimes.ts";
 

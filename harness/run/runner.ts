@@ -7,14 +7,15 @@
  * is the caller's, through optional hooks (reports/ registers reporters on them).
  */
 import type { Subject } from "../subject/api.ts";
-import { isExternalSpec, isSubjectPath, loadSubject } from "../subject/registry.ts";
+import { isExternalSpec, isSubjectPath, loadSubject } from "../registry/registry.ts";
 import type { BackendKind } from "../backend/backend.ts";
-import type { Budgets, Cell, Matrix } from "../spec/cell.ts";
+import type { Budgets, Cell, Matrix } from "../cell/cell.ts";
 import type { CellResult, RunSummary } from "../results/types.ts";
 import { summarize } from "../results/summary.ts";
-import { runCell } from "./cell.ts";
+import { runCell } from "../execute/cell.ts";
 import { goldenSession, type GoldenSession } from "./golden.ts";
-import { CELL_DEADLINE_PHASES, cellOutcome, DEFAULT_TIMEOUT_MS, estimateCellBytes, probeSubjects, referenceKey, runJobs, type CellJobInput, type Job } from "./pool.ts";
+import { JOB_DEADLINE_PHASES, DEFAULT_TIMEOUT_MS, probeSubjects, runJobs, type Job } from "../sandbox/pool.ts";
+import { CELL_JOB, cellOutcome, estimateCellBytes, referenceKey, type CellJobInput } from "../execute/cell-job.ts";
 import { resolveBackend, selectCells, subjectsOf, type RunLimits } from "./policy.ts";
 import type { Shard } from "./shard.ts";
 import { isolationCheck } from "../checks/isolation.ts";
@@ -143,7 +144,7 @@ export async function prepareRun(matrix: Matrix, options: RunMatrixOptions = {})
   return { matrix, backend, cells, budgets: matrix.budgets, golden, subjects, catchBy };
 }
 
-export { DEFAULT_TIMEOUT_MS } from "./pool.ts";
+export { DEFAULT_TIMEOUT_MS } from "../sandbox/pool.ts";
 
 /** Runs a prepared run's cells and finishes it (golden verdict, summary, hooks). */
 export async function executeRun(run: PreparedRun, options: RunMatrixOptions = {}, hooks: RunHooks = {}): Promise<RunOutput> {
@@ -187,11 +188,12 @@ export async function executeRun(run: PreparedRun, options: RunMatrixOptions = {
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const jobs: Job[] = pooled.map((i) => ({
     index: i,
-    kind: "cell",
+    kind: CELL_JOB.name,
+    module: CELL_JOB.module,
     input: inputs[i],
     bytes: estimateCellBytes(cells[i]!),
     affinity: referenceKey(cells[i]!),
-    deadlineMs: timeoutMs * CELL_DEADLINE_PHASES,
+    deadlineMs: timeoutMs * JOB_DEADLINE_PHASES,
   }));
   await Promise.all([
     runJobs(jobs, {

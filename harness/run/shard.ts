@@ -5,7 +5,7 @@
  * a --filter applies the same way on every shard, and a cell stays on its shard when others are added.
  */
 import { InputError } from "../errors.ts";
-import { cellId, type Cell } from "../spec/cell.ts";
+import { cellId, type Cell } from "../cell/cell.ts";
 
 export interface Shard {
   /** 1-based. */

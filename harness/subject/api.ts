@@ -265,19 +265,5 @@ export function defineSubject(subject: Subject): Subject {
   return subject;
 }
 
-/**
- * The float32 clip coefficient exactly as PyTorch computes it:
- * clamp(max_norm / (total_norm + 1e-6), max=1.0), every operation in float32.
- */
-export function clipCoefficient(maxNorm: number, totalNorm: number): number {
-  const f32 = Math.fround;
-  const coef = f32(f32(maxNorm) / f32(f32(totalNorm) + f32(1e-6)));
-  return Number.isNaN(coef) ? coef : Math.min(1, coef);
-}
-
-/** total = S^(1/p) in float64, then rounded to float32 (SPEC §6). */
-export function normFromPowerSum(s: number, normType: number): number {
-  if (normType === Infinity || normType === 1) return Math.fround(s);
-  if (normType === 2) return Math.fround(Math.sqrt(s));
-  return Math.fround(s ** (1 / normType));
-}
+// Part of the subject API; defined with the other float rules that subjects and checks share.
+export { clipCoefficient, normFromPowerSum } from "../numerics/numerics.ts";

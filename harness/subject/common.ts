@@ -133,21 +133,6 @@ export function finishClip(rank: RankContext, args: ClipArgs, total: number): nu
   return norm;
 }
 
-// Stryker disable all: toBf16 serves only the known-bad `bf16-norm` subject, which no correct subject
-// calls, so no cell of the mutation suite can reach it; suites/unit/subjects.test.ts tests it directly.
-/**
- * Rounds to bfloat16 (round to nearest, ties to even) the way PyTorch does from a float32 value:
- * add 0x7FFF plus the lowest kept bit, then drop the low 16 bits. NaN stays NaN; overflow gives ±Inf.
- */
-export function toBf16(x: number): number {
-  if (Number.isNaN(x)) return NaN;
-  const f = new Float32Array([x]);
-  const u = new Uint32Array(f.buffer);
-  const bits = u[0]!;
-  u[0] = ((bits + 0x7fff + ((bits >>> 16) & 1)) & 0xffff0000) >>> 0;
-  return f[0]!;
-}
-// Stryker restore all
 
 /** This rank's exact sums of |g|^p, one per reduction group (a tied copy counted once), before any collective. */
 export async function exactBuckets(rank: RankContext, logical: readonly ParamView[], normType: number): Promise<Map<string, { group: Group; acc: Exact }>> {

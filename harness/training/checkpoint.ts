@@ -31,14 +31,12 @@ import type { Block } from "../model/plan.ts";
 import { ADAMW, PARAM_INIT } from "./adamw.ts";
 import { CheckpointError } from "./errors.ts";
 import { InputError } from "../errors.ts";
-import type { CopyState, TrainState } from "./train.ts";
+import { ROLES, roleTensor, type CopyState, type Role, type TrainState } from "../judge/train-state.ts";
 import { fsyncDir, writeFileAtomic } from "../util/fs.ts";
 
 export const INDEX_FILE = "index.json";
 export const FORMAT = "clip-parity-checkpoint";
 export const FORMAT_VERSION = 1;
-export const ROLES = ["param", "exp_avg", "exp_avg_sq"] as const;
-export type Role = (typeof ROLES)[number];
 
 /** The safetensors dtype names of the harness dtypes. */
 const ST_DTYPE: Record<DType, "F32" | "BF16" | "F16"> = { f32: "F32", bf16: "BF16", f16: "F16" };
@@ -53,9 +51,6 @@ export function chunkKey(role: Role, name: string): string {
   return `${role}/${name}`;
 }
 
-export function roleTensor(c: CopyState, role: Role): Tensor {
-  return role === "param" ? c.param : role === "exp_avg" ? c.expAvg : c.expAvgSq;
-}
 
 const dims = z.array(z.number().int().nonnegative());
 const layoutSchema = z.strictObject(layoutFields);

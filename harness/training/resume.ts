@@ -21,14 +21,15 @@ import { refusePartialGradients } from "../model/manifest.ts";
 import { ALL_REGIMES } from "../gradients/regimes.ts";
 import { InputError } from "../errors.ts";
 import { fail, pass, skip, type CheckResult } from "../checks/types.ts";
-import { DTYPES, formatNorm } from "../spec/cell.ts";
+import { DTYPES, formatNorm } from "../cell/cell.ts";
 import { ADAMW } from "./adamw.ts";
 import { readCheckpoint, saveCheckpoint, type CheckpointIndex } from "./checkpoint.ts";
 import { loaderNamed } from "./loaders.ts";
-import type { StateDiff } from "./compare.ts";
+import type { StateDiff } from "../judge/state-compare.ts";
 import { currentJudge } from "../judge/client.ts";
 import { sharedState } from "../judge/states.ts";
-import { afterInit, freeGrads, freeState, initState, INIT_MODES, trainSteps, TrainingError, type InitMode, type TrainConfig, type TrainingCase, type TrainState } from "./train.ts";
+import { afterInit, freeGrads, freeState, initState, INIT_MODES, trainSteps, TrainingError, type InitMode, type TrainConfig, type TrainingCase } from "./train.ts";
+import type { TrainState } from "../judge/train-state.ts";
 
 export const RESUME_CHECK = "resume.equal";
 export const DEFAULT_STEPS = 6;

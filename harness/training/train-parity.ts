@@ -23,11 +23,12 @@ import { countParams, refusePartialGradients, type ModelManifest } from "../mode
 import type { LocalParam } from "../model/plan.ts";
 import { regimeSpec } from "../gradients/regimes.ts";
 import { InputError } from "../errors.ts";
-import { formatNorm } from "../spec/cell.ts";
-import { show } from "./compare.ts";
+import { formatNorm } from "../cell/cell.ts";
+import { show } from "../judge/state-compare.ts";
 import { currentJudge } from "../judge/client.ts";
 import { sharedState } from "../judge/states.ts";
-import { afterInit, freeState, INIT_MODES, initState, trainSteps, TrainingError, type InitMode, type TrainConfig, type TrainingCase, type TrainState } from "./train.ts";
+import { afterInit, freeState, INIT_MODES, initState, trainSteps, TrainingError, type InitMode, type TrainConfig, type TrainingCase } from "./train.ts";
+import type { TrainState } from "../judge/train-state.ts";
 
 export const TRAIN_CHECK = "train.parity";
 export const DEFAULT_TRAIN_STEPS = 10;

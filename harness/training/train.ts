@@ -7,9 +7,10 @@
  * A TrainState is one layout's worth of physical copies (tied replicas included) with their
  * parameter, exp_avg and exp_avg_sq shards and optimizer step counts.
  */
-import type { DType, ParamView, Subject, Tensor } from "../subject/api.ts";
+import type { DType, ParamView, Subject } from "../subject/api.ts";
+import type { CopyState, TrainState } from "../judge/train-state.ts";
 import type { Backend, GenSpec } from "../backend/backend.ts";
-import { validateLayout, worldSize, type Layout, type ValidLayout } from "../layout/layout.ts";
+import { validateLayout, worldSize, type Layout } from "../layout/layout.ts";
 import type { ModelManifest } from "../model/manifest.ts";
 import { planWorld, type LocalParam } from "../model/plan.ts";
 import { maxNormOf, regimeSpec, type Regime } from "../gradients/regimes.ts";
@@ -55,30 +56,6 @@ export interface TrainConfig {
   timeoutMs?: number;
   /** Initial values (default "same"). */
   init?: InitMode;
-}
-
-/** One physical copy on one rank. */
-export interface CopyState {
-  lp: LocalParam;
-  param: Tensor;
-  expAvg: Tensor;
-  expAvgSq: Tensor;
-  /** Null when the regime gives this logical parameter no gradient. */
-  grad: Tensor | null;
-  /** torch's state["step"]: the AdamW updates this copy received. */
-  steps: number;
-}
-
-export interface TrainState {
-  layout: ValidLayout;
-  world: number;
-  plan: LocalParam[][];
-  /** index = rank; aligned with plan[rank] */
-  ranks: CopyState[][];
-  /** Training steps completed (the global step). */
-  step: number;
-  /** Rank 0's total norm at each step run by this state, by step number. */
-  norms: Map<number, number>;
 }
 
 /** A clip that did not complete at some step: the run cannot be compared. */

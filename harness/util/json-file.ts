@@ -7,7 +7,7 @@
 import { readFileSync } from "node:fs";
 import type { z } from "zod";
 import { InputError } from "../errors.ts";
-import { escapeControls } from "../results/controls.ts";
+import { escapeControls } from "./controls.ts";
 
 /** A zod issue's field as a reader writes it: `cases[3].layout.tp`, or "(top level)". */
 export function issuePath(path: readonly PropertyKey[]): string {

@@ -9,7 +9,7 @@ import { COST_PAIRS } from "../../harness/external/note-cost.ts";
 import { CHECK_IDS } from "../../harness/checks/index.ts";
 import { loadFrameworks } from "../../harness/external/torch/frameworks.ts";
 import { parseCellId, reproFileName } from "../../harness/external/torch/export.ts";
-import { reproCommand } from "../../harness/spec/cell.ts";
+import { reproCommand } from "../../harness/cell/cell.ts";
 import { causeText, cellSeverity, rootCause, SEVERITY_SCALE, type CauseSeverity, type RootCause } from "../../harness/external/causes.ts";
 import { ADAPTER_PHASES, type FrameworkCellRecord, type FrameworksData } from "../../harness/external/frameworks-run.ts";
 import { gridSection, verdictLines } from "./frameworks-grid.ts";

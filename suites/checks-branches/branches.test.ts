@@ -6,10 +6,10 @@
  */
 import { describe, expect, it } from "vitest";
 import { parseLayout } from "../../harness/layout/layout.ts";
-import { runCell, type RunCellOptions } from "../../harness/run/cell.ts";
-import type { Cell } from "../../harness/spec/cell.ts";
+import { runCell, type RunCellOptions } from "../../harness/execute/cell.ts";
+import type { Cell } from "../../harness/cell/cell.ts";
 import type { CellResult } from "../../harness/results/types.ts";
-import { BUILTIN_SUBJECTS } from "../../harness/subject/registry.ts";
+import { BUILTIN_SUBJECTS } from "../../harness/registry/registry.ts";
 import { NORM_TOLERANCE } from "../../harness/checks/types.ts";
 import { Replicate, Shard } from "../../harness/model/plan.ts";
 import { fuzzCell, fuzzManifest, fuzzPlan, validateCase, type FuzzCase, type FuzzCopy } from "../../harness/fuzz/case.ts";

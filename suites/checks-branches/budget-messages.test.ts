@@ -5,11 +5,11 @@
  * runner adds the reproduce line).
  */
 import { describe, expect, it } from "vitest";
-import { runCell, type RunCellOptions } from "../../harness/run/cell.ts";
+import { runCell, type RunCellOptions } from "../../harness/execute/cell.ts";
 import { parseLayout } from "../../harness/layout/layout.ts";
 import { defineSubject } from "../../harness/subject/api.ts";
-import { BUILTIN_SUBJECTS } from "../../harness/subject/registry.ts";
-import type { Cell } from "../../harness/spec/cell.ts";
+import { BUILTIN_SUBJECTS } from "../../harness/registry/registry.ts";
+import type { Cell } from "../../harness/cell/cell.ts";
 import { fuzzCell, fuzzManifest, fuzzPlan, validateCase } from "../../harness/fuzz/case.ts";
 import { raisesAfterCollectivesOnRank1, raisesAtOnce, testCell } from "./subjects.ts";
 

@@ -8,7 +8,7 @@ import { computeReference } from "../../harness/gradients/reference.ts";
 import { fuzzManifest, validateCase } from "../../harness/fuzz/case.ts";
 import { parseLayout } from "../../harness/layout/layout.ts";
 import { clipCoefficientIn, roundedCoefficients } from "../../harness/checks/low-precision.ts";
-import { toBf16 } from "../../harness/subject/common.ts";
+import { toBf16 } from "../../harness/numerics/numerics.ts";
 
 const model = fuzzManifest(
   validateCase({

@@ -7,7 +7,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { defineSubject } from "../../harness/subject/api.ts";
-import { BUILTIN_SUBJECTS } from "../../harness/subject/registry.ts";
+import { BUILTIN_SUBJECTS } from "../../harness/registry/registry.ts";
 import { parseLayout } from "../../harness/layout/layout.ts";
 import { Partial, Replicate, Shard } from "../../harness/model/plan.ts";
 import { validateCase, type FuzzCase } from "../../harness/fuzz/case.ts";

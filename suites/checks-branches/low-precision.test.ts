@@ -6,7 +6,7 @@
 import { describe, expect, it } from "vitest";
 import { clipCoefficientIn, roundedCoefficients, toF16 } from "../../harness/checks/low-precision.ts";
 import { clipCoefficient } from "../../harness/subject/api.ts";
-import { toBf16 } from "../../harness/subject/common.ts";
+import { toBf16 } from "../../harness/numerics/numerics.ts";
 
 describe("float16 rounding", () => {
   it("rounds to nearest, ties to even, with subnormals down to 2^-24 and overflow to Inf", () => {

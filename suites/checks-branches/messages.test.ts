@@ -16,7 +16,7 @@ import scalingNonempty from "../../harness/checks/scaling-nonempty.ts";
 import { goldenCheck } from "../../harness/checks/golden.ts";
 import { isolationCheck } from "../../harness/checks/isolation.ts";
 import { fp32AccumBound, type CheckContext } from "../../harness/checks/types.ts";
-import { DEFAULT_SCRATCH_SLACK_BYTES } from "../../harness/spec/cell.ts";
+import { DEFAULT_SCRATCH_SLACK_BYTES } from "../../harness/cell/cell.ts";
 import { ctxOf, memory, outcomes } from "./context.ts";
 
 const judge = (check: { judge(ctx: CheckContext): unknown }, ctx: CheckContext) => check.judge(ctx) as { id: string; status: string; message: string };

@@ -10,7 +10,7 @@ import { computeReference } from "../../harness/gradients/reference.ts";
 import { maxNormOf } from "../../harness/gradients/regimes.ts";
 import { fuzzManifest, validateCase, type FuzzCase } from "../../harness/fuzz/case.ts";
 import { runFuzzTrain } from "../../harness/fuzz/train.ts";
-import { BUILTIN_SUBJECTS } from "../../harness/subject/registry.ts";
+import { BUILTIN_SUBJECTS } from "../../harness/registry/registry.ts";
 import { defineSubject } from "../../harness/subject/api.ts";
 
 /** pp2: a weight tied as trainers tie it, and an untied one; three training steps in the boundary regime. */

@@ -10,7 +10,7 @@ import { bucketedClip, bucketedPowerSum, type BucketedSteps } from "../../harnes
 import { checkFinite, exactPowerSum, scaleAll } from "../../harness/subject/common.ts";
 import titanMtp from "../../harness/subject/builtin/titan-mtp.ts";
 import { parseLayout } from "../../harness/layout/layout.ts";
-import type { Cell } from "../../harness/spec/cell.ts";
+import type { Cell } from "../../harness/cell/cell.ts";
 
 /** The suites' small cell: llama3-debug on dp_shard2, f32, norm 2, active, seed 0, with `over` changed. */
 export const testCell = (over: Partial<Cell> = {}): Cell => ({

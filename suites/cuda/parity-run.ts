@@ -8,7 +8,7 @@
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { native } from "../../harness/backend/native.ts";
-import { CORRECT_SUBJECTS } from "../../harness/subject/registry.ts";
+import { CORRECT_SUBJECTS } from "../../harness/registry/registry.ts";
 import { cellsOf, resolveMatrix } from "../../matrix/index.ts";
 import { formatRow, parityOf, type ParityRow } from "./parity.ts";
 

@@ -15,10 +15,10 @@ import { spawnSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
 import { native } from "../../harness/backend/native.ts";
 import { isCI } from "../../harness/util/env.ts";
-import { CORRECT_SUBJECTS } from "../../harness/subject/registry.ts";
+import { CORRECT_SUBJECTS } from "../../harness/registry/registry.ts";
 import { cellsOf, resolveMatrix } from "../../matrix/index.ts";
 import { formatLayout, parseLayout } from "../../harness/layout/layout.ts";
-import type { Cell } from "../../harness/spec/cell.ts";
+import type { Cell } from "../../harness/cell/cell.ts";
 import { buildCudaEmu } from "../../scripts/cuda-emu.mjs";
 import { formatRow, parityOf } from "./parity.ts";
 

@@ -11,10 +11,10 @@
  *
  * Used by suites/cuda/parity.test.ts and, on a GPU machine, by scripts/gpu-check.sh through it.
  */
-import { BUILTIN_SUBJECTS } from "../../harness/subject/registry.ts";
+import { BUILTIN_SUBJECTS } from "../../harness/registry/registry.ts";
 import type { CellResult } from "../../harness/results/types.ts";
-import { cellId, type Cell } from "../../harness/spec/cell.ts";
-import { runCell } from "../../harness/run/cell.ts";
+import { cellId, type Cell } from "../../harness/cell/cell.ts";
+import { runCell } from "../../harness/execute/cell.ts";
 import type { BackendKind } from "../../harness/backend/backend.ts";
 
 export interface ParityRow {

@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { defineSubject } from "../../harness/subject/api.ts";
-import { BUILTIN_SUBJECTS } from "../../harness/subject/registry.ts";
+import { BUILTIN_SUBJECTS } from "../../harness/registry/registry.ts";
 import { bucketedClip } from "../../harness/subject/builtin/bucketed-core.ts";
 import { parseLayout } from "../../harness/layout/layout.ts";
 import { Partial, Shard } from "../../harness/model/plan.ts";

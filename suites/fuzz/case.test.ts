@@ -5,13 +5,13 @@
  */
 import { describe, expect, it as vit } from "vitest";
 import { fc, it } from "@fast-check/vitest";
-import { BUILTIN_SUBJECTS } from "../../harness/subject/registry.ts";
+import { BUILTIN_SUBJECTS } from "../../harness/registry/registry.ts";
 import { worldSize, parseLayout, validateLayout, type Layout } from "../../harness/layout/layout.ts";
 import { coordsOf, denseMesh } from "../../harness/layout/mesh.ts";
 import { getModel } from "../../harness/model/models.ts";
 import { numel } from "../../harness/model/manifest.ts";
 import { planWorld, Replicate, Shard } from "../../harness/model/plan.ts";
-import { runCell } from "../../harness/run/cell.ts";
+import { runCell } from "../../harness/execute/cell.ts";
 import { meshesOf, reductionGroup } from "../../harness/world/context.ts";
 import { caseArb } from "../../harness/fuzz/arbitraries.ts";
 import {

@@ -22,8 +22,8 @@ import { caseArb } from "../../harness/fuzz/arbitraries.ts";
 import { caseFromFile, caseToFile, checkOptimizerCase, validateCase, type FuzzCase } from "../../harness/fuzz/case.ts";
 import { OPTIMIZER_FEATURES, optimizerCoverage } from "../../harness/fuzz/coverage.ts";
 import { fuzzIsolated, SELF_TEST_RUNS } from "../../harness/fuzz/fuzz.ts";
-import type { Replay } from "../../harness/fuzz/replay.ts";
-import { runOneJob } from "../../harness/run/pool.ts";
+import { REPLAY_JOB, type Replay } from "../../harness/fuzz/replay.ts";
+import { runOneJob } from "../../harness/sandbox/pool.ts";
 
 const SEED = 5_050_505;
 const dir = mkdtempSync(join(tmpdir(), "clip-parity-fuzz-optimizer-"));
@@ -60,7 +60,7 @@ let files = 0;
 async function replay(c: FuzzCase): Promise<Replay> {
   const path = join(dir, `case-${files++}.json`);
   writeFileSync(path, caseToFile(c));
-  const o = await runOneJob({ index: 0, kind: "replay", input: { path }, deadlineMs: 60_000 });
+  const o = await runOneJob({ index: 0, kind: REPLAY_JOB.name, module: REPLAY_JOB.module, input: { path }, deadlineMs: 60_000 });
   expect(o.fault).toBeNull();
   return o.result as Replay;
 }

@@ -14,7 +14,7 @@ import fc from "fast-check";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { loadSubject } from "../../harness/subject/registry.ts";
+import { loadSubject } from "../../harness/registry/registry.ts";
 import { caseArb } from "../../harness/fuzz/arbitraries.ts";
 import { envSeed, fuzzSubject } from "../../harness/fuzz/fuzz.ts";
 

@@ -10,7 +10,7 @@
  */
 import { describe } from "vitest";
 import { it } from "@fast-check/vitest";
-import { BUILTIN_SUBJECTS, CORRECT_SUBJECTS, OPTIMIZER_SUBJECTS } from "../../harness/subject/registry.ts";
+import { BUILTIN_SUBJECTS, CORRECT_SUBJECTS, OPTIMIZER_SUBJECTS } from "../../harness/registry/registry.ts";
 import { caseArb } from "../../harness/fuzz/arbitraries.ts";
 import { envSeed, fuzzParameters, fuzzPredicate } from "../../harness/fuzz/fuzz.ts";
 

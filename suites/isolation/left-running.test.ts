@@ -1,11 +1,11 @@
 /**
- * The worker's count of what a subject left running (harness/run/left-running.ts): an immediate queued behind
+ * The worker's count of what a subject left running (harness/sandbox/left-running.ts): an immediate queued behind
  * the worker's own in the same batch is not a leftover (it runs within the job; counted inside the batch it was
  * the false "left 1 Immediate running" seen once in the cpu matrix), while a chain of immediates that keeps
  * rescheduling itself, and a timer, are.
  */
 import { describe, expect, it } from "vitest";
-import { handles, leftRunning } from "../../harness/run/left-running.ts";
+import { handles, leftRunning } from "../../harness/sandbox/left-running.ts";
 
 const active = () => process.getActiveResourcesInfo();
 

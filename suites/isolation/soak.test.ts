@@ -6,7 +6,7 @@
 import { describe, expect, it } from "vitest";
 import { runMatrix } from "../../harness/run/runner.ts";
 import { parseLayout } from "../../harness/layout/layout.ts";
-import type { Case } from "../../harness/spec/cell.ts";
+import type { Case } from "../../harness/cell/cell.ts";
 
 const CELLS = 2000;
 

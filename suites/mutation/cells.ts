@@ -6,11 +6,11 @@
  */
 import { Writable } from "node:stream";
 import { builtinMatrices } from "../../matrix/index.ts";
-import { CORRECT_SUBJECTS, OPTIMIZER_SUBJECTS } from "../../harness/subject/registry.ts";
+import { CORRECT_SUBJECTS, OPTIMIZER_SUBJECTS } from "../../harness/registry/registry.ts";
 import { finalizeMatrix } from "../../matrix/finalize.ts";
 import { trainCases, type TrainCase } from "../../matrix/train.ts";
 import { runMatrix } from "../../harness/run/runner.ts";
-import { cellId, type Case, type Cell } from "../../harness/spec/cell.ts";
+import { cellId, type Case, type Cell } from "../../harness/cell/cell.ts";
 import type { CellResult } from "../../harness/results/types.ts";
 
 export function mutationCells(): Cell[] {

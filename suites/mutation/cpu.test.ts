@@ -6,7 +6,7 @@
  * `npx vitest run -c vitest.mutation.config.ts`.
  */
 import { describe, expect, it } from "vitest";
-import { cellId } from "../../harness/spec/cell.ts";
+import { cellId } from "../../harness/cell/cell.ts";
 import { failures, mutationCells, runInProcess } from "./cells.ts";
 
 describe("cpu matrix, in-process: every cell passes every check", () => {

@@ -4,9 +4,9 @@
  * that breaks the tie sync or the replicas' coefficient shows as a train.parity difference.
  */
 import { describe, expect, it } from "vitest";
-import { BUILTIN_SUBJECTS } from "../../harness/subject/registry.ts";
+import { BUILTIN_SUBJECTS } from "../../harness/registry/registry.ts";
 import { runTrain, trainId } from "../../harness/training/train-parity.ts";
-import { cellId } from "../../harness/spec/cell.ts";
+import { cellId } from "../../harness/cell/cell.ts";
 import { failures, optimizerCells, optimizerTrainCases, runInProcess } from "./cells.ts";
 
 describe("finalize section, optimizer-owned subjects, in-process: every cell passes every check", () => {

@@ -4,7 +4,7 @@
  * hold what no debug-model cell has: sub-mesh parameters and empty-shard reduction groups.
  */
 import { describe, expect, it } from "vitest";
-import { BUILTIN_SUBJECTS, CORRECT_SUBJECTS } from "../../harness/subject/registry.ts";
+import { BUILTIN_SUBJECTS, CORRECT_SUBJECTS } from "../../harness/registry/registry.ts";
 import { describeCase } from "../../harness/fuzz/case.ts";
 import { runFuzzCase } from "../../harness/fuzz/run.ts";
 import { loadRegressions, regressionCase } from "../../matrix/regressions.ts";

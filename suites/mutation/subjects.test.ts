@@ -3,7 +3,7 @@
  * what it models and the tolerance class it claims. (The cells check the clip; this checks the label.)
  */
 import { describe, expect, it } from "vitest";
-import { BUILTIN_SUBJECTS, CORRECT_SUBJECTS, OPTIMIZER_SUBJECTS } from "../../harness/subject/registry.ts";
+import { BUILTIN_SUBJECTS, CORRECT_SUBJECTS, OPTIMIZER_SUBJECTS } from "../../harness/registry/registry.ts";
 
 describe("correct subjects: name, description, tolerance class", () => {
   const claims: Record<string, string> = { reference: "exact", bucketed: "fp32", titan: "fp32", exact: "exact", "titan-mtp": "exact" };

@@ -11,7 +11,7 @@ import { isCI } from "../../harness/util/env.ts";
 import { cli, tempDir, tinyMatrixFile } from "./fixtures.ts";
 import { builtinMatrices, cellsOf } from "../../matrix/index.ts";
 import { subjectsOf } from "../../harness/run/policy.ts";
-import { cellId } from "../../harness/spec/cell.ts";
+import { cellId } from "../../harness/cell/cell.ts";
 
 function setup() {
   const dir = tempDir("clip-parity-golden-");

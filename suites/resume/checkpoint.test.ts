@@ -8,14 +8,15 @@ import { spawnSync } from "node:child_process";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Backend } from "../../harness/backend/backend.ts";
-import { BUILTIN_SUBJECTS } from "../../harness/subject/registry.ts";
+import { BUILTIN_SUBJECTS } from "../../harness/registry/registry.ts";
 import { ClipParityError } from "../../harness/errors.ts";
 import { parseLayout } from "../../harness/layout/layout.ts";
 import { getModel } from "../../harness/model/models.ts";
 import { CheckpointError } from "../../harness/training/errors.ts";
-import { freeState, initState, trainSteps, type TrainConfig, type TrainState } from "../../harness/training/train.ts";
+import { freeState, initState, trainSteps, type TrainConfig } from "../../harness/training/train.ts";
+import type { TrainState } from "../../harness/judge/train-state.ts";
 import { readCheckpoint, restoreCheckpoint, saveCheckpoint, sha256File, type CheckpointIndex, type Expectation } from "../../harness/training/checkpoint.ts";
-import { compareStates } from "../../harness/training/compare.ts";
+import { compareStates } from "../../harness/judge/state-compare.ts";
 import { scratchRoot } from "../../harness/util/scratch.ts";
 
 const model = getModel("llama3-debug");

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { resumeCases } from "../../matrix/resume.ts";
-import { BUILTIN_SUBJECTS } from "../../harness/subject/registry.ts";
+import { BUILTIN_SUBJECTS } from "../../harness/registry/registry.ts";
 import { resumeCellId, runResume } from "../../harness/training/resume.ts";
 
 const matrix = process.env.CLIP_PARITY_MATRIX ?? "cpu";

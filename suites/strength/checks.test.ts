@@ -6,13 +6,13 @@
  */
 import { describe, expect, it } from "vitest";
 import { clipCoefficient, type Subject, type ToleranceClass } from "../../harness/subject/api.ts";
-import { toBf16 } from "../../harness/subject/common.ts";
+import { toBf16 } from "../../harness/numerics/numerics.ts";
 import { clipCoefficientIn, toF16 } from "../../harness/checks/low-precision.ts";
-import { loadSubject } from "../../harness/subject/registry.ts";
-import { runCell } from "../../harness/run/cell.ts";
+import { loadSubject } from "../../harness/registry/registry.ts";
+import { runCell } from "../../harness/execute/cell.ts";
 import { runMatrix } from "../../harness/run/runner.ts";
 import type { CellResult } from "../../harness/results/types.ts";
-import { cellId, type Case, type Cell } from "../../harness/spec/cell.ts";
+import { cellId, type Case, type Cell } from "../../harness/cell/cell.ts";
 import { builtinMatrices } from "../../matrix/index.ts";
 import { coefInGradDtype } from "./subjects/coef-in-grad-dtype.ts";
 import { testCell } from "../checks-branches/subjects.ts";

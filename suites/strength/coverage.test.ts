@@ -7,7 +7,7 @@
  * No built-in matrix holds a cell twice.
  */
 import { describe, expect, it } from "vitest";
-import { cellId } from "../../harness/spec/cell.ts";
+import { cellId } from "../../harness/cell/cell.ts";
 import { builtinMatrices, uniqueCases } from "../../matrix/index.ts";
 import { caseFacts, checkCanFail, matrixCoverage } from "../../matrix/coverage.ts";
 import { CHECK_IDS } from "../../harness/checks/index.ts";

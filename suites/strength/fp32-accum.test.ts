@@ -6,7 +6,7 @@
  * numbers are pinned here, and checked against stock torch's largest error in suites/torch/fp32-accum.test.ts.
  */
 import { describe, expect, it } from "vitest";
-import { BUILTIN_SUBJECTS, KNOWN_BAD_SUBJECTS, OPTIMIZER_KNOWN_BAD_SUBJECTS } from "../../harness/subject/registry.ts";
+import { BUILTIN_SUBJECTS, KNOWN_BAD_SUBJECTS, OPTIMIZER_KNOWN_BAD_SUBJECTS } from "../../harness/registry/registry.ts";
 import { computeReference } from "../../harness/gradients/reference.ts";
 import { fp32AccumBound, NORM_TOLERANCE, normTolerance } from "../../harness/checks/types.ts";
 import { getModel } from "../../harness/model/models.ts";

@@ -6,8 +6,8 @@
  */
 import { describe, expect, it, vi } from "vitest";
 import { parseLayout } from "../../harness/layout/layout.ts";
-import { runCell } from "../../harness/run/cell.ts";
-import { BUILTIN_SUBJECTS } from "../../harness/subject/registry.ts";
+import { runCell } from "../../harness/execute/cell.ts";
+import { BUILTIN_SUBJECTS } from "../../harness/registry/registry.ts";
 import type { BucketedSteps } from "../../harness/subject/builtin/bucketed-core.ts";
 
 const core = vi.hoisted(() => ({ changes: [] as string[][] }));

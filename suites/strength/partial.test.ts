@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { CORRECT_SUBJECTS, loadSubject, OPTIMIZER_SUBJECTS } from "../../harness/subject/registry.ts";
+import { CORRECT_SUBJECTS, loadSubject, OPTIMIZER_SUBJECTS } from "../../harness/registry/registry.ts";
 import { envSeed, fuzzSubject, SELF_TEST_RUNS } from "../../harness/fuzz/fuzz.ts";
 import { readCaseFile } from "../../harness/fuzz/replay.ts";
 import { runFuzzCase } from "../../harness/fuzz/run.ts";

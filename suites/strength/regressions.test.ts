@@ -7,7 +7,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { CORRECT_SUBJECTS, loadSubject } from "../../harness/subject/registry.ts";
+import { CORRECT_SUBJECTS, loadSubject } from "../../harness/registry/registry.ts";
 import { describeCase } from "../../harness/fuzz/case.ts";
 import { runFuzzCase } from "../../harness/fuzz/run.ts";
 import { InputError } from "../../harness/errors.ts";

@@ -8,13 +8,13 @@ import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { loadSubject } from "../../harness/subject/registry.ts";
+import { loadSubject } from "../../harness/registry/registry.ts";
 import { closeTorchSessions, loadTorchSubject, parseTorchSpec, PROJECT_ROOT, type TorchSubject } from "../../harness/external/torch/subject.ts";
 import type { Subject } from "../../harness/subject/api.ts";
 import { InputError } from "../../harness/errors.ts";
 import { parseLayout } from "../../harness/layout/layout.ts";
-import { runCell } from "../../harness/run/cell.ts";
-import { type Cell } from "../../harness/spec/cell.ts";
+import { runCell } from "../../harness/execute/cell.ts";
+import { type Cell } from "../../harness/cell/cell.ts";
 import { type CellResult } from "../../harness/results/types.ts";
 import { torchAvailability } from "./torch-available.ts";
 

@@ -28,7 +28,7 @@ import memoryPeak from "../../harness/checks/memory-peak.ts";
 import type { CheckContext } from "../../harness/checks/types.ts";
 import type { ParamView } from "../../harness/subject/api.ts";
 import { InputError } from "../../harness/errors.ts";
-import { cellId } from "../../harness/spec/cell.ts";
+import { cellId } from "../../harness/cell/cell.ts";
 import { torchAvailability } from "./torch-available.ts";
 
 const torch = torchAvailability();

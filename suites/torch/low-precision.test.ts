@@ -6,7 +6,7 @@
  */
 import { execFileSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
-import { toBf16 } from "../../harness/subject/common.ts";
+import { toBf16 } from "../../harness/numerics/numerics.ts";
 import { clipCoefficientIn, roundedCoefficients, toF16 } from "../../harness/checks/low-precision.ts";
 import { torchOptionsFromEnv } from "../../harness/external/torch/options.ts";
 import { torchAvailability } from "./torch-available.ts";

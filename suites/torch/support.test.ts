@@ -14,10 +14,10 @@ import { buildExport, SUPPORT_DIR, supportRegistry, supportText } from "../../ha
 import { FRAMEWORKS_DIR } from "../../harness/external/torch/frameworks.ts";
 import { ADAPTER_DIR, torchOptionsFromEnv } from "../../harness/external/torch/options.ts";
 import { closeTorchSessions, loadTorchSubject, type TorchSubject } from "../../harness/external/torch/subject.ts";
-import { loadSubject } from "../../harness/subject/registry.ts";
+import { loadSubject } from "../../harness/registry/registry.ts";
 import { parseLayout } from "../../harness/layout/layout.ts";
-import { runCell } from "../../harness/run/cell.ts";
-import type { Cell } from "../../harness/spec/cell.ts";
+import { runCell } from "../../harness/execute/cell.ts";
+import type { Cell } from "../../harness/cell/cell.ts";
 import type { CellResult } from "../../harness/results/types.ts";
 import { torchAvailability } from "./torch-available.ts";
 

@@ -6,10 +6,10 @@ import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { CHECK_INFO, CHECKS, RUN_CHECKS } from "../../harness/checks/index.ts";
-import { BUILTIN_SUBJECTS } from "../../harness/subject/registry.ts";
+import { BUILTIN_SUBJECTS } from "../../harness/registry/registry.ts";
 import { defineSubject } from "../../harness/subject/api.ts";
-import { runCell } from "../../harness/run/cell.ts";
-import { type Cell } from "../../harness/spec/cell.ts";
+import { runCell } from "../../harness/execute/cell.ts";
+import { type Cell } from "../../harness/cell/cell.ts";
 import { parseLayout } from "../../harness/layout/layout.ts";
 
 const bucketed = BUILTIN_SUBJECTS.bucketed;

@@ -12,7 +12,7 @@ import { buildExport } from "../../harness/external/torch/export.ts";
 import { loadTorchSubject, type TorchSubject } from "../../harness/external/torch/subject.ts";
 import { parseLayout } from "../../harness/layout/layout.ts";
 import type { CellResult } from "../../harness/results/types.ts";
-import type { Cell } from "../../harness/spec/cell.ts";
+import type { Cell } from "../../harness/cell/cell.ts";
 
 const HOSTILE = 'rank 0 raised: boom\u0000 after a NUL, \u001b[2J an escape, """ quotes, a \\ backslash,\r a CR, \u0085 a C1';
 

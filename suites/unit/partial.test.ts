@@ -8,14 +8,14 @@ import { Backend } from "../../harness/backend/backend.ts";
 import { defineSubject, type DType } from "../../harness/subject/api.ts";
 import { needsPartialSum } from "../../harness/subject/common.ts";
 import { gradSpecs } from "../../harness/gradients/specs.ts";
-import { BUILTIN_SUBJECTS } from "../../harness/subject/registry.ts";
+import { BUILTIN_SUBJECTS } from "../../harness/registry/registry.ts";
 import { ModelError } from "../../harness/errors.ts";
 import { parseLayout, worldSize } from "../../harness/layout/layout.ts";
 import { ManifestBuilder } from "../../harness/model/manifest.ts";
 import { getModel } from "../../harness/model/models.ts";
 import { planWorld, type LocalParam } from "../../harness/model/plan.ts";
-import { runCell } from "../../harness/run/cell.ts";
-import type { Cell } from "../../harness/spec/cell.ts";
+import { runCell } from "../../harness/execute/cell.ts";
+import type { Cell } from "../../harness/cell/cell.ts";
 
 const copiesOf = (model: string, layout: string, name: string): LocalParam[] =>
   planWorld(getModel(model), parseLayout(layout)).map((ps) => ps.find((p) => p.name === name)!);

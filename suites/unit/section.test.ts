@@ -1,7 +1,7 @@
 /**
  * cli/section.ts: a resume or train section meets its expectations only when every correct case
  * passes and every known-bad case fails its check; anything else (a skipped check, an isolation fault)
- * is exit 1 with the case named. The rule is harness/run/isolated.ts's expectationMet, which the
+ * is exit 1 with the case named. The rule is harness/sandbox/isolated.ts's expectationMet, which the
  * matrix suites use too.
  */
 import { mkdtempSync, readFileSync } from "node:fs";
@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { runExpectedSection } from "../../cli/section.ts";
 import { InputError } from "../../harness/errors.ts";
-import { expectationMet } from "../../harness/run/isolated.ts";
+import { expectationMet } from "../../harness/sandbox/isolated.ts";
 
 type Case = { id: string; expect: "pass" | "fail"; gives: "pass" | "fail" | "skip" };
 const result = (c: Case) => ({ id: c.id, durationMs: 1500, check: { id: "x.check", status: c.gives, message: `${c.id} said ${c.gives}` } });

@@ -5,7 +5,7 @@
 import { execFileSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
 import { commandLine, shellQuote } from "../../harness/util/shell.ts";
-import { reproCommand } from "../../harness/spec/cell.ts";
+import { reproCommand } from "../../harness/cell/cell.ts";
 import { resumeRepro } from "../../harness/training/resume.ts";
 import { trainRepro } from "../../harness/training/train-parity.ts";
 import { parseLayout } from "../../harness/layout/layout.ts";

@@ -10,7 +10,8 @@ import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import type { DType, Exact, Ops, ParamView, Subject, Tensor } from "../../harness/subject/api.ts";
 import { clipCoefficient, NonFiniteNormError, normFromPowerSum } from "../../harness/subject/api.ts";
-import { toBf16, reductionGroupOf } from "../../harness/subject/common.ts";
+import { reductionGroupOf } from "../../harness/subject/common.ts";
+import { toBf16 } from "../../harness/numerics/numerics.ts";
 import {
   BUILTIN_SUBJECTS,
   CORRECT_SUBJECTS,
@@ -18,7 +19,7 @@ import {
   isSubjectPath,
   loadSubject,
   validateSubject,
-} from "../../harness/subject/registry.ts";
+} from "../../harness/registry/registry.ts";
 import { exactAdd, exactToNumber, EXACT_ZERO } from "../../harness/backend/exact.ts";
 import type { Backend } from "../../harness/backend/backend.ts";
 import { InputError } from "../../harness/errors.ts";

@@ -5,7 +5,7 @@
 import { describe, expect, it } from "vitest";
 import { vacuity } from "../../harness/external/vacuity.ts";
 import { parseLayout } from "../../harness/layout/layout.ts";
-import type { Case } from "../../harness/spec/cell.ts";
+import type { Case } from "../../harness/cell/cell.ts";
 
 const at = (layout: string, regime: Case["regime"], normType = 2): Case => ({ layout: parseLayout(layout), model: "llama3-debug", dtype: "f32", normType, regime, seed: 0 });
 

@@ -11,7 +11,7 @@
  * function adapters/torch/gen_core.py marks, copied verbatim, the one text of it that gen.py calls too); template
  * lines tagged `#? check ...` are kept only when the script makes one of those checks.
  */
-import { escapeControls } from "../../results/controls.ts";
+import { escapeControls } from "../../util/controls.ts";
 import { existsSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { InputError } from "../../errors.ts";
@@ -29,9 +29,10 @@ import type { FrameworksData } from "../frameworks-run.ts";
 import { applicability, outsideConfigurations } from "./frameworks.ts";
 import { meshesOf } from "../../world/context.ts";
 import { neededGroups } from "../../checks/comm-budget.ts";
-import { clipCoefficient, type DType } from "../../subject/api.ts";
-import { runCell } from "../../run/cell.ts";
-import { cellId, type Cell } from "../../spec/cell.ts";
+import { type DType } from "../../subject/api.ts";
+import { clipCoefficient } from "../../numerics/numerics.ts";
+import { runCell } from "../../execute/cell.ts";
+import { cellId, type Cell } from "../../cell/cell.ts";
 import type { CellResult } from "../../results/types.ts";
 import { ADAPTER_DIR, PROJECT_ROOT, type TorchOptions } from "./options.ts";
 import type { Arg, ArgSource, Call, Convention } from "./protocol.ts";

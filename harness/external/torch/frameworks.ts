@@ -21,7 +21,7 @@ import { LAYOUT_AXES, type Layout, type LayoutAxis } from "../../layout/layout.t
 import { getModel } from "../../model/models.ts";
 import { stageOfParam } from "../../model/plan.ts";
 import { regimeSpec } from "../../gradients/regimes.ts";
-import type { Case } from "../../spec/cell.ts";
+import type { Case } from "../../cell/cell.ts";
 import type { DType } from "../../subject/api.ts";
 import { ADAPTER_DIR, PROJECT_ROOT } from "./options.ts";
 import { conventionSchema, type Arg, type Convention } from "./protocol.ts";

@@ -12,7 +12,7 @@ import { z } from "zod";
 import { InputError } from "../../errors.ts";
 import { worldSize } from "../../layout/layout.ts";
 import type { CellResult } from "../../results/types.ts";
-import { reproCommand, type Cell } from "../../spec/cell.ts";
+import { reproCommand, type Cell } from "../../cell/cell.ts";
 import { readJsonFile } from "../../util/json-file.ts";
 import { parsePin, releaseEnvironment, withPins } from "./environments.ts";
 import { exportCell, parseCellId } from "./export.ts";

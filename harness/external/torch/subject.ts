@@ -17,7 +17,7 @@ import { join, resolve } from "node:path";
 import { InputError } from "../../errors.ts";
 import { axisIndex, coordsOf, meshOf, type AxisName } from "../../layout/mesh.ts";
 import type { ValidLayout } from "../../layout/layout.ts";
-import { DEFAULT_SCRATCH_SLACK_BYTES } from "../../spec/cell.ts";
+import { DEFAULT_SCRATCH_SLACK_BYTES } from "../../cell/cell.ts";
 import type { ReadsVerdict } from "../../results/types.ts";
 import type { CollectiveKind, CommRecord, DType, ExternalCell, ExternalRun, ParamView, Subject, Tensor, ToleranceClass } from "../../subject/api.ts";
 import { applicability, FRAMEWORK_NAME_RE, getFramework, outsideConfigurations, plainConvention, type Framework } from "./frameworks.ts";

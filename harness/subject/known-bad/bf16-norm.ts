@@ -6,7 +6,7 @@
  * meet. Bug of SPEC §1; caught by `parity.norm`.
  */
 import { defineSubject } from "../api.ts";
-import { toBf16 } from "../common.ts";
+import { toBf16 } from "../../numerics/numerics.ts";
 import { bucketedClip } from "../builtin/bucketed-core.ts";
 
 export default defineSubject({

@@ -9,7 +9,7 @@
  */
 import { defineSubject, normFromPowerSum, clipCoefficient, type Subject } from "../../../harness/subject/api.ts";
 import { checkFinite } from "../../../harness/subject/common.ts";
-import { toBf16 } from "../../../harness/subject/common.ts";
+import { toBf16 } from "../../../harness/numerics/numerics.ts";
 import { clipCoefficientIn, toF16 } from "../../../harness/checks/low-precision.ts";
 import { bucketedPowerSum } from "../../../harness/subject/builtin/bucketed-core.ts";
 

@@ -10,8 +10,7 @@ import type { Backend } from "../backend/backend.ts";
 import { globalIndex } from "../checks/types.ts";
 import { sameLayout } from "../layout/layout.ts";
 import type { Tensor } from "../subject/api.ts";
-import { ROLES, roleTensor } from "./checkpoint.ts";
-import type { CopyState, TrainState } from "./train.ts";
+import { ROLES, roleTensor, type CopyState, type TrainState } from "./train-state.ts";
 
 export interface StateDiff {
   /** One line per difference found (at most `limit`). */

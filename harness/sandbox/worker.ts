@@ -18,18 +18,14 @@
  */
 import { workerData, type MessagePort } from "node:worker_threads";
 import type { Subject } from "../subject/api.ts";
-import { isSubjectPath, loadSubject } from "../subject/registry.ts";
-import type { ResumeJobInput, TrainJobInput } from "./isolated.ts";
-import type { FuzzJobInput } from "../fuzz/fuzz.ts";
-import type { FuzzCase } from "../fuzz/case.ts";
-import type { PlanJobInput } from "./plan.ts";
+import { isSubjectPath, loadSubject } from "../registry/registry.ts";
+import type { JobHandlers, JobTools } from "../execute/job.ts";
 import { watchSubject } from "../util/watch.ts";
-import { runCell } from "./cell.ts";
 import { installJudge, startJudgeThread } from "../judge/client.ts";
-import type { CellJobInput, Job, SubjectInfo, WorkerMessage } from "./pool.ts";
+import type { Job, SubjectInfo, WorkerMessage } from "./pool.ts";
 import { sealWorker } from "./seal.ts";
 import { harnessModules } from "./harness-modules.ts";
-import { describeThrown, withoutRankQuery } from "./thrown.ts";
+import { describeThrown, withoutRankQuery } from "../util/thrown.ts";
 import { handles, leftRunning } from "./left-running.ts";
 
 const port = (workerData as { port: MessagePort }).port;
@@ -90,55 +86,36 @@ const index = {
   },
 };
 
-type Handler = (input: never) => Promise<unknown>;
+const tools: JobTools = Object.freeze({ subjectFor });
 
-/** What each job kind runs: the same harness functions the library exposes, loaded on first use. */
-const HANDLERS: Record<Job["kind"], Handler> = {
-  probe: async (spec: string): Promise<SubjectInfo> => {
-    const s = await subjectFor(spec);
-    return { name: s.name, tolerance: s.tolerance, catchBy: s.catchBy ? [...s.catchBy] : undefined, shape: s.shape };
-  },
-  cell: async ({ cell, options }: CellJobInput) => runCell(cell, { ...options, subject: await subjectFor(cell.subject) }),
-  plan: async (input: PlanJobInput) => {
-    const { planSubject } = await import("./plan.ts");
-    return planSubject(input, await subjectFor(input.subject));
-  },
-  train: async ({ cell, timeoutMs }: TrainJobInput) => {
-    const { runTrain } = await import("../training/train-parity.ts");
-    return runTrain(cell, { subject: await subjectFor(cell.subject), timeoutMs });
-  },
-  resume: async (input: ResumeJobInput) => {
-    const { runResume } = await import("../training/resume.ts");
-    return runResume(input.cell, {
-      subject: await subjectFor(input.cell.subject),
-      dir: input.dir,
-      fromExisting: input.fromExisting,
-      scratchDir: input.scratchDir,
-      timeoutMs: input.timeoutMs,
-    });
-  },
-  replay: async (input: { path: string; subject?: string }) => {
-    const { replayCaseFile } = await import("../fuzz/replay.ts");
-    return replayCaseFile(input.path, { subject: input.subject, load: subjectFor });
-  },
-  regression: async (input: { fuzzCase: FuzzCase; repro: string }) => {
-    const { runFuzzCase } = await import("../fuzz/run.ts");
-    return runFuzzCase(input.fuzzCase, await subjectFor(input.fuzzCase.subject), { repro: input.repro });
-  },
-  fuzz: async (input: FuzzJobInput) => {
-    const { fuzzJob } = await import("../fuzz/fuzz.ts");
-    return fuzzJob(input, await subjectFor(input.subject));
-  },
-};
+/** The sandbox's own kind: what the harness reads of a subject (its module's top level runs here). */
+async function probe(spec: string): Promise<SubjectInfo> {
+  const s = await subjectFor(spec);
+  return { name: s.name, tolerance: s.tolerance, catchBy: s.catchBy ? [...s.catchBy] : undefined, shape: s.shape };
+}
+
+const HARNESS_URL = new URL("..", import.meta.url).href;
+
+/** A registered kind's handler (execute/job.ts): its module is the harness's, loaded and sealed before any subject code. */
+async function handlerOf(job: Job): Promise<(input: never, tools: JobTools) => Promise<unknown>> {
+  if (job.module === null) {
+    if (job.kind !== "probe") throw new Error(`internal: job kind "${job.kind}" names no module`);
+    return probe as (input: never) => Promise<unknown>;
+  }
+  if (!job.module.startsWith(HARNESS_URL)) throw new Error(`internal: job kind "${job.kind}" names a module outside the harness: ${job.module}`);
+  const handlers = ((await import(job.module)) as { jobs?: JobHandlers }).jobs;
+  const handler = handlers && Object.hasOwn(handlers, job.kind) ? handlers[job.kind] : undefined;
+  if (!handler) throw new Error(`internal: no handler for job kind "${job.kind}" in ${job.module}`);
+  return handler;
+}
 
 async function run(job: Job): Promise<void> {
   current = job.index;
   const before = handles(activeResources);
   let result: unknown;
   try {
-    const handler = HANDLERS[job.kind];
-    if (!handler) throw new Error(`internal: no handler for job kind "${job.kind}"`);
-    result = await handler(job.input as never);
+    const handler = await handlerOf(job);
+    result = await handler(job.input as never, tools);
   } catch (err) {
     const e = err as Error & { code?: string; exitCode?: number };
     if (e instanceof Error && typeof e.exitCode === "number" && e.exitCode === 2) {

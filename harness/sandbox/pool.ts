@@ -19,21 +19,18 @@
  */
 import { availableParallelism, totalmem } from "node:os";
 import { MessageChannel, Worker, type MessagePort } from "node:worker_threads";
-import { CHECK_IDS } from "../checks/index.ts";
-import { isolationCheck } from "../checks/isolation.ts";
 import { ClipParityError, InputError } from "../errors.ts";
-import { DTYPE_BYTES, type BackendKind } from "../backend/backend.ts";
-import { getModel } from "../model/models.ts";
-import { cellId, reproCommand, type Budgets, type Cell } from "../spec/cell.ts";
-import type { CellResult } from "../results/types.ts";
 
-/** What a worker can be asked to run; worker.ts maps each kind to the harness function that runs it. */
-export type JobKind = "cell" | "train" | "resume" | "fuzz" | "replay" | "regression" | "plan" | "probe";
-
-/** One piece of work for a worker: plain data only (it crosses a thread). */
+/**
+ * One piece of work for a worker: plain data only (it crosses a thread). Its kind is registered by the
+ * folder that owns it (execute/job.ts): the worker imports `module` and runs the handler named `kind`
+ * there, so the sandbox imports no job's code. The sandbox's own kind, "probe", has no module.
+ */
 export interface Job {
   index: number;
-  kind: JobKind;
+  kind: string;
+  /** The URL of the harness module whose `jobs` has the handler; null for "probe". */
+  module: string | null;
   input: unknown;
   /** Estimated bytes it holds at its peak (memory budget); default 64 MiB. */
   bytes?: number;
@@ -41,19 +38,6 @@ export interface Job {
   affinity?: string;
   /** Wall-clock limit of the whole job from its start, in ms, that nothing in the worker can cancel. */
   deadlineMs?: number;
-}
-
-/** A cell's job input: the cell and how to run it. */
-export interface CellJobInput {
-  cell: Cell;
-  options: {
-    backend: BackendKind;
-    timeoutMs?: number;
-    budgets?: Budgets;
-    hashTensors?: boolean;
-    dumpDir?: string;
-    maxLiveBytes?: number;
-  };
 }
 
 /** How a job ended: its result, or the fault that kept it from one; a fault may come with a result. */
@@ -88,57 +72,8 @@ export interface PoolOptions {
 export const DEFAULT_GRACE_MS = 2_000;
 export const DEFAULT_TIMEOUT_MS = 60_000;
 export const DEFAULT_HEAP_MB = 2048;
-/** A cell's deadline from its start, in subject-phase limits: loading, the clip, and the harness's own work. */
-export const CELL_DEADLINE_PHASES = 4;
-
-/** What a cell may hold at its peak: every rank's gradients (replicated over dp_replicate), with slack. */
-export function estimateCellBytes(cell: Cell): number {
-  let params = 0;
-  try {
-    params = getModel(cell.model).totalParams;
-  } catch {
-    return 64 * 1024 * 1024; // a model the worker will refuse: it holds nothing
-  }
-  const copies = cell.layout.dp_replicate * Math.max(1, Math.min(cell.layout.tp, 2));
-  return params * DTYPE_BYTES[cell.dtype] * copies * 1.25 + 32 * 1024 * 1024;
-}
-
-/** The key of a cell's reference: cells with the same key share one computation. */
-export function referenceKey(c: Cell): string {
-  return [c.model, c.dtype, c.normType, c.regime, c.seed, c.step ?? 0].join("|");
-}
-
-/** A failing result for a cell whose worker did not hand one back. */
-export function isolationFailure(input: CellJobInput, what: string, ms: number): CellResult {
-  const c = input.cell;
-  const repro = reproCommand(c, input.options.backend);
-  return {
-    id: cellId(c),
-    cell: c,
-    backend: input.options.backend,
-    subjectName: c.subject,
-    maxNorm: c.maxNorm ?? NaN,
-    errorIfNonfinite: c.errorIfNonfinite ?? false,
-    totalNorm: null,
-    referenceNorm: NaN,
-    clipCoef: NaN,
-    checks: [...CHECK_IDS.map((id) => ({ id, status: "skip" as const, message: "the cell did not finish: see isolation" })), isolationCheck(what, repro)],
-    ranks: [],
-    memory: [],
-    comm: [],
-    liveness: null,
-    repro,
-    durationMs: ms,
-  };
-}
-
-/** A cell job's outcome as a result: the isolation check added to what the worker judged. */
-export function cellOutcome(input: CellJobInput, o: JobOutcome): CellResult {
-  if (o.result === undefined) return isolationFailure(input, o.fault ?? "the cell's worker handed back no result", o.ms);
-  const r = o.result as CellResult;
-  r.checks.push(isolationCheck(o.fault, o.fault ? r.repro : undefined));
-  return r;
-}
+/** A job's deadline from its start, in subject-phase limits: loading, the clip, and the harness's own work. */
+export const JOB_DEADLINE_PHASES = 4;
 
 interface Pending {
   job: Job;
@@ -252,7 +187,7 @@ export class WorkerPool {
     if (job.affinity !== undefined) lane.affinity.add(job.affinity);
     this.inFlightBytes += bytes;
     lane.started = performance.now();
-    const deadline = job.deadlineMs ?? this.timeoutMs * CELL_DEADLINE_PHASES;
+    const deadline = job.deadlineMs ?? this.timeoutMs * JOB_DEADLINE_PHASES;
     lane.deadlineTimer = setTimeout(
       () => this.replace(lane, `the job did not finish within its deadline of ${(deadline / 1000).toFixed(0)} s: its worker was terminated`),
       deadline + this.graceMs,
@@ -410,7 +345,7 @@ export async function probeSubjects(specs: readonly string[], timeoutMs: number,
   const pool = new WorkerPool({ workers: 1, timeoutMs, graceMs: 0, heapMb });
   try {
     for (const spec of specs) {
-      const o = await pool.submit({ index: 0, kind: "probe", input: spec, deadlineMs: timeoutMs });
+      const o = await pool.submit({ index: 0, kind: "probe", module: null, input: spec, deadlineMs: timeoutMs });
       if (o.fault !== null) {
         const why = /did not yield|deadline/.test(o.fault) ? `did not finish loading within ${(timeoutMs / 1000).toFixed(0)} s (a loop at its top level?)` : `could not be loaded: ${o.fault}`;
         throw new InputError(`subject module ${spec} ${why}`);

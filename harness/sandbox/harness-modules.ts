@@ -8,7 +8,7 @@ import { join, relative } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
 const HARNESS = fileURLToPath(new URL("..", import.meta.url));
-const NOT_WORKER_CODE = ["external", join("judge", "judge.ts"), join("judge", "judge-worker.ts"), join("run", "worker.ts")];
+const NOT_WORKER_CODE = ["external", join("judge", "judge.ts"), join("judge", "judge-worker.ts"), join("sandbox", "worker.ts")];
 
 function modulePaths(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {

@@ -10,28 +10,28 @@ import { existsSync, readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { InputError } from "../errors.ts";
-import type { Subject, ToleranceClass } from "./api.ts";
+import type { Subject, ToleranceClass } from "../subject/api.ts";
 
-import reference from "./builtin/reference.ts";
-import bucketed from "./builtin/bucketed.ts";
-import titan from "./builtin/titan.ts";
-import exact from "./builtin/exact.ts";
+import reference from "../subject/builtin/reference.ts";
+import bucketed from "../subject/builtin/bucketed.ts";
+import titan from "../subject/builtin/titan.ts";
+import exact from "../subject/builtin/exact.ts";
 
-import hfReplicate from "./known-bad/hf-replicate.ts";
-import noPpReduce from "./known-bad/no-pp-reduce.ts";
-import replicaTwice from "./known-bad/replica-twice.ts";
-import replicaUnscaled from "./known-bad/replica-unscaled.ts";
-import tpReplicateSummed from "./known-bad/tp-replicate-summed.ts";
-import infAsSum from "./known-bad/inf-as-sum.ts";
-import unbucketed from "./known-bad/unbucketed.ts";
-import epSkipEmpty from "./known-bad/ep-skip-empty.ts";
-import paddingCounted from "./known-bad/padding-counted.ts";
-import bf16Norm from "./known-bad/bf16-norm.ts";
-import epsPerRank from "./known-bad/eps-per-rank.ts";
-import titanMtp from "./builtin/titan-mtp.ts";
-import finalizeForgotten from "./known-bad/finalize-forgotten.ts";
-import replicaOwnCoef from "./known-bad/replica-own-coef.ts";
-import initUnsynced from "./known-bad/init-unsynced.ts";
+import hfReplicate from "../subject/known-bad/hf-replicate.ts";
+import noPpReduce from "../subject/known-bad/no-pp-reduce.ts";
+import replicaTwice from "../subject/known-bad/replica-twice.ts";
+import replicaUnscaled from "../subject/known-bad/replica-unscaled.ts";
+import tpReplicateSummed from "../subject/known-bad/tp-replicate-summed.ts";
+import infAsSum from "../subject/known-bad/inf-as-sum.ts";
+import unbucketed from "../subject/known-bad/unbucketed.ts";
+import epSkipEmpty from "../subject/known-bad/ep-skip-empty.ts";
+import paddingCounted from "../subject/known-bad/padding-counted.ts";
+import bf16Norm from "../subject/known-bad/bf16-norm.ts";
+import epsPerRank from "../subject/known-bad/eps-per-rank.ts";
+import titanMtp from "../subject/builtin/titan-mtp.ts";
+import finalizeForgotten from "../subject/known-bad/finalize-forgotten.ts";
+import replicaOwnCoef from "../subject/known-bad/replica-own-coef.ts";
+import initUnsynced from "../subject/known-bad/init-unsynced.ts";
 
 const CORRECT: readonly Subject[] = [reference, bucketed, titan, exact];
 const KNOWN_BAD: readonly Subject[] = [

@@ -8,7 +8,7 @@ import { join } from "node:path";
 import type { Tensor } from "../subject/api.ts";
 import type { LocalParam } from "../model/plan.ts";
 import type { CheckContext } from "../checks/types.ts";
-import { cellId } from "../spec/cell.ts";
+import { cellId } from "../cell/cell.ts";
 import { writeFileAtomic } from "../util/fs.ts";
 import { jsonNumber } from "../results/json.ts";
 
