@@ -4,7 +4,8 @@ import { DEFAULT_HEAP_MB } from "../harness/sandbox/pool.ts";
 import { GOLDEN_MODES } from "../harness/run/golden.ts";
 import { DEFAULT_LIMITS, parseBackend, subjectsOf } from "../harness/run/policy.ts";
 import { formatShard, parseShard } from "../harness/run/shard.ts";
-import { cellFailed, verdictOf, summaryLine } from "../harness/results/summary.ts";
+import { cellFailed, summaryLine } from "../harness/results/summary.ts";
+import { runVerdict, type RunVerdict } from "../harness/run/verdict.ts";
 import { cellJson, jsonReport, shownCatchBy } from "../harness/results/json.ts";
 import type { CellJson } from "../harness/results/schema.ts";
 import { assertWritableDir, assertWritableFile, humanOutput, writeOutputFile } from "../harness/util/fs.ts";
@@ -17,7 +18,7 @@ import { runTrainMatrix } from "./train.ts";
 import { runResumeMatrix } from "./resume.ts";
 import { runRegressionSection } from "./regressions.ts";
 import { sectionProgress, type SectionIO } from "./section.ts";
-import { sectionCounts, sectionsFailed, sectionSummaryText, sectionTitle, type SectionResult } from "../harness/results/sections.ts";
+import { sectionCounts, sectionSummaryText, sectionTitle, type SectionResult } from "../harness/results/sections.ts";
 import { subjectInfo, type IsolatedOptions } from "../harness/sandbox/isolated.ts";
 import { BUILTIN_SUBJECTS, isExternalSpec } from "../harness/registry/registry.ts";
 
@@ -73,6 +74,12 @@ async function runOptimizerSections(
     if (Object.hasOwn(resumeSections(), matrix)) sections.push(await runResumeMatrix(matrix, undefined, spec, io, isolated));
   }
   return sections;
+}
+
+/** Whether a matrix, by its name (a file's included), has sections a whole run judges after its cells. */
+export async function hasSections(matrix: string): Promise<boolean> {
+  const [{ regressionSections }, { trainSections }, { resumeSections }] = await Promise.all([import("../matrix/regressions.ts"), import("../matrix/train.ts"), import("../matrix/resume.ts")]);
+  return [regressionSections(), trainSections(), resumeSections()].some((s) => Object.hasOwn(s, matrix));
 }
 
 /**
@@ -144,16 +151,14 @@ export async function run(argv: string[]): Promise<number> {
   for (const path of (await reports?.finish(output.results, output.summary, output.notes, { backend: output.backend, catchBy, sections })) ?? []) {
     process.stderr.write(`wrote ${path}\n`);
   }
-  const failed = output.summary.failed > 0 || sectionsFailed(sections);
-  // every check skipped is no verdict, never a pass: exit 0 means every check that ran passed, and one did
-  const none = !failed && verdictOf(output.results) === "none";
-  if (none) out.write("NO VERDICT: nothing was judged (every check of every cell was skipped)\n");
-  out.write(`${finalLine(failed ? "FAIL" : none ? "NO VERDICT" : "PASS", output, sections, (performance.now() - started) / 1000)}\n`);
-  return failed || none ? 1 : 0;
+  const verdict = runVerdict(output.results, sections);
+  if (verdict === "NO VERDICT") out.write("NO VERDICT: nothing was judged (every check of every cell was skipped)\n");
+  out.write(`${finalLine(verdict, output, sections, (performance.now() - started) / 1000)}\n`);
+  return verdict === "PASS" ? 0 : 1;
 }
 
 /** The run's last line: its verdict, what it rests on (cells, sections, the golden) and the total time. */
-export function finalLine(verdict: "PASS" | "FAIL" | "NO VERDICT", output: Pick<RunOutput, "summary" | "notes" | "stopped">, sections: readonly SectionResult[], seconds: number): string {
+export function finalLine(verdict: RunVerdict, output: Pick<RunOutput, "summary" | "notes" | "stopped">, sections: readonly SectionResult[], seconds: number): string {
   const s = output.summary;
   const parts = [`${s.cells} cells (${s.passed} passed, ${s.failed} failed, ${s.skipped} skipped)${output.stopped ? ", stopped by --bail" : ""}`];
   for (const x of sections) {

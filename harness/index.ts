@@ -30,6 +30,7 @@ export {
   type ToleranceClass,
 } from "./subject/api.ts";
 export { combineHooks, runMatrix, type RunHooks, type RunMatrixOptions, type RunOutput, type RunStartInfo } from "./run/runner.ts";
+export { runVerdict, type RunVerdict } from "./run/verdict.ts";
 export { runCell, type RunCellOptions } from "./execute/cell.ts";
 export { formatLayout, parseLayout, validateLayout, worldSize, type Layout, type ValidLayout } from "./layout/layout.ts";
 export { DTYPES, cellId, type Case, type Cell, type Matrix } from "./cell/cell.ts";

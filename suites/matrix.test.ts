@@ -15,9 +15,9 @@ import { suiteGoldenMode } from "../cli/test.ts";
 import { cellId } from "../harness/cell/cell.ts";
 import { reportSessionFromEnv } from "../reports/index.ts";
 import { shownCatchBy } from "../harness/results/json.ts";
-import { runSections } from "../cli/run.ts";
-import { regressionSections } from "../matrix/regressions.ts";
-import { sectionSummaryText } from "../harness/results/sections.ts";
+import { hasSections, runSections } from "../cli/run.ts";
+import { sectionSummaryText, type SectionResult } from "../harness/results/sections.ts";
+import { runVerdict } from "../harness/run/verdict.ts";
 
 const matrixArg = process.env.CLIP_PARITY_MATRIX ?? "cpu";
 const matrix = resolveMatrix(matrixArg);
@@ -86,14 +86,29 @@ describe.runIf(EXPOSES_EVERY_BUG.includes(matrix.name) && matrixArg === matrix.n
   },
 );
 
-// A whole run of a matrix with sections (cpu, nightly) also judges its regression, train and resume cases, as
-// `clip-parity run --matrix` does (cli/run.ts runSections): the suite and the command give one verdict.
-describe.runIf(matrixArg === matrix.name && Object.hasOwn(regressionSections(), matrix.name))(`matrix ${matrix.name} on ${backend}: its sections, as clip-parity run judges them`, () => {
-  it("every regression, train and resume case is as expected", { timeout: RUN_TIMEOUT }, async () => {
+// A whole run of a matrix with sections (cpu, nightly, or a file of that name) also judges its regression, train
+// and resume cases, as `clip-parity run --matrix` does (cli/run.ts runSections), and the suite's verdict is the
+// command's (harness/run/verdict.ts runVerdict): the two cannot disagree on a golden drift or a failing section.
+let sections: Promise<{ results: SectionResult[]; lines: string[] }> | undefined;
+const sectionsOnce = () =>
+  (sections ??= (async () => {
     const lines: string[] = [];
     const out = { write: (t: string) => (lines.push(t), true) } as unknown as NodeJS.WritableStream;
-    const sections = await runSections(matrix.name, (await whole()).results, { out }, {});
-    const notAsExpected = sections.flatMap((s) => s.cases.filter((c) => !c.met).map((c) => `${sectionSummaryText(s)}: ${c.id}: ${c.check} ${c.status}: ${c.message}`));
-    expect(notAsExpected, lines.join("")).toEqual([]);
+    return { results: await runSections(matrix.name, (await whole()).results, { out }, {}), lines };
+  })());
+
+describe.runIf(await hasSections(matrix.name))(`matrix ${matrix.name} on ${backend}: its sections, as clip-parity run judges them`, () => {
+  it("every regression, train and resume case is as expected", { timeout: RUN_TIMEOUT }, async () => {
+    const s = await sectionsOnce();
+    const notAsExpected = s.results.flatMap((x) => x.cases.filter((c) => !c.met).map((c) => `${sectionSummaryText(x)}: ${c.id}: ${c.check} ${c.status}: ${c.message}`));
+    expect(notAsExpected, s.lines.join("")).toEqual([]);
+  });
+});
+
+describe(`matrix ${matrix.name} on ${backend}: the run's verdict`, () => {
+  it("is PASS, as clip-parity run --matrix decides it (cells, golden, sections)", { timeout: RUN_TIMEOUT }, async () => {
+    const o = await whole();
+    const s = (await hasSections(matrix.name)) ? (await sectionsOnce()).results : [];
+    expect(`verdict: ${runVerdict(o.results, s)}`, [...o.notes, ...s.map(sectionSummaryText)].join("\n")).toBe("verdict: PASS");
   });
 });
