@@ -5,7 +5,7 @@
 import { InputError } from "../harness/errors.ts";
 import { parseLayout, formatLayout } from "../harness/layout/layout.ts";
 import { getModel } from "../harness/model/models.ts";
-import { sectionCheck, subjectInfo, type IsolatedOptions } from "../harness/sandbox/isolated.ts";
+import { subjectInfo, type IsolatedOptions } from "../harness/sandbox/isolated.ts";
 import { resumeIsolated } from "../harness/training/jobs.ts";
 import { DEFAULT_TIMEOUT_MS } from "../harness/sandbox/pool.ts";
 import { ALL_REGIMES, type Regime } from "../harness/gradients/regimes.ts";
@@ -15,9 +15,9 @@ import { readIndex } from "../harness/training/checkpoint.ts";
 import { LOADER_NAMES } from "../harness/training/loaders.ts";
 import { INIT_MODES, type InitMode } from "../harness/training/train.ts";
 import { DEFAULT_STEPS, resumeCellId, validateResumeCell, type ResumeCell, type ResumeResult } from "../harness/training/resume.ts";
-import { assertWritableFile, humanOutput, toJsonText, writeOutputFile } from "../harness/util/fs.ts";
+import { assertWritableFile } from "../harness/util/fs.ts";
 import { assertOnlyJsonWithMatrix, given, parseChoice, parseCommand, parseInteger, parseNormType, str, type CommandSpec } from "./args.ts";
-import { runSection, sectionExitCode, type SectionIO } from "./section.ts";
+import { finishOneCase, runSection, sectionExitCode, type SectionIO } from "./section.ts";
 import type { SectionResult } from "../harness/results/sections.ts";
 
 export const spec: CommandSpec = {
@@ -92,19 +92,7 @@ export async function run(argv: string[]): Promise<number> {
   };
   validateResumeCell(cell);
   const [o] = await resumeIsolated([{ cell, dir, fromExisting }], { timeoutMs });
-  if (!o!.result || o!.fault !== null) {
-    humanOutput(jsonPath).write(`${resumeCellId(cell)}\n  fail isolation: ${o!.fault}\n`);
-    if (jsonPath) writeOutputFile(jsonPath, toJsonText({ kind: "resume", results: [{ id: resumeCellId(cell), checks: [sectionCheck(undefined, o!.fault)] }], summary: { cells: 1, passed: 0, failed: 1, skipped: 0 } }));
-    return 1;
-  }
-  const r = o!.result;
-  printResult(r, humanOutput(jsonPath));
-  const failed = r.checks.some((c) => c.status === "fail");
-  if (jsonPath) {
-    const passed = failed ? 0 : r.checks.every((c) => c.status === "pass") ? 1 : 0;
-    writeOutputFile(jsonPath, toJsonText({ kind: "resume", results: [r], summary: { cells: 1, passed, failed: failed ? 1 : 0, skipped: 1 - passed - (failed ? 1 : 0) } }));
-  }
-  return failed ? 1 : 0;
+  return finishOneCase("resume", resumeCellId(cell), o!, jsonPath, printResult, (r) => r.checks, (check) => ({ id: resumeCellId(cell), checks: [check] }));
 }
 
 /** A matrix's resume section; with a subject, every correct case's configuration with that subject. */

@@ -7,7 +7,7 @@ import type { CheckResult } from "../harness/checks/types.ts";
 import { InputError } from "../harness/errors.ts";
 import { sectionsFailed, sectionTitle, type SectionResult } from "../harness/results/sections.ts";
 import { expectationMet, sectionCheck, type Isolated } from "../harness/sandbox/isolated.ts";
-import { STDOUT_PATH, toJsonText, writeOutputFile } from "../harness/util/fs.ts";
+import { humanOutput, STDOUT_PATH, toJsonText, writeOutputFile } from "../harness/util/fs.ts";
 
 export interface SectionRun<C, R> {
   kind: "resume" | "train" | "regression";
@@ -109,3 +109,32 @@ export async function runSection<C extends { expect: "pass" | "fail" }, R extend
   }
   return section;
 }
+
+/**
+ * One train or resume case run by its flags (`clip-parity train --layouts ...`, `clip-parity resume --layout
+ * ...`): its lines, its JSON file (one result and the summary `run` writes) and its exit status, or the
+ * isolation fault that kept its subject from handing a result back.
+ */
+export function finishOneCase<R extends object>(
+  kind: "train" | "resume",
+  id: string,
+  o: Isolated<R>,
+  jsonPath: string | undefined,
+  print: (r: R, out: NodeJS.WritableStream) => void,
+  checksOf: (r: R) => readonly CheckResult[],
+  faultJson: (check: CheckResult) => object,
+): number {
+  const out = humanOutput(jsonPath);
+  if (!o.result || o.fault !== null) {
+    out.write(`${id}\n  fail isolation: ${o.fault}\n`);
+    if (jsonPath) writeOutputFile(jsonPath, toJsonText({ kind, results: [faultJson(sectionCheck(undefined, o.fault))], summary: { cells: 1, passed: 0, failed: 1, skipped: 0 } }));
+    return 1;
+  }
+  print(o.result, out);
+  const checks = checksOf(o.result);
+  const failed = checks.some((c) => c.status === "fail");
+  const passed = !failed && checks.every((c) => c.status === "pass");
+  if (jsonPath) writeOutputFile(jsonPath, toJsonText({ kind, results: [o.result], summary: { cells: 1, passed: passed ? 1 : 0, failed: failed ? 1 : 0, skipped: failed || passed ? 0 : 1 } }));
+  return failed ? 1 : 0;
+}
+

@@ -7,7 +7,7 @@
 import { InputError } from "../harness/errors.ts";
 import { parseLayout } from "../harness/layout/layout.ts";
 import { getModel } from "../harness/model/models.ts";
-import { sectionCheck, subjectInfo, type IsolatedOptions } from "../harness/sandbox/isolated.ts";
+import { subjectInfo, type IsolatedOptions } from "../harness/sandbox/isolated.ts";
 import { trainIsolated } from "../harness/training/jobs.ts";
 import { DEFAULT_TIMEOUT_MS } from "../harness/sandbox/pool.ts";
 import { ALL_REGIMES, type Regime } from "../harness/gradients/regimes.ts";
@@ -15,9 +15,9 @@ import { DTYPES } from "../harness/cell/cell.ts";
 import { ADAMW } from "../harness/training/adamw.ts";
 import { INIT_MODES, type InitMode } from "../harness/training/train.ts";
 import { DEFAULT_TRAIN_STEPS, trainId, validateTrainCell, type TrainCell, type TrainResult } from "../harness/training/train-parity.ts";
-import { assertWritableFile, humanOutput, toJsonText, writeOutputFile } from "../harness/util/fs.ts";
+import { assertWritableFile } from "../harness/util/fs.ts";
 import { assertOnlyJsonWithMatrix, given, list, parseChoice, parseCommandLine, parseInteger, parseNormType, str, type CommandSpec } from "./args.ts";
-import { runSection, sectionExitCode, type SectionIO } from "./section.ts";
+import { finishOneCase, runSection, sectionExitCode, type SectionIO } from "./section.ts";
 import type { SectionResult } from "../harness/results/sections.ts";
 
 export const spec: CommandSpec = {
@@ -74,16 +74,7 @@ export async function run(argv: string[]): Promise<number> {
   };
   validateTrainCell(cell);
   const [o] = await trainIsolated([cell], { timeoutMs });
-  if (!o!.result || o!.fault !== null) {
-    humanOutput(jsonPath).write(`${trainId(cell)}\n  fail isolation: ${o!.fault}\n`);
-    if (jsonPath) writeOutputFile(jsonPath, toJsonText({ kind: "train", results: [{ id: trainId(cell), check: sectionCheck(undefined, o!.fault) }], summary: { cells: 1, passed: 0, failed: 1, skipped: 0 } }));
-    return 1;
-  }
-  const r = o!.result;
-  printResult(r, humanOutput(jsonPath));
-  const failed = r.check.status === "fail";
-  if (jsonPath) writeOutputFile(jsonPath, toJsonText({ kind: "train", results: [r], summary: { cells: 1, passed: failed ? 0 : 1, failed: failed ? 1 : 0 } }));
-  return failed ? 1 : 0;
+  return finishOneCase("train", trainId(cell), o!, jsonPath, printResult, (r) => [r.check], (check) => ({ id: trainId(cell), check }));
 }
 
 /** A matrix's train section; with a subject, every correct case's configuration with that subject. */

@@ -42,6 +42,7 @@ import { localBlock, Partial, partialSlot, Replicate, Shard, type LocalParam, ty
 import type { Cell } from "../cell/cell.ts";
 import type { TrainResult } from "../training/train-parity.ts";
 import { parseJsonText } from "../util/json-file.ts";
+import { layoutFields } from "../layout/schema.ts";
 
 /** The regimes a fuzz case may name: the sweep's, and `finalize` (tied copies' own partial gradients). */
 export const FUZZ_REGIMES = [...REGIMES, "finalize"] as const satisfies readonly Regime[];
@@ -362,14 +363,7 @@ const caseFileSchema = z.strictObject({
   format: z.literal(CASE_FILE_FORMAT),
   note: z.string().optional(),
   subject: z.string().min(1),
-  layout: z.object({
-    pp: z.number().int().positive(),
-    dp_replicate: z.number().int().positive(),
-    dp_shard: z.number().int().positive(),
-    cp: z.number().int().positive(),
-    tp: z.number().int().positive(),
-    ep: z.number().int().positive(),
-  }),
+  layout: z.object(layoutFields),
   dtype: z.enum(["f32", "bf16", "f16"]),
   norm: z.union([z.number().positive(), z.literal("inf")]),
   regime: z.enum(FUZZ_REGIMES),

@@ -53,6 +53,7 @@
 import { readFileSync } from "node:fs";
 import { z } from "zod";
 import { LAYOUT_AXES } from "../../layout/layout.ts";
+import { layoutFields } from "../../layout/schema.ts";
 import { issuePath } from "../../util/json-file.ts";
 
 export const PROTOCOL_VERSION = 3;
@@ -192,14 +193,7 @@ export const conventionSchema = z.strictObject({
 });
 export type Convention = z.infer<typeof conventionSchema>;
 
-const layoutSchema = z.strictObject({
-  pp: z.number().int().positive(),
-  dp_replicate: z.number().int().positive(),
-  dp_shard: z.number().int().positive(),
-  cp: z.number().int().positive(),
-  tp: z.number().int().positive(),
-  ep: z.number().int().positive(),
-});
+const layoutSchema = z.strictObject(layoutFields);
 
 const placementSchema = z.discriminatedUnion("kind", [
   z.strictObject({ kind: z.literal("shard"), dim: z.number().int().nonnegative() }),

@@ -356,3 +356,44 @@ impl<S> Ledger<S> {
         Ok(())
     }
 }
+
+/// What every store answers from its ledger alone, whatever its storage: the ranks, a tensor's
+/// shape, dtype and owner, and each rank's live and peak bytes. `TensorStore` answers these
+/// through it, so the host and device stores cannot answer them differently.
+pub trait LedgerView {
+    fn ranks(&self) -> usize;
+    fn shape(&self, id: u32) -> Result<&[u64]>;
+    fn dtype(&self, id: u32) -> Result<DType>;
+    fn owner(&self, id: u32) -> Result<usize>;
+    fn live_bytes(&self, rank: usize) -> Result<u64>;
+    fn peak_bytes(&self, rank: usize) -> Result<u64>;
+    fn reset_peak(&mut self, rank: usize) -> Result<()>;
+    fn live_tensors(&self) -> usize;
+}
+
+impl<S> LedgerView for Ledger<S> {
+    fn ranks(&self) -> usize {
+        Ledger::ranks(self)
+    }
+    fn shape(&self, id: u32) -> Result<&[u64]> {
+        Ok(&self.get(id)?.shape)
+    }
+    fn dtype(&self, id: u32) -> Result<DType> {
+        Ok(self.get(id)?.dtype)
+    }
+    fn owner(&self, id: u32) -> Result<usize> {
+        Ok(self.get(id)?.owner)
+    }
+    fn live_bytes(&self, rank: usize) -> Result<u64> {
+        Ledger::live_bytes(self, rank)
+    }
+    fn peak_bytes(&self, rank: usize) -> Result<u64> {
+        Ledger::peak_bytes(self, rank)
+    }
+    fn reset_peak(&mut self, rank: usize) -> Result<()> {
+        Ledger::reset_peak(self, rank)
+    }
+    fn live_tensors(&self) -> usize {
+        Ledger::live_tensors(self)
+    }
+}

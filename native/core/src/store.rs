@@ -16,7 +16,7 @@ use crate::exact;
 use crate::gen::{Block, GenSpec};
 use crate::hash::content_hash;
 use crate::kernels;
-use crate::ledger::{self, check_alloc_fill, check_p, Ledger};
+use crate::ledger::{self, check_alloc_fill, check_p, Ledger, LedgerView};
 use crate::optim::{self, AdamW};
 use crate::path::KernelPath;
 use crate::pool::{self, Buffer};
@@ -154,18 +154,11 @@ impl TensorStore for Store {
             Backend::Meta => StoreKind::Meta,
         }
     }
-    fn ranks(&self) -> usize {
-        self.table.ranks()
+    fn ledger(&self) -> &dyn LedgerView {
+        &self.table
     }
-
-    fn shape(&self, id: u32) -> Result<&[u64]> {
-        Ok(&self.get(id)?.shape)
-    }
-    fn dtype(&self, id: u32) -> Result<DType> {
-        Ok(self.get(id)?.dtype)
-    }
-    fn owner(&self, id: u32) -> Result<usize> {
-        Ok(self.get(id)?.owner)
+    fn ledger_mut(&mut self) -> &mut dyn LedgerView {
+        &mut self.table
     }
 
     /// Zero-filled tensor charged to `rank`.
@@ -198,19 +191,6 @@ impl TensorStore for Store {
     fn free(&mut self, id: u32) -> Result<()> {
         self.table.remove(id)?; // its buffer goes back to the arena (Buffer's Drop)
         Ok(())
-    }
-
-    fn live_bytes(&self, rank: usize) -> Result<u64> {
-        self.table.live_bytes(rank)
-    }
-    fn peak_bytes(&self, rank: usize) -> Result<u64> {
-        self.table.peak_bytes(rank)
-    }
-    fn reset_peak(&mut self, rank: usize) -> Result<()> {
-        self.table.reset_peak(rank)
-    }
-    fn live_tensors(&self) -> usize {
-        self.table.live_tensors()
     }
 
     // ---- contents ----

@@ -16,7 +16,7 @@ use crate::biguint::BigUint;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::gen::{checked_numel, Block, GenSpec};
-use crate::ledger::check_alloc_fill;
+use crate::ledger::{check_alloc_fill, LedgerView};
 use crate::optim::AdamW;
 use crate::safetensors;
 
@@ -89,8 +89,13 @@ pub struct DeviceMemory {
 pub trait TensorStore: Send {
     /// The backend this store runs on.
     fn kind(&self) -> StoreKind;
+    /// The ledger: which tensors are live, their owners, and each rank's bytes.
+    fn ledger(&self) -> &dyn LedgerView;
+    fn ledger_mut(&mut self) -> &mut dyn LedgerView;
     /// The number of ranks (ledgers).
-    fn ranks(&self) -> usize;
+    fn ranks(&self) -> usize {
+        self.ledger().ranks()
+    }
 
     // ---- tensors and the ledger ----
 
@@ -98,16 +103,30 @@ pub trait TensorStore: Send {
     fn alloc(&mut self, rank: usize, dtype: DType, shape: &[u64]) -> Result<u32>;
     /// Error on an unknown or already freed id.
     fn free(&mut self, id: u32) -> Result<()>;
-    fn shape(&self, id: u32) -> Result<&[u64]>;
-    fn dtype(&self, id: u32) -> Result<DType>;
+    fn shape(&self, id: u32) -> Result<&[u64]> {
+        self.ledger().shape(id)
+    }
+    fn dtype(&self, id: u32) -> Result<DType> {
+        self.ledger().dtype(id)
+    }
     /// The rank the tensor is charged to.
-    fn owner(&self, id: u32) -> Result<usize>;
-    fn live_bytes(&self, rank: usize) -> Result<u64>;
-    fn peak_bytes(&self, rank: usize) -> Result<u64>;
+    fn owner(&self, id: u32) -> Result<usize> {
+        self.ledger().owner(id)
+    }
+    fn live_bytes(&self, rank: usize) -> Result<u64> {
+        self.ledger().live_bytes(rank)
+    }
+    fn peak_bytes(&self, rank: usize) -> Result<u64> {
+        self.ledger().peak_bytes(rank)
+    }
     /// peak := live
-    fn reset_peak(&mut self, rank: usize) -> Result<()>;
+    fn reset_peak(&mut self, rank: usize) -> Result<()> {
+        self.ledger_mut().reset_peak(rank)
+    }
     /// Live tensors of every rank.
-    fn live_tensors(&self) -> usize;
+    fn live_tensors(&self) -> usize {
+        self.ledger().live_tensors()
+    }
     /// What the rank's device reports about its memory, read now (cuda); None on host stores
     /// (the rank is still checked).
     fn device_memory(&self, rank: usize) -> Result<Option<DeviceMemory>> {

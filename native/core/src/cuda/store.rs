@@ -28,7 +28,7 @@ use crate::error::{Error, Result};
 use crate::gen::{Block, GenMode, GenSpec};
 use crate::hash::content_hash;
 use crate::kernels;
-use crate::ledger::{check_p, Ledger};
+use crate::ledger::{check_p, Ledger, LedgerView};
 use crate::optim::{self, AdamW};
 use crate::store::{Backend, Store};
 use crate::store_api::{load_safetensors_with, save_safetensors_with, DeviceMemory, Mismatch, StoreKind, TensorStore};
@@ -563,17 +563,11 @@ impl TensorStore for CudaStore {
     fn kind(&self) -> StoreKind {
         StoreKind::Cuda
     }
-    fn ranks(&self) -> usize {
-        self.table.ranks()
+    fn ledger(&self) -> &dyn LedgerView {
+        &self.table
     }
-    fn shape(&self, id: u32) -> Result<&[u64]> {
-        Ok(&self.table.get(id)?.shape)
-    }
-    fn dtype(&self, id: u32) -> Result<DType> {
-        Ok(self.table.get(id)?.dtype)
-    }
-    fn owner(&self, id: u32) -> Result<usize> {
-        Ok(self.table.get(id)?.owner)
+    fn ledger_mut(&mut self) -> &mut dyn LedgerView {
+        &mut self.table
     }
 
     fn alloc(&mut self, rank: usize, dtype: DType, shape: &[u64]) -> Result<u32> {
@@ -589,19 +583,6 @@ impl TensorStore for CudaStore {
             unsafe { self.dev(b.dev).free(b.ptr) };
         }
         Ok(())
-    }
-
-    fn live_bytes(&self, rank: usize) -> Result<u64> {
-        self.table.live_bytes(rank)
-    }
-    fn peak_bytes(&self, rank: usize) -> Result<u64> {
-        self.table.peak_bytes(rank)
-    }
-    fn reset_peak(&mut self, rank: usize) -> Result<()> {
-        self.table.reset_peak(rank)
-    }
-    fn live_tensors(&self) -> usize {
-        self.table.live_tensors()
     }
     fn device_memory(&self, rank: usize) -> Result<Option<DeviceMemory>> {
         self.table.check_rank(rank)?;
