@@ -6,8 +6,9 @@
  * reference and judges the outcome with every check in a realm the subject's code cannot reach. Each
  * phase is timed (CellResult.timings), so a slow cell says where its time went.
  */
-import type { Subject, Tensor } from "../subject/api.ts";
-import { Backend, type BackendKind } from "../backend/backend.ts";
+import type { ParamView, Subject, Tensor } from "../subject/api.ts";
+import { Backend, type BackendKind, type GenSpec } from "../backend/backend.ts";
+import type { ValidLayout } from "../layout/layout.ts";
 import type { ModelManifest } from "../model/manifest.ts";
 import type { LocalParam } from "../model/plan.ts";
 import { World } from "../world/world.ts";
@@ -17,7 +18,7 @@ import type { CellResult, CellTimings, ReadsVerdict } from "../results/types.ts"
 import { subjectRunning } from "../util/watch.ts";
 import { describeValue } from "../util/thrown.ts";
 import { cellSetup, paramViews, type JudgeCellInput } from "../judge/setup.ts";
-import type { JudgeRequest, RankReport } from "../judge/judge.ts";
+import type { JudgeRequest, RankReport, Verdict } from "../judge/judge.ts";
 import { currentJudge } from "../judge/client.ts";
 
 export interface RunCellOptions {
@@ -66,6 +67,85 @@ function reportOf(o: { rank: number; value?: unknown; error?: Error }): RankRepo
   return { rank: o.rank, error };
 }
 
+/**
+ * Each rank's gradients, one native call per rank that allocates and fills them (no zeroing pass): the
+ * calls are timed as `generate`; null where a copy has no gradient in this regime.
+ */
+function fillGradients(
+  backend: Backend,
+  plan: LocalParam[][],
+  hasGrad: (p: LocalParam) => boolean,
+  dtype: Cell["dtype"],
+  inputSpec: (p: LocalParam) => GenSpec,
+  timings: CellTimings,
+): (Tensor | null)[][] {
+  return plan.map((params, rank) => {
+    const t0 = performance.now();
+    const filled = backend.allocFillMany(
+      rank,
+      dtype,
+      params.filter(hasGrad).map((p) => ({ shape: p.block.len, gen: inputSpec(p), block: p.block, owner: `the gradient of ${p.fqn}` })),
+    );
+    timings.generate += performance.now() - t0;
+    let k = 0;
+    return params.map((p) => (hasGrad(p) ? filled[k++]! : null));
+  });
+}
+
+interface ClipCall {
+  cell: Cell;
+  layout: ValidLayout;
+  world: number;
+  plan: LocalParam[][];
+  views: ParamView[][];
+  backend: Backend;
+  maxNorm: number;
+  errorIfNonfinite: boolean;
+  timeoutMs?: number;
+}
+
+/**
+ * The subject's clip on every rank of the simulated world at once; an external subject (the PyTorch
+ * adapter) runs the whole cell itself, outside it. What a rank returned instead of a number is kept as a
+ * line saying what it was, never the value itself.
+ */
+async function clipEveryRank(subject: Subject, c: ClipCall) {
+  const { cell, layout, world, plan, views, backend, maxNorm, errorIfNonfinite, timeoutMs } = c;
+  const sim = new World(world, backend);
+  const external = subject.external ? await runExternal(subject.external.bind(subject), { cell, layout, world, params: views, maxNorm, normType: cell.normType, errorIfNonfinite, backend, timeoutMs }) : undefined;
+  const meshes = meshesOf(layout);
+  const run = external
+    ? { ranks: external.ranks, liveness: external.liveness, comm: external.comm, reach: null }
+    : await sim.run((rank) => subject.clip(rankContext(rank, layout, meshes, sim, backend, plan), clipArgs(views[rank]!, { maxNorm, normType: cell.normType, errorIfNonfinite })), { timeoutMs });
+  for (const o of run.ranks) if (o.value !== undefined && typeof o.value !== "number") o.value = describeValue(o.value) as never;
+  return { run, external, collectiveMs: sim.collectiveMs };
+}
+
+/** The cell's result: the judge's verdict beside what each rank returned and what it moved. */
+function cellResult(cell: Cell, backend: BackendKind, subject: Subject, verdict: Verdict, run: Awaited<ReturnType<typeof clipEveryRank>>["run"], timings: CellTimings): CellResult {
+  const norm0 = run.ranks[0]?.value;
+  return {
+    id: cellId(cell),
+    cell,
+    backend,
+    subjectName: subject.name,
+    maxNorm: verdict.maxNorm,
+    errorIfNonfinite: verdict.errorIfNonfinite,
+    totalNorm: typeof norm0 === "number" ? norm0 : null,
+    referenceNorm: verdict.referenceNorm,
+    clipCoef: verdict.clipCoef,
+    checks: verdict.checks,
+    ranks: run.ranks.map((o) => ({ rank: o.rank, norm: o.value, error: o.error?.message })),
+    memory: verdict.memory,
+    comm: run.comm,
+    liveness: run.liveness,
+    repro: verdict.repro,
+    durationMs: 0,
+    timings,
+    ...(verdict.tensorHash !== undefined ? { tensorHash: verdict.tensorHash } : {}),
+  };
+}
+
 export async function runCell(cell: Cell, options: RunCellOptions): Promise<CellResult> {
   const started = performance.now();
   const timings: CellTimings = { plan: 0, reference: 0, allocate: 0, generate: 0, subject: 0, collectives: 0, checks: 0, free: 0, total: 0 };
@@ -92,20 +172,7 @@ export async function runCell(cell: Cell, options: RunCellOptions): Promise<Cell
   const backend = new Backend(backendKind, world, { maxLiveBytes: options.maxLiveBytes });
   let result: CellResult | undefined;
   try {
-    // Each rank's gradients in one native call that allocates and fills them (no zeroing pass); the
-    // call is timed as `generate`, the rest of the bookkeeping as `allocate`.
-    const grads: (Tensor | null)[][] = plan.map((params, rank) => {
-      const withGrad = params.filter((p) => regime.hasGrad(p.index));
-      const t0 = performance.now();
-      const filled = backend.allocFillMany(
-        rank,
-        cell.dtype,
-        withGrad.map((p) => ({ shape: p.block.len, gen: inputSpec(p), block: p.block, owner: `the gradient of ${p.fqn}` })),
-      );
-      timings.generate += performance.now() - t0;
-      let k = 0;
-      return params.map((p) => (regime.hasGrad(p.index) ? filled[k++] : null));
-    });
+    const grads = fillGradients(backend, plan, (p) => regime.hasGrad(p.index), cell.dtype, inputSpec, timings);
     lap("allocate");
     timings.allocate -= timings.generate;
     const views = paramViews(plan, grads);
@@ -114,23 +181,11 @@ export async function runCell(cell: Cell, options: RunCellOptions): Promise<Cell
     for (let r = 0; r < world; r++) backend.resetPeak(r);
     lap("allocate");
 
-    const meshes = meshesOf(layout);
-    const sim = new World(world, backend);
-    // An external subject (the PyTorch adapter) runs the whole cell itself, outside the simulated world.
-    const external = subject.external ? await runExternal(subject.external.bind(subject), { cell, layout, world, params: views, maxNorm, normType: cell.normType, errorIfNonfinite, backend, timeoutMs: options.timeoutMs }) : undefined;
-    const run = external
-      ? { ranks: external.ranks, liveness: external.liveness, comm: external.comm, reach: null }
-      : await sim.run(
-          (rank) =>
-            subject.clip(rankContext(rank, layout, meshes, sim, backend, plan), clipArgs(views[rank], { maxNorm, normType: cell.normType, errorIfNonfinite })),
-          { timeoutMs: options.timeoutMs },
-        );
-    // what a rank returned instead of a number is kept as a line saying what it was (never the value itself)
-    for (const o of run.ranks) if (o.value !== undefined && typeof o.value !== "number") o.value = describeValue(o.value) as never;
+    const { run, external, collectiveMs } = await clipEveryRank(subject, { cell, layout, world, plan, views, backend, maxNorm, errorIfNonfinite, timeoutMs: options.timeoutMs });
     backend.markStage("after clip");
     lap("subject");
-    timings.collectives = sim.collectiveMs;
-    timings.subject -= sim.collectiveMs;
+    timings.collectives = collectiveMs;
+    timings.subject -= collectiveMs;
 
     const request: JudgeRequest = {
       ...input,
@@ -156,27 +211,7 @@ export async function runCell(cell: Cell, options: RunCellOptions): Promise<Cell
     timings.reference += verdict.referenceMs;
     timings.checks += verdict.checksMs;
     mark = performance.now();
-    const norm0 = run.ranks[0]?.value;
-    result = {
-      id: cellId(cell),
-      cell,
-      backend: backendKind,
-      subjectName: subject.name,
-      maxNorm: verdict.maxNorm,
-      errorIfNonfinite: verdict.errorIfNonfinite,
-      totalNorm: typeof norm0 === "number" ? norm0 : null,
-      referenceNorm: verdict.referenceNorm,
-      clipCoef: verdict.clipCoef,
-      checks: verdict.checks,
-      ranks: run.ranks.map((o) => ({ rank: o.rank, norm: o.value, error: o.error?.message })),
-      memory: verdict.memory,
-      comm: run.comm,
-      liveness: run.liveness,
-      repro: verdict.repro,
-      durationMs: 0,
-      timings,
-      ...(verdict.tensorHash !== undefined ? { tensorHash: verdict.tensorHash } : {}),
-    };
+    result = cellResult(cell, backendKind, subject, verdict, run, timings);
     const reader = subject as Partial<ReadsVerdict>;
     const causes = external && typeof reader.verdictOf === "function" ? reader.verdictOf(result) : null;
     if (causes) result.verdict = causes;

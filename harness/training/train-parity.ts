@@ -101,6 +101,52 @@ export interface TrainOptions {
   repro?: string;
 }
 
+interface StepComparison {
+  backend: Backend;
+  states: TrainState[];
+  runs: TrainLayoutRun[];
+  tolerance: ToleranceClass;
+  normType: number;
+  elementsWithGrad: number;
+  /** Where a non-exact class's layouts differed bitwise (allowed), the first 20. */
+  notes: string[];
+}
+
+/**
+ * The comparisons after `step`: the judge's (states.ts, in its own realm: tied copies within each layout,
+ * every layout against the first), and the norms the ranks returned here. The first failure, or null.
+ */
+async function compareStep(step: number, c: StepComparison): Promise<string | null> {
+  const { backend, states, runs, tolerance, notes } = c;
+  const verdict = await currentJudge().states(
+    {
+      backend: backend.kind,
+      ranks: backend.ranks,
+      states: states.map(sharedState),
+      tied: states.map((_, i) => i),
+      pairs: states.slice(1).map((_, k) => ({ expected: 0, actual: k + 1, limit: 1, words: { actual: `in ${runs[k + 1]!.layout}`, expected: `in ${runs[0]!.layout}` } })),
+    },
+    backend,
+  );
+  const tiedAt = verdict.tied.findIndex((t) => t !== null);
+  if (tiedAt >= 0) return `in ${runs[tiedAt]!.layout}, tied copies differ: ${verdict.tied[tiedAt]}`;
+  for (let i = 1; i < states.length; i++) {
+    if (step > 0) {
+      const a = runs[0]!.norms[step - 1]!;
+      const b = runs[i]!.norms[step - 1]!;
+      // twice the class's distance to the reference: each layout's norm may sit on either side of it
+      const same = sameNorm(a, b) || Math.abs(a - b) <= 2 * normTolerance(tolerance, c.normType, c.elementsWithGrad) * Math.max(Math.abs(a), Math.abs(b));
+      if (!same) return `total norm ${show(b)} in ${runs[i]!.layout}; ${show(a)} in ${runs[0]!.layout} (tolerance ${tolerance})`;
+    }
+    const diff = verdict.pairs[i - 1]!;
+    if (diff.count > 0) {
+      if (tolerance === "exact") return `layouts differ (${diff.count} tensors or step counts): ${diff.differences[0]}`;
+      if (notes.length < 20) notes.push(`step ${step}: ${diff.differences[0]}`);
+    }
+  }
+  return null;
+}
+
 export async function runTrain(cell: TrainCell, options: TrainOptions): Promise<TrainResult> {
   const started = performance.now();
   if (!options.model) validateTrainCell(cell);
@@ -135,47 +181,13 @@ export async function runTrain(cell: TrainCell, options: TrainOptions): Promise<
   const failAt = (step: number, what: string) => {
     check = fail(TRAIN_CHECK, `step ${step}${step === 0 ? " (the initial state, after the sync of tied copies)" : ""}: ${what}\n  reproduce: ${repro}`);
   };
-  /** The comparisons after `step`: the judge's (states.ts), in its own realm; the norms the ranks returned here. */
   const compareAt = async (step: number): Promise<boolean> => {
     const t0 = performance.now();
     try {
-      const verdict = await currentJudge().states(
-        {
-          backend: backend.kind,
-          ranks: backend.ranks,
-          states: states.map(sharedState),
-          tied: states.map((_, i) => i),
-          pairs: states.slice(1).map((_, k) => ({ expected: 0, actual: k + 1, limit: 1, words: { actual: `in ${runs[k + 1]!.layout}`, expected: `in ${runs[0]!.layout}` } })),
-        },
-        backend,
-      );
-      const tiedAt = verdict.tied.findIndex((t) => t !== null);
-      if (tiedAt >= 0) {
-        failAt(step, `in ${runs[tiedAt]!.layout}, tied copies differ: ${verdict.tied[tiedAt]}`);
-        return false;
-      }
-      for (let i = 1; i < states.length; i++) {
-        if (step > 0) {
-          const a = runs[0]!.norms[step - 1]!;
-          const b = runs[i]!.norms[step - 1]!;
-          // twice the class's distance to the reference: each layout's norm may sit on either side of it
-          const same = sameNorm(a, b) || Math.abs(a - b) <= 2 * normTolerance(tolerance, cell.normType, elementsWithGrad) * Math.max(Math.abs(a), Math.abs(b));
-          if (!same) {
-            failAt(step, `total norm ${show(b)} in ${runs[i]!.layout}; ${show(a)} in ${runs[0]!.layout} (tolerance ${tolerance})`);
-            return false;
-          }
-        }
-        const diff = verdict.pairs[i - 1]!;
-        if (diff.count > 0) {
-          if (tolerance === "exact") {
-            failAt(step, `layouts differ (${diff.count} tensors or step counts): ${diff.differences[0]}`);
-            return false;
-          }
-          if (notes.length < 20) notes.push(`step ${step}: ${diff.differences[0]}`);
-        }
-      }
-      stepsCompared = step;
-      return true;
+      const failure = await compareStep(step, { backend, states, runs, tolerance, normType: cell.normType, elementsWithGrad, notes });
+      if (failure !== null) failAt(step, failure);
+      else stepsCompared = step;
+      return failure === null;
     } finally {
       compareMs += performance.now() - t0;
     }
