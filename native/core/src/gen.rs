@@ -547,7 +547,7 @@ mod simd_parity {
         }
     }
 
-    const SIMD: fn() -> KernelPath = KernelPath::detect;
+    const SIMD: fn() -> KernelPath = KernelPath::cpu;
     /// Every SIMD path this CPU runs (the generator on AVX2, and on AVX-512 where present).
     fn simd_paths() -> Vec<KernelPath> {
         KernelPath::all_here().into_iter().filter(|p| p.is_simd()).collect()

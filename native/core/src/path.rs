@@ -39,14 +39,22 @@ pub struct KernelPath {
     wide: bool,
 }
 
+/// `detect`'s answer, made once.
+static DETECTED: std::sync::OnceLock<KernelPath> = std::sync::OnceLock::new();
+
 impl KernelPath {
     /// The portable code (every CPU).
     pub const PORTABLE: KernelPath = KernelPath { simd: false, wide: false };
 
     /// The fastest path this CPU supports (AVX2 + F16C on x86_64, its generator on AVX-512 F + DQ
-    /// when present, else portable).
+    /// when present, else portable), capped by `CLIP_PARITY_SIMD` (see [`KernelPath::cap`]).
     #[inline]
     pub fn detect() -> KernelPath {
+        *DETECTED.get_or_init(|| KernelPath::cpu().capped(KernelPath::cap(std::env::var("CLIP_PARITY_SIMD").ok().as_deref())))
+    }
+
+    /// The fastest path this CPU supports, whatever `CLIP_PARITY_SIMD` says.
+    pub fn cpu() -> KernelPath {
         #[cfg(target_arch = "x86_64")]
         {
             KernelPath { simd: crate::simd::available(), wide: crate::simd::wide_available() }
@@ -54,6 +62,32 @@ impl KernelPath {
         #[cfg(not(target_arch = "x86_64"))]
         {
             KernelPath::PORTABLE
+        }
+    }
+
+    /// The most that `CLIP_PARITY_SIMD` (read once per process) lets `detect` choose: `portable`,
+    /// `avx2` (the AVX2 path on an AVX-512 machine: how a CPU without AVX-512 runs, measured and
+    /// tested here) or `avx512`; unset, empty, `auto` or anything else: no cap. It only ever lowers
+    /// the path, never raises it above what the CPU has, so it cannot make `detect` unsafe.
+    pub fn cap(var: Option<&str>) -> KernelPath {
+        match var.map(str::trim) {
+            Some("portable") => KernelPath::PORTABLE,
+            Some("avx2") => KernelPath { simd: true, wide: false },
+            _ => KernelPath { simd: true, wide: true },
+        }
+    }
+
+    /// This path lowered to at most `cap`.
+    pub fn capped(self, cap: KernelPath) -> KernelPath {
+        KernelPath { simd: self.simd && cap.simd, wide: self.wide && cap.wide }
+    }
+
+    /// The path's name: `portable`, `avx2` or `avx512` (the values `CLIP_PARITY_SIMD` takes).
+    pub fn name(self) -> &'static str {
+        match (self.simd, self.wide) {
+            (false, _) => "portable",
+            (true, false) => "avx2",
+            (true, true) => "avx512",
         }
     }
 
@@ -72,14 +106,37 @@ impl KernelPath {
         self.wide
     }
 
-    /// The distinct paths this CPU can run, the portable one first: what tests compare.
+    /// The distinct paths this CPU can run, the portable one first: what tests compare (every one,
+    /// whatever `CLIP_PARITY_SIMD` says).
     pub fn all_here() -> Vec<KernelPath> {
         let mut paths = vec![KernelPath::PORTABLE];
-        for p in [KernelPath::detect().without_wide(), KernelPath::detect()] {
+        for p in [KernelPath::cpu().without_wide(), KernelPath::cpu()] {
             if !paths.contains(&p) {
                 paths.push(p);
             }
         }
         paths
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cap_only_lowers_the_path() {
+        let (p, a2, a5) = (KernelPath::PORTABLE, KernelPath { simd: true, wide: false }, KernelPath { simd: true, wide: true });
+        for cpu in [p, a2, a5] {
+            assert_eq!(cpu.capped(KernelPath::cap(None)), cpu);
+            assert_eq!(cpu.capped(KernelPath::cap(Some("auto"))), cpu);
+            assert_eq!(cpu.capped(KernelPath::cap(Some("nonsense"))), cpu);
+            assert_eq!(cpu.capped(KernelPath::cap(Some("avx512"))), cpu);
+            assert_eq!(cpu.capped(KernelPath::cap(Some("portable"))), p);
+            assert_eq!(cpu.capped(KernelPath::cap(Some(" avx2"))), if cpu.simd { a2 } else { p });
+        }
+        assert_eq!([p.name(), a2.name(), a5.name()], ["portable", "avx2", "avx512"]);
+        // detect is the CPU's path under the process's cap
+        let cap = KernelPath::cap(std::env::var("CLIP_PARITY_SIMD").ok().as_deref());
+        assert_eq!(KernelPath::detect(), KernelPath::cpu().capped(cap));
     }
 }
