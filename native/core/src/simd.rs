@@ -407,114 +407,180 @@ pub unsafe fn exact_into<T: Elem, const P2: bool>(xs: &[T], out: &mut FoldBins, 
 
 // ---- the SPEC section 5 generator, 8 elements per step (gen.rs holds the portable reference) ----
 
-/// A 64-bit multiplier's low and high 32-bit halves, in every 64-bit lane (for `_mm256_mul_epu32`)
-/// and in every 32-bit lane (for `_mm256_mullo_epi32`).
-#[derive(Clone, Copy)]
-struct Mul64 {
-    lo: __m256i,
-    lo32: __m256i,
-    hi32: __m256i,
-}
-
-impl Mul64 {
-    #[inline(always)]
-    unsafe fn new(c: u64) -> Mul64 {
-        Mul64 {
-            lo: _mm256_set1_epi64x((c & 0xffff_ffff) as i64),
-            lo32: _mm256_set1_epi32(c as u32 as i32),
-            hi32: _mm256_set1_epi32((c >> 32) as u32 as i32),
-        }
-    }
-}
-
-/// q = (splitmix64(key + i) >> (64 - m)) - 2^(m-1) for 8 consecutive indices i per call, as i32 lanes
-/// in index order (m <= 24, so q fits).
-struct GenQ8 {
-    /// key + gamma + i for the lanes' indices: `a` holds i + {0, 1, 4, 5}, `b` i + {2, 3, 6, 7}, so
-    /// that one in-lane shuffle of their halves gives indices 0..8 in order.
-    a: __m256i,
-    b: __m256i,
-    eight: __m256i,
-    mix1: Mul64,
-    mix2: Mul64,
-    /// 32 - m
-    shift: __m128i,
-    flip: __m256i,
-}
-
-/// The even (low) and odd (high) 32-bit halves of the 64-bit lanes of a and b, shuffled in-lane:
-/// [a0, a1, b0, b1 | a2, a3, b2, b3].
-#[inline(always)]
-unsafe fn even_halves(a: __m256i, b: __m256i) -> __m256i {
-    _mm256_castps_si256(_mm256_shuffle_ps::<0b10_00_10_00>(_mm256_castsi256_ps(a), _mm256_castsi256_ps(b)))
-}
-#[inline(always)]
-unsafe fn odd_halves(a: __m256i, b: __m256i) -> __m256i {
-    _mm256_castps_si256(_mm256_shuffle_ps::<0b11_01_11_01>(_mm256_castsi256_ps(a), _mm256_castsi256_ps(b)))
-}
-
-impl GenQ8 {
-    #[inline(always)]
-    unsafe fn new(key: u64, m: u32, start: u64) -> GenQ8 {
-        debug_assert!((2..=24).contains(&m));
-        let base = _mm256_set1_epi64x(key.wrapping_add(GAMMA).wrapping_add(start) as i64);
-        GenQ8 {
-            a: _mm256_add_epi64(base, _mm256_setr_epi64x(0, 1, 4, 5)),
-            b: _mm256_add_epi64(base, _mm256_setr_epi64x(2, 3, 6, 7)),
-            eight: _mm256_set1_epi64x(8),
-            mix1: Mul64::new(MIX1),
-            mix2: Mul64::new(MIX2),
-            shift: _mm_cvtsi32_si128(32 - m as i32),
-            flip: _mm256_set1_epi32(i32::MIN),
-        }
-    }
-
-    /// The next 8 indices' q.
-    ///
-    /// splitmix64 on 32-bit halves, as AVX2 has no 64-bit multiply: with x = xh 2^32 + xl and a
-    /// constant c = ch 2^32 + cl, x c mod 2^64 = xl cl + ((xh cl + xl ch) mod 2^32) 2^32, the full
-    /// 32x32->64 product xl cl from `_mm256_mul_epu32` (4 lanes at a time), the cross terms from the
-    /// 8-lane `_mm256_mullo_epi32`. The last step, bits = z ^ (z >> 31), leaves the top 31 bits of z
-    /// as they are (z >> 31 is below 2^33), so for m <= 24 only the high half h of the second
-    /// product is needed: bits >> (64 - m) = h >> (32 - m), and (h >> (32 - m)) - 2^(m-1) is an
-    /// arithmetic shift of h with its top bit flipped.
-    #[inline(always)]
-    unsafe fn next(&mut self) -> __m256i {
-        let (xa, xb) = (self.a, self.b);
-        self.a = _mm256_add_epi64(self.a, self.eight);
-        self.b = _mm256_add_epi64(self.b, self.eight);
-        let xa = _mm256_xor_si256(xa, _mm256_srli_epi64::<30>(xa));
-        let xb = _mm256_xor_si256(xb, _mm256_srli_epi64::<30>(xb));
-        // z = x * MIX1, as halves zl, zh in index order
-        let (pa, pb) = (_mm256_mul_epu32(xa, self.mix1.lo), _mm256_mul_epu32(xb, self.mix1.lo));
-        let (xl, xh) = (even_halves(xa, xb), odd_halves(xa, xb));
-        let cross = _mm256_add_epi32(_mm256_mullo_epi32(xh, self.mix1.lo32), _mm256_mullo_epi32(xl, self.mix1.hi32));
-        let zl = even_halves(pa, pb);
-        let zh = _mm256_add_epi32(odd_halves(pa, pb), cross);
-        // z ^= z >> 27
-        let zl = _mm256_xor_si256(zl, _mm256_or_si256(_mm256_srli_epi32::<27>(zl), _mm256_slli_epi32::<5>(zh)));
-        let zh = _mm256_xor_si256(zh, _mm256_srli_epi32::<27>(zh));
-        // h = the high half of z * MIX2: the high half of zl * lo, plus the cross terms
-        let pe = _mm256_mul_epu32(zl, self.mix2.lo);
-        let po = _mm256_mul_epu32(_mm256_srli_epi64::<32>(zl), self.mix2.lo);
-        let carry = _mm256_blend_epi32::<0b1010_1010>(_mm256_srli_epi64::<32>(pe), po);
-        let cross = _mm256_add_epi32(_mm256_mullo_epi32(zh, self.mix2.lo32), _mm256_mullo_epi32(zl, self.mix2.hi32));
-        let h = _mm256_add_epi32(carry, cross);
-        _mm256_sra_epi32(_mm256_xor_si256(h, self.flip), self.shift)
-    }
-}
-
 /// A source of q for consecutive indices, 16 per call as two i32x8 halves in index order: the
 /// kernels below are written once over it and compiled for AVX2 ([`GenQ8`]) and AVX-512 ([`GenQ16`]).
 trait QStream {
     unsafe fn next16(&mut self) -> (__m256i, __m256i);
 }
 
+/// q = (splitmix64(key + i) >> (64 - m)) - 2^(m-1) for 16 consecutive indices i per step, as two
+/// i32x8 halves in index order (m <= 24, so q fits), with AVX2's 32-bit lanes: each 64-bit value is
+/// held as its low and high 32-bit halves in two registers.
+///
+/// The first multiply is the table of [`GenQ16`] (see there): with x = key + gamma + i = X + t, X a
+/// multiple of 16, (x ^ (x >> 30)) * MIX1 = W(X) * MIX1 + T(t ^ (S & 15)) (mod 2^64), a scalar product
+/// per step shared by the lanes in X (and one for those in X + 16), plus a table per lane made again
+/// when S & 15 changes (every 2^26 steps; the step where it changes is computed directly). The
+/// 64-bit add of the two parts on 32-bit halves takes its carry from a signed compare of the low
+/// halves with their top bits flipped.
+///
+/// The second multiply, z * MIX2 with z = zh 2^32 + zl and MIX2 = ch 2^32 + cl: z * MIX2 mod 2^64 =
+/// zl cl + ((zh cl + zl ch) mod 2^32) 2^32, the full 32x32->64 product zl cl from `_mm256_mul_epu32`
+/// (4 lanes at a time), the cross terms from the 8-lane `_mm256_mullo_epi32`. The last step,
+/// bits = z ^ (z >> 31), leaves the top 31 bits of z as they are (z >> 31 is below 2^33), so for
+/// m <= 24 only the high half h of the second product is needed: bits >> (64 - m) = h >> (32 - m),
+/// and (h >> (32 - m)) - 2^(m-1) is an arithmetic shift of h with its top bit flipped.
+struct GenQ8 {
+    /// X of the lanes' lower multiple of 16, this step
+    x: u64,
+    /// W * MIX1 for X (`low`) and X + 16 (`high`)
+    low: u64,
+    high: u64,
+    /// the lanes (bit j: lane j) that fall in X + 16
+    in_high: u16,
+    /// t per lane
+    t: [u64; 16],
+    /// S & 15 of the tables
+    s: u64,
+    /// per lane, lanes 0..8 (`a`) and 8..16 (`b`): the low and high halves of T
+    tl_a: __m256i,
+    th_a: __m256i,
+    tl_b: __m256i,
+    th_b: __m256i,
+    /// per lane: where its W * MIX1 halves are in [low.lo ^ 2^31, low.hi, high.lo ^ 2^31, high.hi]
+    il_a: __m256i,
+    ih_a: __m256i,
+    il_b: __m256i,
+    ih_b: __m256i,
+    /// MIX2's low half (in every 32-bit lane: `_mm256_mul_epu32` reads the even ones) and high half
+    m2l: __m256i,
+    m2h: __m256i,
+    /// 32 - m
+    shift: __m128i,
+    flip: __m256i,
+}
+
+impl GenQ8 {
+    #[inline(always)]
+    unsafe fn new(key: u64, m: u32, start: u64) -> GenQ8 {
+        debug_assert!((2..=24).contains(&m));
+        let x0 = key.wrapping_add(GAMMA).wrapping_add(start);
+        let r = x0 & 15;
+        // lane j holds t = (r + j) & 15, in X + 16 when r + j >= 16
+        let in_high = (0xffff_u32 << (16 - r)) as u16;
+        let t: [u64; 16] = std::array::from_fn(|j| (r + j as u64) & 15);
+        let idx = |lanes: std::ops::Range<usize>, hi: i32| {
+            let v: [i32; 8] = std::array::from_fn(|k| 2 * ((in_high >> (lanes.start + k)) & 1) as i32 + hi);
+            _mm256_loadu_si256(v.as_ptr() as *const __m256i)
+        };
+        let x = x0 & !15;
+        let mut g = GenQ8 {
+            x,
+            low: w_mix1(x),
+            high: w_mix1(x.wrapping_add(16)),
+            in_high,
+            t,
+            s: u64::MAX,
+            tl_a: _mm256_setzero_si256(),
+            th_a: _mm256_setzero_si256(),
+            tl_b: _mm256_setzero_si256(),
+            th_b: _mm256_setzero_si256(),
+            il_a: idx(0..8, 0),
+            ih_a: idx(0..8, 1),
+            il_b: idx(8..16, 0),
+            ih_b: idx(8..16, 1),
+            m2l: _mm256_set1_epi32(MIX2 as u32 as i32),
+            m2h: _mm256_set1_epi32((MIX2 >> 32) as u32 as i32),
+            shift: _mm_cvtsi32_si128(32 - m as i32),
+            flip: _mm256_set1_epi32(i32::MIN),
+        };
+        g.tables_for((x >> 30) & 15);
+        g
+    }
+
+    #[inline(always)]
+    unsafe fn tables_for(&mut self, s: u64) {
+        self.s = s;
+        let tab: [u64; 16] = std::array::from_fn(|j| (self.t[j] ^ s).wrapping_mul(MIX1));
+        let lo: [u32; 16] = std::array::from_fn(|j| tab[j] as u32);
+        let hi: [u32; 16] = std::array::from_fn(|j| (tab[j] >> 32) as u32);
+        self.tl_a = _mm256_loadu_si256(lo.as_ptr() as *const __m256i);
+        self.tl_b = _mm256_loadu_si256(lo.as_ptr().add(8) as *const __m256i);
+        self.th_a = _mm256_loadu_si256(hi.as_ptr() as *const __m256i);
+        self.th_b = _mm256_loadu_si256(hi.as_ptr().add(8) as *const __m256i);
+    }
+
+    /// (x ^ (x >> 30)) * MIX1 of the 16 lanes of this step as low and high halves (a, b), the
+    /// direct way: for the step where S & 15 changes, which the tables do not hold.
+    #[cold]
+    #[inline(never)]
+    #[target_feature(enable = "avx2")]
+    unsafe fn first_mix_direct(x: u64, t: &[u64; 16], in_high: u16) -> [__m256i; 4] {
+        let z: [u64; 16] = std::array::from_fn(|j| {
+            let base = if (in_high >> j) & 1 == 1 { x.wrapping_add(16) } else { x };
+            let x = base.wrapping_add(t[j]);
+            (x ^ (x >> 30)).wrapping_mul(MIX1)
+        });
+        let lo: [u32; 16] = std::array::from_fn(|j| z[j] as u32);
+        let hi: [u32; 16] = std::array::from_fn(|j| (z[j] >> 32) as u32);
+        let ld = |p: *const u32| _mm256_loadu_si256(p as *const __m256i);
+        [ld(lo.as_ptr()), ld(hi.as_ptr()), ld(lo.as_ptr().add(8)), ld(hi.as_ptr().add(8))]
+    }
+
+    /// q of 8 lanes from their z = (x ^ (x >> 30)) * MIX1 as low and high halves.
+    #[inline(always)]
+    unsafe fn finish(&self, zl: __m256i, zh: __m256i) -> __m256i {
+        // y = z ^ (z >> 27)
+        let yl = _mm256_xor_si256(_mm256_xor_si256(zl, _mm256_srli_epi32::<27>(zl)), _mm256_slli_epi32::<5>(zh));
+        let yh = _mm256_xor_si256(zh, _mm256_srli_epi32::<27>(zh));
+        // h = the high half of y * MIX2: the high half of yl * cl, plus the cross terms
+        let pe = _mm256_mul_epu32(yl, self.m2l);
+        let po = _mm256_mul_epu32(_mm256_srli_epi64::<32>(yl), self.m2l);
+        let carry = _mm256_blend_epi32::<0b1010_1010>(_mm256_srli_epi64::<32>(pe), po);
+        let cross = _mm256_add_epi32(_mm256_mullo_epi32(yh, self.m2l), _mm256_mullo_epi32(yl, self.m2h));
+        let h = _mm256_add_epi32(carry, cross);
+        _mm256_sra_epi32(_mm256_xor_si256(h, self.flip), self.shift)
+    }
+
+    /// z's halves of 8 lanes from the tables: W * MIX1 (`w`: [low.lo ^ 2^31, low.hi, high.lo ^ 2^31,
+    /// high.hi], picked per lane) plus T, with the carry of the low halves.
+    #[inline(always)]
+    unsafe fn first_mix(w: __m256i, il: __m256i, ih: __m256i, tl: __m256i, th: __m256i, flip: __m256i) -> (__m256i, __m256i) {
+        let (wlf, wh) = (_mm256_permutevar8x32_epi32(w, il), _mm256_permutevar8x32_epi32(w, ih));
+        // (wl ^ 2^31) + tl = (wl + tl) ^ 2^31: the sum wl + tl carries iff it is below wl (unsigned),
+        // iff (signed) its flipped value is below wl ^ 2^31
+        let zlf = _mm256_add_epi32(wlf, tl);
+        let carry = _mm256_cmpgt_epi32(wlf, zlf); // -1 where the low halves carry
+        let zh = _mm256_sub_epi32(_mm256_add_epi32(wh, th), carry);
+        (_mm256_xor_si256(zlf, flip), zh)
+    }
+}
+
 impl QStream for GenQ8 {
     #[inline(always)]
     unsafe fn next16(&mut self) -> (__m256i, __m256i) {
-        let first = self.next();
-        (first, self.next())
+        let x = self.x;
+        let (s_low, s_high) = ((x >> 30) & 15, (x.wrapping_add(16) >> 30) & 15);
+        let r = if s_low == self.s && s_high == self.s {
+            // from general registers (vmovq, vpinsrq): not a 16-byte load of two 8-byte stores,
+            // which store forwarding cannot serve (twice as slow, measured)
+            let (low, high) = (self.low ^ 0x8000_0000, self.high ^ 0x8000_0000);
+            let w = _mm256_castsi128_si256(_mm_insert_epi64::<1>(_mm_cvtsi64_si128(low as i64), high as i64));
+            let (zla, zha) = Self::first_mix(w, self.il_a, self.ih_a, self.tl_a, self.th_a, self.flip);
+            let (zlb, zhb) = Self::first_mix(w, self.il_b, self.ih_b, self.tl_b, self.th_b, self.flip);
+            (self.finish(zla, zha), self.finish(zlb, zhb))
+        } else {
+            let [zla, zha, zlb, zhb] = Self::first_mix_direct(x, &self.t, self.in_high);
+            if s_low == s_high {
+                self.tables_for(s_low);
+            }
+            (self.finish(zla, zha), self.finish(zlb, zhb))
+        };
+        // the next step: X + 16 becomes the low multiple
+        self.x = x.wrapping_add(16);
+        self.low = self.high;
+        self.high = w_mix1(self.x.wrapping_add(16));
+        r
     }
 }
 
