@@ -33,7 +33,7 @@ fn run<T: Elem>(mib: usize) {
             if !p.is_simd() && mib > 64 {
                 continue;
             }
-            let mut w = vec![T::default(); 0];
+            let mut w: Vec<T> = Vec::new();
             std::mem::swap(&mut w, &mut v);
             time(&mut fill[j], || spec.fill_range_with(p, key, 0, &mut w));
             kernels::scale(&mut w, c);

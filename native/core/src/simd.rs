@@ -18,7 +18,19 @@ pub fn available() -> bool {
 /// the AVX2 + F16C kernels (cached by std).
 #[inline]
 pub fn wide_available() -> bool {
-    available() && std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512dq")
+    available()
+        && std::is_x86_feature_detected!("avx512f")
+        && std::is_x86_feature_detected!("avx512dq")
+        && std::is_x86_feature_detected!("avx512bw")
+        && std::is_x86_feature_detected!("avx512vl")
+}
+
+/// Whether AVX-512 BF16 (`vcvtneps2bf16`) can run on this CPU, beside [`wide_available`]: the
+/// wide verify rounds to bfloat16 with it where that is provably the same rounding
+/// ([`bf16_hw_exact`]).
+#[inline]
+pub fn bf16_available() -> bool {
+    wide_available() && std::is_x86_feature_detected!("avx512bf16")
 }
 
 /// Loads 8 elements at p as f32 bit patterns (exact widening for bf16 and f16).
@@ -668,7 +680,7 @@ impl GenQ16 {
     /// S & 15 changes, which the tables do not hold.
     #[cold]
     #[inline(never)]
-    #[target_feature(enable = "avx2,avx512f,avx512dq")]
+    #[target_feature(enable = "avx2,avx512f,avx512dq,avx512bw,avx512vl")]
     unsafe fn first_mix_direct(x: u64, t_a: __m512i, t_b: __m512i, in_high_a: __mmask8, in_high_b: __mmask8) -> (__m512i, __m512i) {
         let mix1 = _mm512_set1_epi64(MIX1 as i64);
         let lane = |t: __m512i, in_high: __mmask8| {
@@ -776,7 +788,7 @@ pub unsafe fn gen_fill<T: Elem>(key: u64, m: u32, unit: f32, start: u64, dst: *m
 ///
 /// # Safety
 /// As [`gen_fill`], and the CPU must support AVX-512 F and DQ ([`wide_available`]).
-#[target_feature(enable = "avx2,f16c,avx512f,avx512dq")]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512dq,avx512bw,avx512vl")]
 pub unsafe fn gen_fill_wide<T: Elem>(key: u64, m: u32, unit: f32, start: u64, dst: *mut T, n: usize, round: bool) {
     if round {
         fill_from_512::<T, true>(GenQ16::new(key, m, start), unit, dst, n)
@@ -798,6 +810,8 @@ unsafe fn fill_from_512<T: Elem, const ROUND: bool>(mut g: GenQ16, unit: f32, ds
             DType::F32 => _mm512_storeu_ps(p as *mut f32, v),
             // exact in bf16: the high halves
             DType::BF16 if !ROUND => _mm256_storeu_si256(p as *mut __m256i, _mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(_mm512_castps_si512(v)))),
+            // F16C's rounding to nearest even (subnormals included), 16 at once
+            DType::F16 => _mm256_storeu_si256(p as *mut __m256i, _mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v)),
             _ => {
                 store8::<T, ROUND>(p, _mm512_castps512_ps256(v));
                 store8::<T, ROUND>(p.add(8), _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v))));
@@ -884,6 +898,26 @@ unsafe fn differ8<T: Elem, const NAN: bool>(e: __m256, have: *const T) -> u32 {
     }
 }
 
+/// Whether q * (unit * c) is the same f32 as (q * unit) * c for every integer q, so the expected
+/// value takes one multiply instead of two: when unit * c is exact in f32 (unit is a power of two,
+/// q * unit is exact: both are round(q * unit * c), one rounding of the same real), and for a
+/// non-finite c (inf or NaN either way: q * unit is 0 exactly when q is, with q's sign).
+#[inline]
+pub fn fused_exact(unit: f32, c: f32) -> bool {
+    !c.is_finite() || ((unit * c) as f64) == (unit as f64) * (c as f64)
+}
+
+/// Whether `vcvtneps2bf16` rounds every q * unit * c (q an integer below 2^24 in magnitude, c
+/// finite) as dtype::f32_to_bf16_bits does. It is round to nearest even, but reads an f32
+/// subnormal input as zero (tests::vcvtneps2bf16_against_f32_to_bf16_bits checks both over every
+/// f32): so only where no product is an f32 subnormal, that is unit * |c| >= 2^-126 (the smallest
+/// nonzero |q| is 1), or c = 0 (zeros only). A normal f32 rounds to a normal bf16 or to infinity
+/// (the same exponent range), so no output is subnormal either.
+#[inline]
+pub fn bf16_hw_exact(unit: f32, c: f32) -> bool {
+    c.is_finite() && (c == 0.0 || (unit as f64) * (c.abs() as f64) >= f32::MIN_POSITIVE as f64)
+}
+
 /// First k < have.len() where have[k] is not round_T(f32(value(start + k)) * c) (bitwise, any NaN
 /// equals any NaN), value as in [`gen_fill`] (the same conditions; the special index is the
 /// caller's): the regenerate, scale and compare loop of verifyScaled in one pass.
@@ -893,86 +927,122 @@ unsafe fn differ8<T: Elem, const NAN: bool>(e: __m256, have: *const T) -> u32 {
 /// 2 <= m <= 24.
 #[target_feature(enable = "avx2,f16c")]
 pub unsafe fn gen_scaled_first_difference<T: Elem>(key: u64, m: u32, unit: f32, start: u64, c: f32, have: &[T]) -> Option<usize> {
-    scaled_first_difference(GenQ8::new(key, m, start), unit, c, have)
+    let g = GenQ8::new(key, m, start);
+    // a finite coefficient times a generated (finite) value is never NaN
+    match (c.is_finite(), fused_exact(unit, c)) {
+        (true, true) => first_difference_from::<T, GenQ8, false, true>(g, unit, unit * c, have),
+        (true, false) => first_difference_from::<T, GenQ8, false, false>(g, unit, c, have),
+        (false, _) => first_difference_from::<T, GenQ8, true, true>(g, unit, unit * c, have),
+    }
 }
 
 /// [`gen_scaled_first_difference`] with the AVX-512 generator (the same index).
 ///
 /// # Safety
-/// As [`gen_scaled_first_difference`], and the CPU must support AVX-512 F and DQ ([`wide_available`]).
-#[target_feature(enable = "avx2,f16c,avx512f,avx512dq")]
+/// As [`gen_scaled_first_difference`], and the CPU must support AVX-512 F, DQ, BW and VL
+/// ([`wide_available`]).
+#[target_feature(enable = "avx2,f16c,avx512f,avx512dq,avx512bw,avx512vl")]
 pub unsafe fn gen_scaled_first_difference_wide<T: Elem>(key: u64, m: u32, unit: f32, start: u64, c: f32, have: &[T]) -> Option<usize> {
     let g = GenQ16::new(key, m, start);
-    if c.is_finite() {
-        first_difference_from_512(g, unit, c, have)
+    if !c.is_finite() {
+        return first_difference_from::<T, GenQ16, true, true>(g, unit, unit * c, have);
+    }
+    let fused = fused_exact(unit, c);
+    let (u, cv) = if fused { (unit, unit * c) } else { (unit, c) };
+    if T::DTYPE == DType::BF16 && bf16_available() && bf16_hw_exact(unit, c) {
+        // SAFETY: the CPU has AVX-512 BF16 (checked just above) beside what this function needs.
+        return unsafe { first_difference_bf16_hw(g, u, cv, fused, have) };
+    }
+    if fused {
+        first_difference_from_512::<T, true, false>(g, u, cv, have)
     } else {
-        first_difference_from::<T, GenQ16, true>(g, unit, c, have)
+        first_difference_from_512::<T, false, false>(g, u, cv, have)
+    }
+}
+
+/// [`first_difference_from_512`] rounding to bf16 with `vcvtneps2bf16` (only where
+/// [`bf16_hw_exact`] holds).
+#[target_feature(enable = "avx2,f16c,avx512f,avx512dq,avx512bw,avx512vl,avx512bf16")]
+unsafe fn first_difference_bf16_hw<T: Elem>(g: GenQ16, u: f32, cv: f32, fused: bool, have: &[T]) -> Option<usize> {
+    if fused {
+        first_difference_from_512::<T, true, true>(g, u, cv, have)
+    } else {
+        first_difference_from_512::<T, false, true>(g, u, cv, have)
+    }
+}
+
+/// The expected f32 values (before rounding to T) of 8 lanes of q: (q * u) * cv, or, FUSED (cv is
+/// then unit * c, [`fused_exact`]), q * cv.
+#[inline(always)]
+unsafe fn expected8<const FUSED: bool>(q: __m256i, u: __m256, cv: __m256) -> __m256 {
+    if FUSED {
+        _mm256_mul_ps(_mm256_cvtepi32_ps(q), cv)
+    } else {
+        _mm256_mul_ps(scaled8(q, u), cv)
     }
 }
 
 /// Lane mask (bit j for element j of 16) of the elements at `have` that differ bitwise from
-/// round_T(e), for e holding no NaN.
+/// round_T(e), for e holding no NaN. HW: bf16 rounded by `vcvtneps2bf16` (AVX-512 BF16; only where
+/// [`bf16_hw_exact`] holds, and only called from a function that enables it).
 #[inline(always)]
-unsafe fn differ16<T: Elem>(e: __m512, have: *const T) -> u32 {
+unsafe fn differ16<T: Elem, const HW: bool>(e: __m512, have: *const T) -> u32 {
     let x = _mm512_castps_si512(e);
     (match T::DTYPE {
-        DType::F32 => _mm512_cmpneq_epi32_mask(x, _mm512_loadu_si512(have as *const __m512i)),
+        DType::F32 => _mm512_cmpneq_epi32_mask(x, _mm512_loadu_si512(have as *const __m512i)) as u32,
+        DType::BF16 if HW => {
+            let b: __m256i = std::mem::transmute(_mm512_cvtneps_pbh(e));
+            _mm256_cmpneq_epi16_mask(b, _mm256_loadu_si256(have as *const __m256i)) as u32
+        }
         DType::BF16 => {
             // round to nearest even (no NaN to keep), compared as 32-bit lanes
             let r = _mm512_add_epi32(_mm512_set1_epi32(0x7fff), _mm512_and_si512(_mm512_srli_epi32::<16>(x), _mm512_set1_epi32(1)));
             let b = _mm512_srli_epi32::<16>(_mm512_add_epi32(x, r));
-            _mm512_cmpneq_epi32_mask(b, _mm512_cvtepu16_epi32(_mm256_loadu_si256(have as *const __m256i)))
+            _mm512_cmpneq_epi32_mask(b, _mm512_cvtepu16_epi32(_mm256_loadu_si256(have as *const __m256i))) as u32
         }
         DType::F16 => {
             let h = _mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(e);
-            _mm512_cmpneq_epi32_mask(_mm512_cvtepu16_epi32(h), _mm512_cvtepu16_epi32(_mm256_loadu_si256(have as *const __m256i)))
+            _mm256_cmpneq_epi16_mask(h, _mm256_loadu_si256(have as *const __m256i)) as u32
         }
     }) as u32
 }
 
 /// [`first_difference_from`] for a finite coefficient on 16 lanes at once (AVX-512 F), the rest of
-/// fewer than 16 by first_difference_from.
+/// fewer than 16 by first_difference_from. FUSED: cv is unit * c ([`expected8`]).
 #[inline(always)]
-unsafe fn first_difference_from_512<T: Elem>(mut g: GenQ16, unit: f32, c: f32, have: &[T]) -> Option<usize> {
-    let (u, cv) = (_mm512_set1_ps(unit), _mm512_set1_ps(c));
+unsafe fn first_difference_from_512<T: Elem, const FUSED: bool, const HW: bool>(mut g: GenQ16, unit: f32, cv: f32, have: &[T]) -> Option<usize> {
+    let (u, c) = (_mm512_set1_ps(unit), _mm512_set1_ps(cv));
     let n = have.len();
     let p = have.as_ptr();
     let mut k = 0;
     while k + 16 <= n {
         prefetch_ahead::<T, _MM_HINT_T0>(p, k);
-        let e = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(g.next16_512()), u), cv);
-        let d = differ16::<T>(e, p.add(k));
+        let q = _mm512_cvtepi32_ps(g.next16_512());
+        let e = if FUSED { _mm512_mul_ps(q, c) } else { _mm512_mul_ps(_mm512_mul_ps(q, u), c) };
+        let d = differ16::<T, HW>(e, p.add(k));
         if d != 0 {
             return Some(k + d.trailing_zeros() as usize);
         }
         k += 16;
     }
     if k < n {
-        return first_difference_from::<T, GenQ16, false>(g, unit, c, &have[k..]).map(|j| k + j);
+        return first_difference_from::<T, GenQ16, false, FUSED>(g, unit, cv, &have[k..]).map(|j| k + j);
     }
     None
 }
 
+/// The AVX2 loop of [`gen_scaled_first_difference`]: NAN when the expected values may be NaN (a
+/// non-finite coefficient); FUSED: cv is unit * c ([`expected8`]).
 #[inline(always)]
-unsafe fn scaled_first_difference<T: Elem, G: QStream>(g: G, unit: f32, c: f32, have: &[T]) -> Option<usize> {
-    // a finite coefficient times a generated (finite) value is never NaN
-    if c.is_finite() {
-        first_difference_from::<T, G, false>(g, unit, c, have)
-    } else {
-        first_difference_from::<T, G, true>(g, unit, c, have)
-    }
-}
-
-#[inline(always)]
-unsafe fn first_difference_from<T: Elem, G: QStream, const NAN: bool>(mut g: G, unit: f32, c: f32, have: &[T]) -> Option<usize> {
-    let (u, cv) = (_mm256_set1_ps(unit), _mm256_set1_ps(c));
+unsafe fn first_difference_from<T: Elem, G: QStream, const NAN: bool, const FUSED: bool>(mut g: G, unit: f32, cv: f32, have: &[T]) -> Option<usize> {
+    let (u, cv) = (_mm256_set1_ps(unit), _mm256_set1_ps(cv));
     let n = have.len();
     let p = have.as_ptr();
     let mut k = 0;
     while k + 16 <= n {
         prefetch_ahead::<T, _MM_HINT_T0>(p, k);
         let (q0, q1) = g.next16();
-        let (d0, d1) = (differ8::<T, NAN>(_mm256_mul_ps(scaled8(q0, u), cv), p.add(k)), differ8::<T, NAN>(_mm256_mul_ps(scaled8(q1, u), cv), p.add(k + 8)));
+        let (d0, d1) = (differ8::<T, NAN>(expected8::<FUSED>(q0, u, cv), p.add(k)), differ8::<T, NAN>(expected8::<FUSED>(q1, u, cv), p.add(k + 8)));
         if (d0 | d1) != 0 {
             return Some(k + if d0 != 0 { d0.trailing_zeros() as usize } else { 8 + d1.trailing_zeros() as usize });
         }
@@ -987,7 +1057,7 @@ unsafe fn first_difference_from<T: Elem, G: QStream, const NAN: bool>(mut g: G, 
             let r = (n - k).min(8);
             let mut buf = [T::default(); 8];
             std::ptr::copy_nonoverlapping(p.add(k), buf.as_mut_ptr(), r);
-            let d = differ8::<T, NAN>(_mm256_mul_ps(scaled8(q, u), cv), buf.as_ptr()) & ((1u32 << r) - 1);
+            let d = differ8::<T, NAN>(expected8::<FUSED>(q, u, cv), buf.as_ptr()) & ((1u32 << r) - 1);
             if d != 0 {
                 return Some(k + d.trailing_zeros() as usize);
             }
@@ -1010,7 +1080,7 @@ pub unsafe fn gen_q_pow_sum<const P2: bool>(key: u64, m: u32, lo: u64, hi: u64) 
 ///
 /// # Safety
 /// As [`gen_q_pow_sum`], and the CPU must support AVX-512 F and DQ ([`wide_available`]).
-#[target_feature(enable = "avx2,f16c,avx512f,avx512dq")]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512dq,avx512bw,avx512vl")]
 pub unsafe fn gen_q_pow_sum_wide<const P2: bool>(key: u64, m: u32, lo: u64, hi: u64) -> u128 {
     q_pow_sum_from::<GenQ16, P2>(GenQ16::new(key, m, lo), key, m, lo, hi)
 }
@@ -1066,7 +1136,7 @@ pub unsafe fn gen_q_abs_max(key: u64, m: u32, lo: u64, hi: u64) -> u64 {
 ///
 /// # Safety
 /// As [`gen_q_abs_max`], and the CPU must support AVX-512 F and DQ ([`wide_available`]).
-#[target_feature(enable = "avx2,f16c,avx512f,avx512dq")]
+#[target_feature(enable = "avx2,f16c,avx512f,avx512dq,avx512bw,avx512vl")]
 pub unsafe fn gen_q_abs_max_wide(key: u64, m: u32, lo: u64, hi: u64) -> u64 {
     q_abs_max_from(GenQ16::new(key, m, lo), key, m, lo, hi)
 }
@@ -1088,4 +1158,60 @@ unsafe fn q_abs_max_from<G: QStream>(mut g: G, key: u64, m: u32, lo: u64, hi: u6
         mx = mx.max(crate::genq::q(key, m, i).unsigned_abs());
     }
     mx
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::f32_to_bf16_bits;
+
+    /// `vcvtneps2bf16` against dtype::f32_to_bf16_bits over every f32 bit pattern: the same bits for
+    /// every zero, normal and infinity (what [`bf16_hw_exact`] lets it see), and an f32 subnormal
+    /// read as zero (why it must not see one).
+    #[test]
+    fn vcvtneps2bf16_against_f32_to_bf16_bits() {
+        if !bf16_available() {
+            eprintln!("no AVX-512 BF16 here: vcvtneps2bf16 not checked");
+            return;
+        }
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
+        unsafe fn hw16(x: &[u32; 16]) -> [u16; 16] {
+            let v = _mm512_loadu_ps(x.as_ptr() as *const f32);
+            std::mem::transmute(_mm512_cvtneps_pbh(v))
+        }
+        let (mut subnormal_differs, mut x) = (0u64, [0u32; 16]);
+        for hi in 0..(1u32 << 28) {
+            for (j, b) in x.iter_mut().enumerate() {
+                *b = (hi << 4) | j as u32;
+            }
+            // SAFETY: bf16_available() checked the CPU above.
+            let h = unsafe { hw16(&x) };
+            for j in 0..16 {
+                let f = f32::from_bits(x[j]);
+                if f.is_nan() {
+                    continue;
+                }
+                let sw = f32_to_bf16_bits(f);
+                if f.is_subnormal() {
+                    subnormal_differs += (h[j] != sw) as u64;
+                    assert_eq!(h[j] & 0x7fff, 0, "{:#x}: a subnormal is read as a signed zero", x[j]);
+                } else {
+                    assert_eq!(h[j], sw, "{:#x}", x[j]);
+                }
+            }
+        }
+        assert!(subnormal_differs > 0);
+        // the guard: no product below 2^-126 in magnitude
+        assert!(bf16_hw_exact(1.0, 2f32.powi(-126)) && !bf16_hw_exact(0.5, 2f32.powi(-126)));
+        assert!(bf16_hw_exact(2f32.powi(-140), 0.0) && bf16_hw_exact(2f32.powi(-140), 2f32.powi(14)));
+        assert!(!bf16_hw_exact(1.0, f32::INFINITY) && !bf16_hw_exact(1.0, f32::NAN));
+    }
+
+    #[test]
+    fn fused_exact_only_when_unit_times_c_is_exact() {
+        assert!(fused_exact(2f32.powi(-7), 0.3) && fused_exact(1.0, f32::NAN) && fused_exact(2f32.powi(-20), -0.0));
+        assert!(!fused_exact(2f32.powi(-140), 0.3)); // unit * c subnormal: rounded
+        assert!(!fused_exact(2f32.powi(100), 2f32.powi(100))); // overflows
+        assert!(fused_exact(2f32.powi(-149), 2f32.powi(20)));
+    }
 }
