@@ -35,6 +35,7 @@ export const OTHER_ENV_VARS = {
   CLIP_PARITY_CUDA_EMU: "native addon: its cuda backend runs its kernels on the CPU emulation at this path (scripts/cuda-emu.mjs)",
   CLIP_PARITY_NVRTC: "native addon: where libnvrtc is (CI sets it to the PyPI copy)",
   CLIP_PARITY_NATIVE_TEST_PANIC: "native addon: make one store call panic (its refusal test, native/CONTRACT.md)",
+  CLIP_PARITY_SIMD: "native addon: caps the SIMD path its kernels take (portable, avx2 or avx512; default the best the CPU has), e.g. to measure the AVX2 path on an AVX-512 machine",
 } as const;
 
 export type EnvName = keyof typeof ENV_VARS;
