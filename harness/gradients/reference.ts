@@ -9,7 +9,7 @@
 import type { DType } from "../subject/api.ts";
 import { normFromPowerSum } from "../numerics/numerics.ts";
 import { exactToNumber } from "../backend/exact.ts";
-import { native } from "../backend/native.ts";
+import { referenceKernels } from "../backend/native.ts";
 import type { ModelManifest } from "../model/manifest.ts";
 import { numel } from "../model/manifest.ts";
 import { regimeSpec } from "./regimes.ts";
@@ -41,7 +41,7 @@ export function computeReference(
   const hit = cache.get(key);
   if (hit) return hit;
   const spec = regimeSpec(regime, dtype);
-  const n = native();
+  const n = referenceKernels();
   let sum = 0n;
   let max = 0;
   let nonfinite = 0;

@@ -83,11 +83,30 @@ export function isSubjectPath(spec: string): boolean {
 }
 
 /** Checks that `value` (what a module exported) is a usable Subject; `where` names it in errors. */
+/** The fields of the subject API: what is read of a subject object, once each. */
+const SUBJECT_FIELDS = ["name", "description", "tolerance", "catchBy", "shape", "clip", "afterInit", "external"] as const;
+
+/**
+ * A subject object read once into a plain record of the API's fields (own or from its class), so that
+ * what is checked is what runs: a getter could answer the check one value and the call another, so a
+ * field that is an accessor is refused.
+ */
+function readSubjectOnce(value: object, where: string): Record<(typeof SUBJECT_FIELDS)[number], unknown> {
+  const record = {} as Record<(typeof SUBJECT_FIELDS)[number], unknown>;
+  for (const key of SUBJECT_FIELDS) {
+    let d: PropertyDescriptor | undefined;
+    for (let o: object | null = value; o && o !== Object.prototype && !d; o = Object.getPrototypeOf(o) as object | null) d = Object.getOwnPropertyDescriptor(o, key);
+    if (d && !("value" in d)) throw new InputError(`${where}: field "${key}" is a getter; a subject's fields must be plain values (each is read once)`);
+    record[key] = d?.value;
+  }
+  return record;
+}
+
 export function validateSubject(value: unknown, where: string): Subject {
   if (value === null || typeof value !== "object") {
     throw new InputError(`${where}: a subject must be an object (use defineSubject({...})); got ${describe(value)}`);
   }
-  const s = value as Record<string, unknown>;
+  const s = readSubjectOnce(value, where);
   if (typeof s.name !== "string" || s.name.length === 0) {
     throw new InputError(`${where}: field "name" must be a non-empty string; got ${describe(s.name)}`);
   }
@@ -109,19 +128,18 @@ export function validateSubject(value: unknown, where: string): Subject {
   if (s.afterInit !== undefined && typeof s.afterInit !== "function") {
     throw new InputError(`${where}: field "afterInit" must be a function (rank, { params }) => Promise<void>; got ${describe(s.afterInit)}`);
   }
-  const subject = value as Subject;
-  if (typeof subject.description === "string") return subject;
-  // A description is optional for user modules; keep `this` for subjects that are class instances.
-  return {
+  // the record, not the object: methods keep `this` (subjects that are class instances), arrays are copied
+  const subject = s as unknown as Subject;
+  return Object.freeze({
     name: subject.name,
-    description: "",
-    tolerance: subject.tolerance,
-    catchBy: subject.catchBy,
+    description: subject.description ?? "",
+    ...(subject.tolerance !== undefined ? { tolerance: subject.tolerance } : {}),
+    ...(subject.catchBy !== undefined ? { catchBy: Object.freeze([...subject.catchBy]) } : {}),
     ...(subject.shape ? { shape: subject.shape } : {}),
-    clip: subject.clip.bind(subject),
-    ...(subject.afterInit ? { afterInit: subject.afterInit.bind(subject) } : {}),
-    ...(subject.external ? { external: subject.external.bind(subject) } : {}),
-  };
+    clip: subject.clip.bind(value),
+    ...(subject.afterInit ? { afterInit: subject.afterInit.bind(value) } : {}),
+    ...(subject.external ? { external: subject.external.bind(value) } : {}),
+  });
 }
 
 /**

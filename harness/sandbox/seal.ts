@@ -17,78 +17,10 @@
  * the property on the object assigned to, as SES does.
  */
 
-/** Globals that are the language's or the runtime's own objects: frozen with their prototypes. */
-const INTRINSIC_GLOBALS = [
-  "Object", "Function", "Array", "Number", "Boolean", "String", "Symbol", "BigInt", "Date", "RegExp", "Promise",
-  "Error", "AggregateError", "EvalError", "RangeError", "ReferenceError", "SyntaxError", "TypeError", "URIError",
-  "JSON", "Math", "Reflect", "Proxy", "Intl", "Atomics",
-  "ArrayBuffer", "SharedArrayBuffer", "DataView",
-  "Int8Array", "Uint8Array", "Uint8ClampedArray", "Int16Array", "Uint16Array", "Int32Array", "Uint32Array",
-  "Float32Array", "Float64Array", "BigInt64Array", "BigUint64Array",
-  "Map", "Set", "WeakMap", "WeakSet", "WeakRef", "FinalizationRegistry",
-  "parseInt", "parseFloat", "isNaN", "isFinite", "encodeURI", "encodeURIComponent", "decodeURI", "decodeURIComponent",
-  "MessagePort", "MessageChannel", "EventTarget", "Event", "structuredClone", "queueMicrotask",
-  "setTimeout", "clearTimeout", "setInterval", "clearInterval", "setImmediate", "clearImmediate",
-  "TextEncoder", "TextDecoder", "URL", "URLSearchParams", "AbortController", "AbortSignal",
-] as const;
+import { harden, hardenHandedOut, hiddenIntrinsics, INTRINSIC_GLOBALS } from "../util/harden.ts";
 
 /** Names ordinary code assigns on its own objects although a prototype holds them. */
 const OVERRIDABLE = new Set<PropertyKey>(["constructor", "name", "message", "toString", "valueOf", "toLocaleString", "toJSON", "cause"]);
-
-/**
- * Error's stack hooks stay writable: V8 and source-map support read `Error.prepareStackTrace` and
- * `Error.stackTraceLimit`, and Node sets the limit around internal errors. Neither can change a verdict.
- */
-const ERROR_HOOKS = new Set<PropertyKey>(["prepareStackTrace", "stackTraceLimit", "captureStackTrace"]);
-
-/** Objects the language creates but no global names: found through the values that have them. */
-function hiddenIntrinsics(): unknown[] {
-  const proto = Object.getPrototypeOf;
-  async function* asyncGen() {}
-  function* gen() {}
-  return [
-    proto(Uint8Array), // %TypedArray%
-    proto([][Symbol.iterator]()),
-    proto(proto([][Symbol.iterator]())), // %IteratorPrototype%
-    proto(new Map()[Symbol.iterator]()),
-    proto(new Set()[Symbol.iterator]()),
-    proto(""[Symbol.iterator]()),
-    proto(/x/[Symbol.matchAll]("")),
-    proto(gen),
-    proto(gen()),
-    proto(asyncGen),
-    proto(asyncGen()),
-    proto(proto(proto(asyncGen()))), // %AsyncIteratorPrototype%
-    proto(async () => {}),
-  ];
-}
-
-/** Freezes `value`, everything it holds and its prototype chain (what SES calls harden). */
-export function harden(value: unknown, seen = new Set<unknown>()): void {
-  if ((typeof value !== "object" && typeof value !== "function") || value === null || seen.has(value)) return;
-  seen.add(value);
-  const isErrorCtor = value === Error;
-  for (const key of Reflect.ownKeys(value)) {
-    const d = Object.getOwnPropertyDescriptor(value, key)!;
-    if (isErrorCtor && ERROR_HOOKS.has(key)) continue;
-    if ("value" in d) harden(d.value, seen);
-    else {
-      harden(d.get, seen);
-      harden(d.set, seen);
-    }
-  }
-  if (isErrorCtor) {
-    // frozen but for the stack hooks: every other property fixed, no new one can be added but those
-    for (const key of Reflect.ownKeys(value)) {
-      if (ERROR_HOOKS.has(key)) continue;
-      const d = Object.getOwnPropertyDescriptor(value, key)!;
-      Object.defineProperty(value, key, "value" in d ? { writable: false, configurable: false } : { configurable: false });
-    }
-  } else {
-    Object.freeze(value);
-  }
-  harden(Object.getPrototypeOf(value), seen);
-}
 
 /** Turns the overridable data properties of a prototype into accessors that assign on the receiver. */
 function enableOverrides(proto: object): void {
@@ -172,3 +104,24 @@ function hardenPlain(value: unknown, seen: Set<unknown>): void {
     }
   }
 }
+
+/**
+ * The addon as a worker holds it, after sealWorker: the exports that compute a reference removed (the
+ * reference is the judge's, from its own addon instance; gradients/reference.ts kept its kernels), every
+ * other export, class and prototype frozen, and `process.dlopen` refused, so that a subject can neither
+ * recompute its cell's reference through a second instance of the addon nor rewrite what the next
+ * subject in this worker calls. `process` takes no new property: ranks cannot meet through it.
+ */
+export function sealAddon(addon: object, referenceExports: readonly string[]): void {
+  for (const name of referenceExports) delete (addon as Record<string, unknown>)[name];
+  hardenHandedOut(addon);
+  Object.defineProperty(process, "dlopen", {
+    value: () => {
+      throw new Error("process.dlopen: loading native code is refused in a subject's worker");
+    },
+    writable: false,
+    configurable: false,
+  });
+  Object.preventExtensions(process);
+}
+

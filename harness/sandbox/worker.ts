@@ -23,7 +23,8 @@ import type { JobHandlers, JobTools } from "../execute/job.ts";
 import { watchSubject } from "../util/watch.ts";
 import { installJudge, startJudgeThread } from "../judge/client.ts";
 import type { Job, SubjectInfo, WorkerMessage } from "./pool.ts";
-import { sealWorker } from "./seal.ts";
+import { sealAddon, sealWorker } from "./seal.ts";
+import { native, REFERENCE_EXPORTS } from "../backend/native.ts";
 import { harnessModules } from "./harness-modules.ts";
 import { describeThrown, withoutRankQuery } from "../util/thrown.ts";
 import { handles, leftRunning } from "./left-running.ts";
@@ -135,6 +136,7 @@ watchSubject((on) => index.running(on));
 // The judge's thread starts before any subject code loads: cells are judged there, out of this realm.
 installJudge(startJudgeThread());
 sealWorker(await harnessModules());
+sealAddon(native(), REFERENCE_EXPORTS);
 
 port.on("message", (m: { type: "run"; job: Job }) => {
   if (m.type === "run") void run(m.job);

@@ -33,7 +33,12 @@ function rankOf(parentURL) {
  * in a thread of its own), so the rule reads the importing module: one of a rank's instance of a subject
  * module (the rank query below), which every module of a subject's own files is.
  */
-const JUDGE_ONLY = [join(ROOT, "harness", "gradients", "reference.ts"), join(ROOT, "harness", "judge", "judge.ts"), join(ROOT, "harness", "judge", "judge-worker.ts")];
+const JUDGE_ONLY = [
+  join(ROOT, "harness", "gradients", "reference.ts"),
+  join(ROOT, "harness", "judge", "judge.ts"),
+  join(ROOT, "harness", "judge", "judge-worker.ts"),
+  join(ROOT, "harness", "backend", "native.ts"), // it holds the reference's kernels
+];
 
 export async function resolve(specifier, context, next) {
   const resolved = await resolveOwn(specifier, context, next);

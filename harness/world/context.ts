@@ -7,6 +7,7 @@ import type { Backend } from "../backend/backend.ts";
 import type { ValidLayout } from "../layout/layout.ts";
 import { coordsOf, denseMesh, groupRanks, makeGroup, sparseMesh, SPARSE_ONLY_AXES, type AxisName, type Group, type Mesh, type MeshName } from "../layout/mesh.ts";
 import type { World } from "./world.ts";
+import { hardenHandedOut } from "../util/harden.ts";
 
 
 export interface Meshes {
@@ -82,7 +83,7 @@ export function tieGroup(plan: readonly (readonly LocalParam[])[], meshes: Meshe
 
 /** What a subject's clip is called with: the rank's copies, also split into logical copies and tied replicas. */
 export function clipArgs(params: readonly ParamView[], opts: Pick<ClipArgs, "maxNorm" | "normType" | "errorIfNonfinite">): ClipArgs {
-  return { params, logical: params.filter((v) => v.canonical), replicas: params.filter((v) => !v.canonical), ...opts };
+  return hardenHandedOut({ params, logical: params.filter((v) => v.canonical), replicas: params.filter((v) => !v.canonical), ...opts });
 }
 
 export function rankContext(
@@ -102,16 +103,17 @@ export function rankContext(
   function allReduce(group: Group, value: number | Exact, op: ReduceOp): Promise<number | Exact> {
     return world.allReduce(rank, group, value, op);
   }
-  return {
+  // frozen before the subject sees it: a subject can rewrite nothing in it that another rank or the harness reads
+  return hardenHandedOut({
     rank,
     world: world.size,
     layout,
     coords,
     group: (...axes: AxisName[]) => {
       const sparse = axes.some((a) => (SPARSE_ONLY_AXES as readonly AxisName[]).includes(a));
-      return makeGroup(groupRanks(sparse ? meshes.sparse : meshes.dense, rank, axes));
+      return world.own(makeGroup(groupRanks(sparse ? meshes.sparse : meshes.dense, rank, axes)));
     },
-    groupOf: (mesh, axes) => reductionGroup(meshes, rank, mesh, axes),
+    groupOf: (mesh, axes) => world.own(reductionGroup(meshes, rank, mesh, axes)),
     allReduce,
     allGather: (group: Group, t: Tensor, dim: number) => world.allGather(rank, group, t, dim),
     broadcast: (group, value, src) => world.broadcast(rank, group, value, src),
@@ -120,8 +122,8 @@ export function rankContext(
     broadcastTensor: (group, t, src) => world.broadcastTensor(rank, group, t, src),
     tieGroupOf: (p) => {
       if (!plan) throw new Error("tieGroupOf: this world was built without the plan of its ranks");
-      return tieGroup(plan, meshes, rank, p);
+      return world.own(tieGroup(plan, meshes, rank, p));
     },
     ops: backend.opsFor(rank),
-  };
+  } satisfies RankContext);
 }

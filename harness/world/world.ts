@@ -9,6 +9,7 @@
  * call; a wall-clock limit catches subjects that wait on something else entirely.
  */
 import { subjectRunning } from "../util/watch.ts";
+import { hardenHandedOut } from "../util/harden.ts";
 import type { CollectiveKind, CommRecord, Exact, ReduceOp, Tensor } from "../subject/api.ts";
 import type { Group } from "../layout/mesh.ts";
 import { DTYPE_BYTES, type Backend } from "../backend/backend.ts";
@@ -85,6 +86,8 @@ export class World {
   private readonly reached: Set<number>[];
   /** Wall time spent completing collectives (reductions, gathers), for the cell's profile. */
   collectiveMs = 0;
+  /** The groups this world made (`own`), by key: a collective takes only these, never an object a subject built. */
+  private readonly groups = new Map<string, Group>();
 
   constructor(
     readonly size: number,
@@ -93,6 +96,16 @@ export class World {
     this.states = Array.from({ length: size }, () => ({ state: "running" }) as RankState);
     this.comm = Array.from({ length: size }, emptyComm);
     this.reached = Array.from({ length: size }, (_, r) => new Set([r]));
+  }
+
+  /**
+   * The world's own, frozen instance of a group (one per set of ranks): what the rank context hands a
+   * subject, and the only kind of object its collectives accept.
+   */
+  own(group: Group): Group {
+    let g = this.groups.get(group.key);
+    if (!g) this.groups.set(group.key, (g = hardenHandedOut({ key: group.key, ranks: [...group.ranks] })));
+    return g;
   }
 
   /** Per rank, the ranks whose data reached it through collectives, ascending. */
@@ -225,6 +238,9 @@ export class World {
     complete: (arrivals: Arrival[]) => unknown[],
   ): Promise<unknown> {
     if (this.failure) return Promise.reject(new LivenessError(this.failure));
+    if (typeof group !== "object" || group === null || this.groups.get(group.key) !== group) {
+      return Promise.reject(new Error(`rank ${rank} called ${kind} on a group the world did not make (${describeGroup(group)}): take groups from rank.group, rank.groupOf or rank.tieGroupOf`));
+    }
     if (!group.ranks.includes(rank)) {
       return Promise.reject(new Error(`rank ${rank} called ${kind} on group [${group.ranks.join(",")}], which it is not a member of`));
     }
@@ -266,8 +282,8 @@ export class World {
         } finally {
           this.collectiveMs += performance.now() - t0;
         }
-        // a broadcast spreads its source's data only (its completion does that)
-        if (kind !== "broadcast") this.spread(arrivals.map((a) => a.rank), null);
+        // a broadcast spreads its source's data only (its completion does that); a barrier carries none
+        if (kind !== "broadcast" && kind !== "barrier") this.spread(arrivals.map((a) => a.rank), null);
         arrivals.forEach((a, i) => {
           this.states[a.rank] = { state: "running" };
           a.resolve(results[i]);
@@ -326,4 +342,10 @@ export class World {
     // Ranks blocked in a mismatched slot that was already removed are rejected too.
     for (const s of this.states) if (s.state === "blocked") for (const a of s.slot.arrivals.values()) a.reject(err);
   }
+}
+
+/** A group argument as an error names it: its ranks when it has them, else what it was. */
+function describeGroup(group: unknown): string {
+  const ranks = (group as { ranks?: unknown } | null)?.ranks;
+  return Array.isArray(ranks) ? `ranks [${ranks.join(",")}]` : group === null ? "null" : typeof group;
 }

@@ -5,7 +5,9 @@
  * reference cache, an addon prototype that verifies nothing, a TypeScript subject claiming the PyTorch
  * adapter's self-reported hook, a manifest and a regime mutated in the worker, a norm computed from the
  * generator with no collective at all; and a training whose tied copies train apart, with the addon's tensor comparison
- * made to find nothing in the subject's thread (train.parity passed it).
+ * made to find nothing in the subject's thread (train.parity passed it). Since issue 55 the worker hands a
+ * subject nothing it can rewrite (the addon's exports and prototypes are frozen, its reference kernels taken
+ * off): the prototype patches are refused when the module loads, and the oracle finds no exactFull.
  */
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -45,9 +47,8 @@ async function run(subjects: string[], cases: object[], extra: string[] = []) {
 
 describe("the judge's realm: a subject's thread cannot change the verdict", () => {
   it.each([
-    ["patches-store.js", /parity\.tensors: rank \d, [\w.]+, element \d+: got .* expected/],
     ["mutates-manifest.js", /rank \d raised .*both refused: Cannot assign to read only property 'mode'.*; Cannot assign to read only property 'length'/],
-    ["no-collective-oracle.js", /comm\.reach: rank \d returned a norm \([\d.]+\), but the collectives it completed joined it only to ranks \[\d\], which hold [\d,]+ of the [\d,]+ elements of [\w.]+/],
+    ["no-collective-oracle.js", /errors\.raised: rank \d raised .*: native\.exactFull is not a function/],
   ])("%s fails its own cell; bucketed after it in the same worker passes", { timeout: 180_000 }, async (file, message) => {
     const r = await run([S(file), "bucketed"], [FSDP], ["--jobs", "1"]);
     expect(r.cells.length, r.stdout + r.stderr).toBe(2);
@@ -60,6 +61,7 @@ describe("the judge's realm: a subject's thread cannot change the verdict", () =
   it.each([
     ["poisons-reference.js", /could not be loaded: clip-parity\/harness\/gradients\/reference\.ts: harness\/gradients\/reference\.ts is the judge's code \(the reference a cell is judged against\); a subject module may not import it/],
     ["external-hook.js", /field "external" is reserved for the registered PyTorch adapter/],
+    ["patches-store.js", /could not be loaded: TypeError: Cannot assign to read only property 'verifyScaled' of object/],
   ])("%s is refused before any cell runs: one line, exit 2", { timeout: 120_000 }, async (file, message) => {
     const r = await run([S(file), "bucketed"], [FSDP]);
     expect(r.code, r.stdout + r.stderr).toBe(2);
@@ -69,9 +71,27 @@ describe("the judge's realm: a subject's thread cannot change the verdict", () =
 });
 
 describe("train.parity and resume.equal compare states in the judge's realm", () => {
-  it("patches-compare.js (init-unsynced, with the addon's compare made to find nothing) fails train.parity at step 0", { timeout: 120_000 }, async () => {
+  it("patches-compare.js (init-unsynced, with the addon's compare made to find nothing) is refused when it loads: the addon is frozen", { timeout: 120_000 }, async () => {
     const r = await cli(["train", "--subject", S("patches-compare.js"), "--layouts", "pp2,dp_shard2,ep2", "pp4", "--model", "deepseek-v3-debug", "--steps", "2", "--timeout-s", "20"]);
+    expect(r.code, r.stdout + r.stderr).toBe(2);
+    expect(r.stderr).toMatch(/could not be loaded: TypeError: Cannot assign to read only property 'compare' of object/);
+  });
+
+  it("init-unsynced itself still fails train.parity at step 0, judged in the judge's realm", { timeout: 120_000 }, async () => {
+    const r = await cli(["train", "--subject", "init-unsynced", "--layouts", "pp2,dp_shard2,ep2", "pp4", "--model", "deepseek-v3-debug", "--steps", "2", "--timeout-s", "20"]);
     expect(r.code, r.stdout + r.stderr).toBe(1);
     expect(r.stdout).toMatch(/fail train\.parity: step 0 \(the initial state, after the sync of tied copies\): in pp2,dp_shard2,ep2, tied copies differ: rank 2 replica mtp\.0\.embed_tokens\.weight param: element 0/);
   });
 });
+
+describe("what the worker hands a subject is frozen (issue 55)", () => {
+  it("walks-reachable.js finds nothing writable from its rank context, its arguments, its groups or the addon's exports, and no reference kernel", { timeout: 120_000 }, async () => {
+    // the subject throws on rank 0 with every writable property and extensible object it reached (it checks
+    // first that its walk sees an object of its own as writable): a pass is the walk coming back empty
+    const r = await run([S("walks-reachable.js")], [FSDP, { ...FSDP, layout: "pp2,tp2", model: "deepseek-v3-debug" }]);
+    expect(r.cells.length, r.stdout + r.stderr).toBe(2);
+    expect(r.failing(S("walks-reachable.js")), r.stdout + r.stderr).toBe("");
+    expect(r.code, r.stdout + r.stderr).toBe(0);
+  });
+});
+

@@ -601,7 +601,8 @@ describe("registry", () => {
     ]);
     for (const [name, s] of Object.entries(BUILTIN_SUBJECTS)) {
       expect(s.name).toBe(name);
-      expect(validateSubject(s, name)).toBe(s);
+      const record = validateSubject(s, name);
+      expect([record.name, record.tolerance, record.catchBy, record.shape]).toEqual([s.name, s.tolerance, s.catchBy, s.shape]);
     }
     expect(BUILTIN_SUBJECTS.reference.tolerance).toBe("exact");
     expect(BUILTIN_SUBJECTS.exact.tolerance).toBe("exact");
@@ -643,6 +644,29 @@ describe("registry", () => {
     const ok = validateSubject({ name: "x", clip }, where);
     expect(ok.name).toBe("x");
     expect(ok.description).toBe("");
+  });
+
+  it("reads a subject once into a frozen record: a field that is a getter is refused (issue 55)", async () => {
+    const where = "subject module ./x.ts";
+    let reads = 0;
+    // undefined when the registry checks it, a function when the cell would call it
+    const sly = { name: "sly", clip: async () => 0, get external() {
+      return reads++ === 0 ? undefined : async () => ({});
+    } };
+    expect(() => validateSubject(sly, where)).toThrow(/x\.ts: field "external" is a getter; a subject's fields must be plain values \(each is read once\)/);
+    const catchBy = ["parity.norm"];
+    const r = validateSubject({ name: "x", clip: async () => 0, catchBy }, where);
+    catchBy.push("comm.budget");
+    expect(r.catchBy).toEqual(["parity.norm"]);
+    expect(Object.isFrozen(r) && Object.isFrozen(r.catchBy)).toBe(true);
+    class Clipper {
+      name = "cls";
+      scale = 3;
+      async clip() {
+        return this.scale;
+      }
+    }
+    await expect(validateSubject(new Clipper(), where).clip({} as never, {} as never)).resolves.toBe(3);
   });
 
   describe("user modules", () => {
