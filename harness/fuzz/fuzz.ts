@@ -18,12 +18,15 @@ import fc from "fast-check";
 import type { Subject } from "../subject/api.ts";
 import { validateLayout } from "../layout/layout.ts";
 import { runCell } from "../execute/cell.ts";
-import { reproCommand } from "../cell/cell.ts";
+import { reproCommand, type Cell } from "../cell/cell.ts";
 import { caseArb } from "./arbitraries.ts";
 import { caseToFile, checkOptimizerCase, describeCase, type FuzzCase, type Violation } from "./case.ts";
 import { minimize } from "./minimize.ts";
 import { runAnyCase } from "./run.ts";
-import { runOneJob } from "../sandbox/pool.ts";
+import { WorkerPool } from "../sandbox/pool.ts";
+import { subjectInfo } from "../sandbox/isolated.ts";
+import { CELL_JOB, type CellJobInput } from "../execute/cell-job.ts";
+import type { CellResult } from "../results/types.ts";
 import { jobKind, type JobHandlers, type JobTools } from "../execute/job.ts";
 import { envValue } from "../util/env.ts";
 
@@ -84,18 +87,47 @@ export interface PropertyOptions {
   subjectSpec?: string;
 }
 
+/**
+ * Where the cases of a search run, apart from the search itself: the property, fast-check's shrinking, the
+ * second minimisation and the verdict run in the caller's thread, never beside the subject. `inThread`
+ * runs a Subject object here (the suites' own subjects); `clip-parity fuzz` runs each case as a job of a
+ * worker (fuzzIsolated), where the subject's code is sealed off.
+ */
+export interface FuzzTarget {
+  name: string;
+  shape?: Subject["shape"];
+  /** A case's violations: its cell (or training run) judged as every cell is. */
+  violations(c: FuzzCase, repro: string): Promise<Violation[]>;
+  /** The checks that fail on `cell`, a built-in model's cell with the same layout, dtype, norm, regime and seed. */
+  failedChecks(cell: Cell): Promise<string[]>;
+}
+
+/** A Subject object as a target: its cases run in this thread. */
+export function inThread(subject: Subject): FuzzTarget {
+  return {
+    name: subject.name,
+    shape: subject.shape,
+    violations: async (c, repro) => (await runAnyCase(c, subject, { repro })).violations,
+    failedChecks: async (cell) => (await runCell(cell, { subject, timeoutMs: 20_000 })).checks.filter((x) => x.status === "fail").map((x) => x.id),
+  };
+}
+
+const targetOf = (s: Subject | FuzzTarget): FuzzTarget => ("violations" in s ? s : inThread(s));
+
 /** The predicate: resolves when the case holds every judged property, throws FuzzViolation otherwise. */
-export function fuzzPredicate(subject: Subject, options: PropertyOptions = {}): (c: FuzzCase) => Promise<void> {
+export function fuzzPredicate(subject: Subject | FuzzTarget, options: PropertyOptions = {}): (c: FuzzCase) => Promise<void> {
+  const target = targetOf(subject);
   return async (c) => {
     options.onRun?.();
-    const { violations } = await runAnyCase(c, subject, { repro: replayCommand(replayPath(c, options.outDir)) });
+    const violations = await target.violations(c, replayCommand(replayPath(c, options.outDir)));
     const judged = options.targets ? violations.filter((v) => options.targets!.includes(v.id)) : violations;
     if (judged.length) throw new FuzzViolation(c, judged);
   };
 }
 
-export function fuzzProperty(subject: Subject, options: PropertyOptions = {}): fc.IAsyncProperty<[FuzzCase]> {
-  return fc.asyncProperty(caseArb({ subject: options.subjectSpec ?? subject.name, shape: subject.shape }), fuzzPredicate(subject, options));
+export function fuzzProperty(subject: Subject | FuzzTarget, options: PropertyOptions = {}): fc.IAsyncProperty<[FuzzCase]> {
+  const target = targetOf(subject);
+  return fc.asyncProperty(caseArb({ subject: options.subjectSpec ?? target.name, shape: target.shape }), fuzzPredicate(target, options));
 }
 
 export interface Counterexample {
@@ -111,15 +143,14 @@ export interface Counterexample {
  * The same layout, dtype, norm, regime and seed on each built-in debug model: where one of the
  * violated checks fails there too, the failure is expressible as a plain `clip-parity cell` line.
  */
-async function onBuiltinModels(c: FuzzCase, subject: Subject, violations: Violation[]): Promise<string[]> {
+async function onBuiltinModels(c: FuzzCase, target: FuzzTarget, violations: Violation[]): Promise<string[]> {
   if (c.steps !== undefined) return []; // a training case: its replay file is the way to rerun it
   const ids = new Set(violations.map((v) => v.id));
   const out: string[] = [];
   for (const model of BUILTIN_MODELS) {
     const cell = { subject: c.subject, layout: validateLayout(c.layout), model, dtype: c.dtype, normType: c.normType, regime: c.regime, seed: c.seed, ...(c.errorIfNonfinite !== undefined ? { errorIfNonfinite: c.errorIfNonfinite } : {}) };
     try {
-      const r = await runCell(cell, { subject, timeoutMs: 20_000 });
-      if (r.checks.some((x) => x.status === "fail" && ids.has(x.id))) out.push(reproCommand(cell, "cpu"));
+      if ((await target.failedChecks(cell)).some((id) => ids.has(id))) out.push(reproCommand(cell, "cpu"));
     } catch {
       // not expressible there (e.g. a layout the model cannot take): the replay file still is
     }
@@ -130,9 +161,10 @@ async function onBuiltinModels(c: FuzzCase, subject: Subject, violations: Violat
 /** Writes the replay file of a failing run and builds the message every front end prints. */
 export async function explainFailure(
   details: fc.RunDetails<[FuzzCase]>,
-  subject: Subject,
+  subject: Subject | FuzzTarget,
   options: PropertyOptions & { runsFlag?: string } = {},
 ): Promise<Counterexample> {
+  const target = targetOf(subject);
   const shrunk = details.counterexample![0];
   const error = details.errorInstance;
   const first = violationsOf(error);
@@ -140,22 +172,22 @@ export async function explainFailure(
   const ids0 = new Set(first.map((v) => v.id));
   const judge = async (x: FuzzCase): Promise<Violation[]> => {
     try {
-      await fuzzPredicate(subject, { targets: options.targets, outDir: options.outDir })(x);
+      await fuzzPredicate(target, { targets: options.targets, outDir: options.outDir })(x);
       return [];
     } catch (e) {
       return violationsOf(e).filter((v) => ids0.has(v.id));
     }
   };
-  const accept = subject.shape === "optimizer" ? checkOptimizerCase : undefined;
+  const accept = target.shape === "optimizer" ? checkOptimizerCase : undefined;
   const min = await minimize(shrunk, async (x) => (await judge(x)).length > 0, undefined, accept);
   const c = min.fuzzCase;
   const violations = min.kept ? await judge(c) : first;
   const path = replayPath(c, options.outDir);
   const ids = [...new Set(violations.map((v) => v.id))];
-  writeFileAtomic(path, caseToFile(c, `fuzz counterexample: ${subject.name} fails ${ids.join(", ")}; found from seed ${details.seed} (fast-check path ${details.counterexamplePath}), then minimised`));
-  const builtin = await onBuiltinModels(c, subject, violations);
+  writeFileAtomic(path, caseToFile(c, `fuzz counterexample: ${target.name} fails ${ids.join(", ")}; found from seed ${details.seed} (fast-check path ${details.counterexamplePath}), then minimised`));
+  const builtin = await onBuiltinModels(c, target, violations);
   const lines = [
-    `fuzz: ${subject.name} fails ${ids.join(", ")} after ${details.numRuns} run(s), shrunk ${details.numShrinks} time(s) by fast-check ` +
+    `fuzz: ${target.name} fails ${ids.join(", ")} after ${details.numRuns} run(s), shrunk ${details.numShrinks} time(s) by fast-check ` +
       `and ${min.kept} more step(s) of ${min.tried} tried on the case`,
     `  seed ${details.seed}, path ${details.counterexamplePath}`,
     `  counterexample: ${describeCase(c)}`,
@@ -163,7 +195,7 @@ export async function explainFailure(
     `  replay file: ${shownPath(path)}`,
     `  replay:      ${replayCommand(path)}`,
     `               npm run fuzz -- --replay ${shellQuote(shownPath(path))}`,
-    `  search again: ${commandLine("npm run fuzz --", ["--subject", options.subjectSpec ?? subject.name, "--seed", details.seed])}${options.runsFlag ?? ""}`,
+    `  search again: ${commandLine("npm run fuzz --", ["--subject", options.subjectSpec ?? target.name, "--seed", details.seed])}${options.runsFlag ?? ""}`,
     ...builtin.map((b, i) => `  ${i === 0 ? "on a built-in model:" : "                    "} ${b}`),
   ];
   return { fuzzCase: c, violations, path, builtin, message: lines.join("\n") };
@@ -214,26 +246,27 @@ export interface FuzzRun {
   ms: number;
 }
 
-/** Runs a subject's property (fc.check): for the CLI and the self-test. */
-export async function fuzzSubject(subject: Subject, p: FuzzParams): Promise<FuzzRun> {
+/** Runs a subject's property (fc.check) and explains a failure: for the CLI (a worker target) and the suites. */
+export async function fuzzSubject(subject: Subject | FuzzTarget, p: FuzzParams, abandoned: () => boolean = () => false): Promise<FuzzRun> {
   const started = performance.now();
   const details = await fc.check(fuzzProperty(subject, { targets: p.targets, outDir: p.outDir, onRun: p.onRun, subjectSpec: p.subjectSpec }), {
     seed: p.seed,
     numRuns: p.numRuns,
   });
   const ms = performance.now() - started;
-  if (!details.failed) return { details, ms };
+  // a search its target abandoned (a case's worker died) has no counterexample to explain or write
+  if (!details.failed || abandoned()) return { details, ms };
   const counterexample = await explainFailure(details, subject, { outDir: p.outDir, targets: p.targets, runsFlag: ` --runs ${p.numRuns}`, subjectSpec: p.subjectSpec });
   return { details, counterexample, ms };
 }
 
-/** A fuzz run as a worker job (`clip-parity fuzz`): the subject by name, the parameters as plain data. */
+/** A fuzz run of `clip-parity fuzz`: the subject by name, the parameters as plain data. */
 export interface FuzzJobInput {
   subject: string;
   params: Omit<FuzzParams, "onRun">;
 }
 
-/** What a fuzz job hands back across the thread: the run's figures and its counterexample, if any. */
+/** What a fuzz run hands back: the run's figures and its counterexample, if any. */
 export interface FuzzJobResult {
   numRuns: number;
   numShrinks: number;
@@ -241,27 +274,49 @@ export interface FuzzJobResult {
   counterexample?: Counterexample;
 }
 
-/** Runs in the worker (worker.ts): the whole search, with the subject's instances loaded there. */
-export async function fuzzJob(input: FuzzJobInput, subject: Subject): Promise<FuzzJobResult> {
-  const r = await fuzzSubject(subject, input.params);
-  return { numRuns: r.details.numRuns, numShrinks: r.details.numShrinks, ms: r.ms, ...(r.counterexample ? { counterexample: r.counterexample } : {}) };
-}
-
 export const jobs = {
-  fuzz: async (input: FuzzJobInput, tools: JobTools) => fuzzJob(input, await tools.subjectFor(input.subject)),
+  /** One case in the subject's worker: its violations, judged as every cell is. */
+  case: async (input: { fuzzCase: FuzzCase; repro: string }, tools: JobTools) =>
+    (await runAnyCase(input.fuzzCase, await tools.subjectFor(input.fuzzCase.subject), { repro: input.repro })).violations,
 } satisfies JobHandlers;
 
-const FUZZ_JOB = jobKind("fuzz", import.meta.url);
+const CASE_JOB = jobKind("case", import.meta.url);
 
-/** A case may take its clip's limit; shrinking reruns cases: the deadline of a whole search. */
+/** A case may take its clip's limit, its loading and the harness's work. */
 const PER_CASE_DEADLINE_MS = 40_000;
 
+/** A case whose worker died, hung or left work running: the search ends with it. */
+class IsolationFault extends Error {}
+
 /**
- * Runs a subject's fuzz search in a worker of the pool, like every cell: a subject that exits, hangs
- * or exhausts its heap ends the search with that fault, and cannot end or hang `clip-parity fuzz`.
+ * `clip-parity fuzz`: the search (fast-check, shrinking, the verdict) runs in this thread, each case in
+ * a worker of the pool like every cell, so a subject that exits, hangs or exhausts its heap ends the
+ * search with that fault, and no subject runs beside fast-check or the predicate (it could patch them).
  */
 export async function fuzzIsolated(input: FuzzJobInput, options: { heapMb?: number } = {}): Promise<{ result?: FuzzJobResult; fault: string | null }> {
-  const deadlineMs = Math.max(600_000, input.params.numRuns * PER_CASE_DEADLINE_MS);
-  const o = await runOneJob({ index: 0, kind: FUZZ_JOB.name, module: FUZZ_JOB.module, input, deadlineMs }, { heapMb: options.heapMb, timeoutMs: 20_000 });
-  return { result: o.result as FuzzJobResult | undefined, fault: o.fault };
+  const info = await subjectInfo(input.subject);
+  const pool = new WorkerPool({ workers: 1, timeoutMs: 20_000, heapMb: options.heapMb });
+  let fault: string | null = null;
+  const submit = async (kind: { name: string; module: string }, jobInput: unknown): Promise<unknown> => {
+    if (fault !== null) throw new IsolationFault(fault);
+    const o = await pool.submit({ index: 0, kind: kind.name, module: kind.module, input: jobInput, deadlineMs: PER_CASE_DEADLINE_MS });
+    if (o.fault !== null || o.result === undefined) throw new IsolationFault((fault = o.fault ?? "the worker handed back no result"));
+    return o.result;
+  };
+  const target: FuzzTarget = {
+    name: info.name,
+    shape: info.shape as Subject["shape"],
+    violations: async (c, repro) => (await submit(CASE_JOB, { fuzzCase: { ...c, subject: input.subject }, repro })) as Violation[],
+    failedChecks: async (cell) => {
+      const r = (await submit(CELL_JOB, { cell: { ...cell, subject: input.subject }, options: { backend: "cpu", timeoutMs: 20_000 } } satisfies CellJobInput)) as CellResult;
+      return r.checks.filter((x) => x.status === "fail").map((x) => x.id);
+    },
+  };
+  try {
+    const r = await fuzzSubject(target, input.params, () => fault !== null);
+    if (fault !== null) return { fault };
+    return { result: { numRuns: r.details.numRuns, numShrinks: r.details.numShrinks, ms: r.ms, ...(r.counterexample ? { counterexample: r.counterexample } : {}) }, fault: null };
+  } finally {
+    await pool.close();
+  }
 }

@@ -17,6 +17,7 @@ import { maxNormOf, regimeSpec, type Regime } from "../gradients/regimes.ts";
 import { computeReference } from "../gradients/reference.ts";
 import { World } from "../world/world.ts";
 import { clipArgs, meshesOf, rankContext } from "../world/context.ts";
+import { hardenHandedOut } from "../util/harden.ts";
 import { ADAMW, PARAM_INIT, STATE_DTYPE, stageInitSeed } from "./adamw.ts";
 import { gradSpecs } from "../gradients/specs.ts";
 
@@ -180,7 +181,7 @@ export async function afterInit(backend: Backend, s: TrainState, cfg: TrainConfi
   const meshes = meshesOf(s.layout);
   const views = viewsOf(s, false);
   const world = new World(s.world, backend);
-  const run = await world.run((rank) => hook.call(cfg.subject, rankContext(rank, s.layout, meshes, world, backend, s.plan), { params: views[rank] }), {
+  const run = await world.run((rank) => hook.call(cfg.subject, rankContext(rank, s.layout, meshes, world, backend, s.plan), hardenHandedOut({ params: views[rank]! })), {
     timeoutMs: cfg.timeoutMs,
   });
   if (run.liveness) throw new TrainingError(0, `afterInit did not complete: ${run.liveness}`);

@@ -93,5 +93,12 @@ describe("what the worker hands a subject is frozen (issue 55)", () => {
     expect(r.failing(S("walks-reachable.js")), r.stdout + r.stderr).toBe("");
     expect(r.code, r.stdout + r.stderr).toBe(0);
   });
-});
 
+  it("patches-fast-check.js (hf-replicate, with fast-check's properties made to pass in its thread) fails clip-parity fuzz: the search runs outside its worker", { timeout: 180_000 }, async () => {
+    const out = mkdtempSync(join(tmpdir(), "cp-fuzz-patch-"));
+    const r = await cli(["fuzz", "--subject", S("patches-fast-check.js"), "--runs", "50", "--out", out, "--quiet"]);
+    expect(r.code, r.stdout + r.stderr).toBe(1);
+    expect(r.stdout).toMatch(/^FAIL fuzz: patches-fast-check fails parity\./m);
+    expect(r.stdout).toMatch(/0 of 1 subjects passed/);
+  });
+});
