@@ -215,6 +215,9 @@ for (let round = 0; round < rounds; round++) {
 
 const bwRounds = perRound.readPass.map((ms) => bwBytes / (ms / 1e3));
 const bw = median(bwRounds);
+// which kernels ran: the ratios differ by SIMD path (CLIP_PARITY_SIMD=avx2 measures the AVX2 one on an AVX-512 CPU)
+const simdCap = process.env.CLIP_PARITY_SIMD;
+console.log(`SIMD path: ${native.simdPath()}${simdCap ? ` (capped by CLIP_PARITY_SIMD=${simdCap})` : ""}; CPU ${cpus()[0]?.model ?? "unknown"}`);
 console.log(
   `read bandwidth (readPass over ${bwMiB} MiB, LLC ${(llcBytes() / 1024 ** 2).toFixed(0)} MiB): ${(bw / 1e9).toFixed(1)} GB/s ` +
     `(rounds ${bwRounds.map((x) => (x / 1e9).toFixed(1)).join(", ")})`,

@@ -842,4 +842,5 @@ module.exports.exactFull = nativeBinding.exactFull
 module.exports.fnv1a64 = nativeBinding.fnv1a64
 module.exports.genValues = nativeBinding.genValues
 module.exports.maxAbsFull = nativeBinding.maxAbsFull
+module.exports.simdPath = nativeBinding.simdPath
 module.exports.splitmix64 = nativeBinding.splitmix64

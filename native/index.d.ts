@@ -215,4 +215,10 @@ export interface SafetensorsInfo {
   shape: Array<number>
 }
 
+/**
+ * The SIMD path the host kernels take in this process: `avx512`, `avx2` or `portable` (the best the
+ * CPU has, capped by CLIP_PARITY_SIMD). Benchmarks and CI logs print it beside their figures.
+ */
+export declare function simdPath(): string
+
 export declare function splitmix64(x: bigint): bigint

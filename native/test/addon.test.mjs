@@ -292,3 +292,14 @@ test("a store shared with another thread: the same tensors and ledgers, opened o
   s.free(id);
   assert.equal(s.liveBytes(1), 0);
 });
+
+test("simdPath names the kernels' SIMD path; CLIP_PARITY_SIMD caps it, never raises it", async () => {
+  const { execFileSync } = await import("node:child_process");
+  const PATHS = ["portable", "avx2", "avx512"];
+  const best = n.simdPath();
+  assert.ok(PATHS.includes(best), best);
+  const under = (cap) =>
+    execFileSync(process.execPath, ["-e", `process.stdout.write(require(${JSON.stringify(require.resolve("../index.cjs"))}).simdPath())`], { env: { ...process.env, CLIP_PARITY_SIMD: cap }, encoding: "utf8" });
+  assert.equal(under("portable"), "portable");
+  for (const cap of PATHS) assert.equal(under(cap), PATHS[Math.min(PATHS.indexOf(cap), PATHS.indexOf(best))], cap);
+});

@@ -568,6 +568,13 @@ pub fn max_abs_full(#[napi(ts_arg_type = "GenSpec")] gen: Unknown<'_>, numel: f6
     })
 }
 
+/// The SIMD path the host kernels take in this process: `avx512`, `avx2` or `portable` (the best the
+/// CPU has, capped by CLIP_PARITY_SIMD). Benchmarks and CI logs print it beside their figures.
+#[napi]
+pub fn simd_path() -> String {
+    clip_parity_core::path::KernelPath::detect().name().to_string()
+}
+
 /// Whether the cuda backend can be used here: a CUDA driver (libcuda, looked for before any CUDA
 /// call), a device, and NVRTC or the shipped PTX for the kernels. Never throws; compiles nothing.
 #[napi]
