@@ -19,17 +19,17 @@ import { writeFileAtomic } from "../../util/fs.ts";
 import { formatLayout, parseLayout, validateLayout, worldSize, type ValidLayout } from "../../layout/layout.ts";
 import { getModel, MODEL_NAMES } from "../../model/models.ts";
 import { placementsFor, planWorld, stageOfParam } from "../../model/plan.ts";
-import { computeReference } from "../../gradients/reference.ts";
+import { computeReference, type Reference } from "../../gradients/reference.ts";
 import { lowPrecisionDtype, normTolerance } from "../../checks/types.ts";
 import { CHECK_IDS } from "../../checks/index.ts";
-import { ALL_REGIMES, maxNormOf, regimeSpec, type Regime } from "../../gradients/regimes.ts";
+import { ALL_REGIMES, maxNormOf, regimeSpec, type Regime, type RegimeSpec } from "../../gradients/regimes.ts";
 import type { LogicalParam, ModelManifest } from "../../model/manifest.ts";
 import { causeText, causesOf, COLLECTIVE_TIMEOUT_RE, messageHead } from "../causes.ts";
 import type { FrameworksData } from "../frameworks-run.ts";
 import { applicability, outsideConfigurations } from "./frameworks.ts";
 import { meshesOf } from "../../world/context.ts";
 import { neededGroups } from "../../checks/comm-budget.ts";
-import { type DType } from "../../subject/api.ts";
+import { type DType, type ToleranceClass } from "../../subject/api.ts";
 import { clipCoefficient } from "../../numerics/numerics.ts";
 import { runCell } from "../../execute/cell.ts";
 import { cellId, type Cell } from "../../cell/cell.ts";
@@ -647,12 +647,35 @@ function modelCode(model: ModelManifest): string[] {
   return [...defs, ...model_];
 }
 
+/** What the script is built from, worked out once so that its docstring, constants and checks state the same cell. */
+interface CellFacts {
+  id: string;
+  layout: ValidLayout;
+  world: number;
+  model: ModelManifest;
+  regime: RegimeSpec;
+  step: number;
+  reference: Reference;
+  maxNorm: number;
+  errorIfNonfinite: boolean;
+  /** comm.budget's budget per rank, and the words the script gives for it. */
+  commBudgets: number[];
+  commWhy: string;
+  expertsPresent: boolean;
+  seen: Seen | null;
+  /** Why the framework cannot be asked this cell (null: it can). */
+  unsupported: string | null;
+  /** Why the cell lies outside the configurations the framework's trainer builds (null: inside, or no framework). */
+  outside: string | null;
+  /** The script keeps a few parameters with random gradients (ExportData.minimised). */
+  minimal: boolean;
+}
+
 /**
- * Everything the script needs, computed without running anything (the reference is the harness's own). `seen` is
- * clip-parity's run of the cell, if it ran; otherwise the committed docs/frameworks.json record is used when it has
- * the cell.
+ * The cell as the script sees it, refused (InputError) where a script could not state it truthfully. `seen` is
+ * clip-parity's run of the cell, if it ran; otherwise the committed docs/frameworks.json record when it has the cell.
  */
-export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult | null, records?: FrameworksData, full = false, cost = false): ExportData {
+function cellFacts(cell: Cell, subject: TorchSubject, run: CellResult | null, records: FrameworksData | undefined, full: boolean): CellFacts {
   const layout = validateLayout(cell.layout);
   const world = worldSize(layout);
   const model = getModel(cell.model);
@@ -663,6 +686,23 @@ export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult |
   const maxNorm = maxNormOf(cell, reference.totalNorm);
   const errorIfNonfinite = cell.errorIfNonfinite ?? regime.errorIfNonfinite;
   const plan = planWorld(model, layout);
+  refuseUnscriptable(id, model, plan, regime);
+  const { commBudgets, commWhy } = commBudgetsOf(layout, plan);
+  const expertsPresent = plan.some((ps) => ps.some((p) => p.mesh === "sparse"));
+  const seen = run ? seenFromRun(run) : seenFromRecord(cell, subject, records);
+  const unsupported = applicability(subject.convention, { layout, normType: cell.normType, regime: cell.regime, errorIfNonfinite, dtype: cell.dtype });
+  // a configuration the framework's trainer never builds: a failure there is not one its maintainers would take
+  const outside = subject.framework ? outsideConfigurations(subject.framework, { ...cell, errorIfNonfinite }) : null;
+  // Minimised (unless --full): a failure of the layout alone, in a regime of finite gradients, on a configuration
+  // the framework supports: a few parameters with random gradients, no generator, no norm to compare.
+  const minimal = !full && !!seen?.failed.length && seen.failed.every((c) => LAYOUT_ONLY_CHECKS.has(c)) && regime.special === null && !unsupported;
+  return { id, layout, world, model, regime, step, reference, maxNorm, errorIfNonfinite, commBudgets, commWhy, expertsPresent, seen, unsupported, outside, minimal };
+}
+
+type WorldPlan = ReturnType<typeof planWorld>;
+
+/** Refuses the cells a script would state wrongly: Partial gradients, tied copies with partial gradients of their own, replicas placed unlike their canonical copy. */
+function refuseUnscriptable(id: string, model: ModelManifest, plan: WorldPlan, regime: RegimeSpec): void {
   refusePartial(plan.flat(), `export --cell ${id}`);
   if (regime.tiedExp !== undefined && plan.flat().some((p) => !p.canonical)) {
     throw new InputError(`export --cell ${id}: the finalize regime (each tied copy its own partial gradient) is not exported; the script gives every copy the logical gradient`);
@@ -671,104 +711,128 @@ export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult |
     const p = model.params.find((x) => x.name === t.canonical)!;
     for (const r of t.replicas) if (r.tp !== p.tp) throw new Error(`internal: ${r.fqn} has tp style ${r.tp}, its canonical copy ${p.tp}: the script gives a replica its canonical copy's`);
   }
+}
+
+/** comm.budget's budget per rank, so that the script holds the framework to the same number clip-parity does. */
+function commBudgetsOf(layout: ValidLayout, plan: WorldPlan): { commBudgets: number[]; commWhy: string } {
   const meshes = meshesOf(layout);
   // comm.budget's budget for a clip-shaped subject (no tie term) with no Partial gradient (refused above): the
   // check's own groups, + 1 for the PP reduction only where there is a pipeline
   const pp = layout.pp > 1 ? 1 : 0;
   const commBudgets = plan.map((params, rank) => neededGroups(meshes, rank, params).size + pp);
-  const commWhy = `distinct reduction groups${pp ? " + 1 (the PP reduction)" : ""}`;
-  const expertsPresent = plan.some((ps) => ps.some((p) => p.mesh === "sparse"));
-  const seen = run ? seenFromRun(run) : seenFromRecord(cell, subject, records);
-  const convention = subject.convention;
-  const unsupported = applicability(convention, { layout, normType: cell.normType, regime: cell.regime, errorIfNonfinite, dtype: cell.dtype });
-  // a configuration the framework's trainer never builds: a failure there is not one its maintainers would take
-  const outside = subject.framework ? outsideConfigurations(subject.framework, { ...cell, errorIfNonfinite }) : null;
-  // Minimised (unless --full): a failure of the layout alone, in a regime of finite gradients, on a configuration
-  // the framework supports: a few parameters with random gradients, no generator, no norm to compare.
-  const minimal = !full && !!seen?.failed.length && seen.failed.every((c) => LAYOUT_ONLY_CHECKS.has(c)) && regime.special === null && !unsupported;
-  // The checks the script makes (those it implements, in clip-parity's order): what clip-parity saw fail, else all.
+  return { commBudgets, commWhy: `distinct reduction groups${pp ? " + 1 (the PP reduction)" : ""}` };
+}
+
+/**
+ * The checks the script makes (those it implements, in clip-parity's order): what clip-parity saw fail, else all,
+ * less those that cannot fail on this cell, so that a script never reports a check it could not have made.
+ */
+function scriptChecks(f: CellFacts, coef: number): Set<string> {
   // errors.raised always: a raise is what any cell can meet first
-  const checks = new Set(ALL_CHECKS.filter((c) => !seen?.failed.length || (c === "parity.norm" && !minimal) || c === "errors.raised" || seen.failed.includes(c)));
+  const checks = new Set(ALL_CHECKS.filter((c) => !f.seen?.failed.length || (c === "parity.norm" && !f.minimal) || c === "errors.raised" || f.seen.failed.includes(c)));
   // errors.nonfinite can only fail on a non-finite norm with error_if_nonfinite set, scaling.nonempty only when clip_coef < 1.
-  if (errorIfNonfinite && !Number.isFinite(reference.totalNorm)) checks.add("errors.nonfinite");
+  if (f.errorIfNonfinite && !Number.isFinite(f.reference.totalNorm)) checks.add("errors.nonfinite");
   else checks.delete("errors.nonfinite");
-  const coef = clipCoefficient(maxNorm, reference.totalNorm);
   if (!(coef < 1)) checks.delete("scaling.nonempty");
-  const readsGrads = checks.has("parity.tensors") || checks.has("scaling.nonempty");
-  const { code: call, used } = renderCallParts(convention, { foreach: subject.options.foreach, expertsPresent, taken: seen?.paths, readsGrads });
-  const experts = convention.experts === "dense-mesh-when-ep1" && layout.ep === 1;
+  return checks;
+}
+
+/** The script's MESHES and, when the call uses it, the framework's support module: a script must build its inputs as the framework's users do. */
+function supportCodeFor(subject: TorchSubject, used: ReadonlySet<ArgSource>): string {
   // The framework's support module, verbatim, when the script uses it: its meshes (MESHES), its root (FSDP1) or the
   // object it builds (torchrec's GradientClippingOptimizer).
   const sup = subject.framework ? supportText(subject.framework.name) : null;
   const embed = sup !== null && (/^MESHES = /m.test(sup.text) || used.has("fsdp1_module") || used.has("torchrec_optimizer") || used.has("deepspeed_engine"));
-  const supportCode = !embed
-    ? "MESHES = {}  # the parameters' meshes: one dimension per axis of size > 1"
-    : [
-        ...(sup.text.includes("JobError") ? ["JobError = RuntimeError  # what the support module raises for a cell it cannot build"] : []),
-        ...(sup.text.includes("functools.") ? ["import functools"] : []),
-        sup.text,
-        ...(/^MESHES = /m.test(sup.text) ? [] : ["MESHES = {}  # the parameters' meshes: one dimension per axis of size > 1"]),
-      ].join("\n");
+  if (!embed) return "MESHES = {}  # the parameters' meshes: one dimension per axis of size > 1";
+  return [
+    ...(sup.text.includes("JobError") ? ["JobError = RuntimeError  # what the support module raises for a cell it cannot build"] : []),
+    ...(sup.text.includes("functools.") ? ["import functools"] : []),
+    sup.text,
+    ...(/^MESHES = /m.test(sup.text) ? [] : ["MESHES = {}  # the parameters' meshes: one dimension per axis of size > 1"]),
+  ].join("\n");
+}
+
+/** The template's features this script keeps (its checks among them): what the `#?` tags of repro_template.py select. */
+function scriptFeatures(cell: Cell, subject: TorchSubject, f: CellFacts, checks: ReadonlySet<string>, used: ReadonlySet<ArgSource>, cost: boolean): Set<string> {
+  const experts = subject.convention.experts === "dense-mesh-when-ep1" && f.layout.ep === 1;
   const tolerance = torchTolerance(cell.dtype, subject.options.tolerance);
-  const features = new Set([
+  return new Set([
     ...checks,
-    ...(minimal ? ["minimal"] : []),
+    ...(f.minimal ? ["minimal"] : []),
     ...(cost && checks.has("comm.budget") ? ["cost"] : []), // REPRO_COST_PAIRS: the clip timed against fused_clip
     ...(used.has("grads_for_norm") ? ["counted"] : []), // build() marks the copies Megatron's selection counts
     ...(used.has("mpu") || used.has("grads_for_norm_deepspeed") ? ["mp-attrs"] : []), // and those DeepSpeed's reads
     ...(experts ? ["dense-experts"] : []),
-    ...(model.params.some((p) => p.tp === "expert") ? ["experts"] : []),
-    ...(model.ties.length ? ["ties"] : []),
-    ...(regime.special !== null ? ["special"] : []),
+    ...(f.model.params.some((p) => p.tp === "expert") ? ["experts"] : []),
+    ...(f.model.ties.length ? ["ties"] : []),
+    ...(f.regime.special !== null ? ["special"] : []),
     ...(checks.has("parity.tensors") && lowPrecisionDtype({ tolerance, cell }) ? ["coef-in-dtype"] : []), // the class accepts torch's coefficient
   ]);
+}
 
-  // Which parameters have a gradient, as one Python expression checked against the regime over the manifest.
-  const hasGrad = [
+/** Which parameters have a gradient, as one Python expression checked against the regime over the manifest. */
+function hasGradExpression(f: CellFacts, regimeName: string): string {
+  const candidates: [string, (i: number) => boolean][] = [
     ["lambda i: True", () => true],
     ["lambda i: False", () => false],
-    ["lambda i: i % 3 != 1", (i: number) => i % 3 !== 1],
-  ].find(([, f]) => model.params.every((p) => regime.hasGrad(p.index) === (f as (i: number) => boolean)(p.index)))?.[0];
-  if (!hasGrad) throw new Error(`internal: regime ${cell.regime}: which parameters have a gradient has no Python expression here`);
-  const specialParam = regime.special === null ? null : (model.params.find((p) => regime.hasGrad(p.index))?.name ?? null);
-  const special = specialParam === null ? "None" : `(${JSON.stringify(specialParam)}, ${pyFloat(regime.special!)})`;
-  const target = subject.framework ? `${subject.framework.name} ${subject.info.packageVersion ?? ""}`.trim() : subject.name.slice("torch:".length);
-  const budgets = new Set(commBudgets).size === 1 ? `[${commBudgets[0]}] * ${world}` : `[${commBudgets.join(", ")}]`;
-  const kept = minimal ? minimalParams(model, layout, regime.hasGrad) : model.params;
-  const ties = model.ties.filter((t) => kept.some((p) => p.name === t.canonical));
+    ["lambda i: i % 3 != 1", (i) => i % 3 !== 1],
+  ];
+  const hasGrad = candidates.find(([, g]) => f.model.params.every((p) => f.regime.hasGrad(p.index) === g(p.index)))?.[0];
+  if (!hasGrad) throw new Error(`internal: regime ${regimeName}: which parameters have a gradient has no Python expression here`);
+  return hasGrad;
+}
+
+/** The script's @@CELL@@ block: the cell as a handful of Python constants, then the model (whole, or the minimised parameters). */
+function cellCodeText(cell: Cell, f: CellFacts, x: { target: string; hasGrad: string; coef: number; tolerance: ToleranceClass; features: ReadonlySet<string>; kept: readonly LogicalParam[] }): string {
+  const { model, layout } = f;
+  const specialParam = f.regime.special === null ? null : (model.params.find((p) => f.regime.hasGrad(p.index))?.name ?? null);
+  const special = specialParam === null ? "None" : `(${JSON.stringify(specialParam)}, ${pyFloat(f.regime.special!)})`;
+  const budgets = new Set(f.commBudgets).size === 1 ? `[${f.commBudgets[0]}] * ${f.world}` : `[${f.commBudgets.join(", ")}]`;
+  const ties = model.ties.filter((t) => x.kept.some((p) => p.name === t.canonical));
   const tiesCode = `[${ties.flatMap((t) => t.replicas.map((r) => `(${JSON.stringify(t.canonical)}, ${JSON.stringify(r.fqn)})`)).join(", ")}]`;
-  const cellCode = [
-    `CELL_ID, TARGET, UNSUPPORTED = ${JSON.stringify(id)}, ${JSON.stringify(target)}, ${JSON.stringify(unsupported ? `(${target} does not support this configuration: ${unsupported})` : "")}`,
-    `WORLD, LAYOUT = ${world}, {${LAYOUT_AXES.map((a) => `"${a}": ${layout[a]}`).join(", ")}}`,
-    minimal
-      ? `DTYPE, HAS_GRAD = "${cell.dtype}", ${hasGrad}  # regime ${cell.regime}`
-      : `DTYPE, SEED, STEP, MODE, EXP, SPECIAL, HAS_GRAD = "${cell.dtype}", ${cell.seed}, ${step}, "${regime.mode}", ${regime.exp}, ${special}, ${hasGrad}  # regime ${cell.regime}`,
-    `NORM_TYPE, MAX_NORM, ERROR_IF_NONFINITE = ${cell.normType === Infinity ? "math.inf" : pyFloat(cell.normType)}, ${pyFloat(maxNorm)}, ${errorIfNonfinite ? "True" : "False"}`,
+  return [
+    `CELL_ID, TARGET, UNSUPPORTED = ${JSON.stringify(f.id)}, ${JSON.stringify(x.target)}, ${JSON.stringify(f.unsupported ? `(${x.target} does not support this configuration: ${f.unsupported})` : "")}`,
+    `WORLD, LAYOUT = ${f.world}, {${LAYOUT_AXES.map((a) => `"${a}": ${layout[a]}`).join(", ")}}`,
+    f.minimal
+      ? `DTYPE, HAS_GRAD = "${cell.dtype}", ${x.hasGrad}  # regime ${cell.regime}`
+      : `DTYPE, SEED, STEP, MODE, EXP, SPECIAL, HAS_GRAD = "${cell.dtype}", ${cell.seed}, ${f.step}, "${f.regime.mode}", ${f.regime.exp}, ${special}, ${x.hasGrad}  # regime ${cell.regime}`,
+    `NORM_TYPE, MAX_NORM, ERROR_IF_NONFINITE = ${cell.normType === Infinity ? "math.inf" : pyFloat(cell.normType)}, ${pyFloat(f.maxNorm)}, ${f.errorIfNonfinite ? "True" : "False"}`,
     // NORM_BOUND: |norm - ref| / ref the class allows (fp32-accum: 8 sqrt(n + 1) 2^-24 / p + 4 2^-24, n the cell's elements)
-    ...(minimal
+    ...(f.minimal
       ? []
       : [
-          `REFERENCE_NORM, CLIP_COEF, TOLERANCE, NORM_BOUND = ${pyFloat(reference.totalNorm)}, ${pyFloat(coef)}, "${tolerance}", ` +
-            `${pyFloat(normTolerance(tolerance, cell.normType, reference.elementsWithGrad))}  # as clip-parity computes them`,
+          `REFERENCE_NORM, CLIP_COEF, TOLERANCE, NORM_BOUND = ${pyFloat(f.reference.totalNorm)}, ${pyFloat(x.coef)}, "${x.tolerance}", ` +
+            `${pyFloat(normTolerance(x.tolerance, cell.normType, f.reference.elementsWithGrad))}  # as clip-parity computes them`,
         ]),
-    ...(features.has("comm.budget") ? [`COMM_BUDGET, COMM_WHY = ${budgets}, "${commWhy}"  # collectives across ranks per rank, as clip-parity's comm.budget`] : []),
-    ...(minimal
+    ...(x.features.has("comm.budget") ? [`COMM_BUDGET, COMM_WHY = ${budgets}, "${f.commWhy}"  # collectives across ranks per rank, as clip-parity's comm.budget`] : []),
+    ...(f.minimal
       ? [
           `TIES, LOGICAL = ${tiesCode}, [  # (index, name, shape, tp style, stage): the first of each stage and placement of ${model.name}'s ${model.params.length}`,
-          ...kept.map((p) => `    (${p.index}, ${JSON.stringify(p.name)}, [${p.shape.join(", ")}], "${p.tp}", ${stageOfParam(p, model.nLayers, layout.pp)}),`),
+          ...x.kept.map((p) => `    (${p.index}, ${JSON.stringify(p.name)}, [${p.shape.join(", ")}], "${p.tp}", ${stageOfParam(p, model.nLayers, layout.pp)}),`),
           "]",
         ]
       : [`N_LAYERS, TIES = ${model.nLayers}, ${tiesCode}`, ...modelCode(model)]),
   ].join("\n");
+}
 
-  const fileName = reproFileName(id);
-  const doc = docText({
-    ...{ cell, layout, world, model: model.name, regime: cell.regime, maxNorm, errorIfNonfinite, subject, target, unsupported, outside, seen },
-    ...{ reference: reference.totalNorm, fileName, checks: ALL_CHECKS.filter((c) => checks.has(c)), cost: features.has("cost") },
-    minimised: minimal ? { kept: kept.length, of: model.params.length, gradients: kept.some((p) => regime.hasGrad(p.index)) ? "with random gradients: the layout alone makes this failure" : `with no gradient on any rank (regime ${cell.regime}), which alone makes this failure`, budget: features.has("comm.budget") ? `${new Set(commBudgets).size === 1 ? commBudgets[0] : `[${commBudgets.join(", ")}] by rank`} (${commWhy})` : null } : null,
-  });
-  // Template lines tagged `#? a b`, and blocks between `#?{ a b` and `#?}`, are kept only when the script makes one of
-  // those checks or uses that feature (`!f`: only when it does not); the tags themselves never reach the script.
+/** The docstring's account of a minimised script: how few parameters it keeps and what their gradients are, so a reader knows it is not the whole cell. */
+function minimisedSummary(cell: Cell, f: CellFacts, kept: readonly LogicalParam[], features: ReadonlySet<string>) {
+  if (!f.minimal) return null;
+  const budget = `${new Set(f.commBudgets).size === 1 ? f.commBudgets[0] : `[${f.commBudgets.join(", ")}] by rank`} (${f.commWhy})`;
+  return {
+    kept: kept.length,
+    of: f.model.params.length,
+    gradients: kept.some((p) => f.regime.hasGrad(p.index)) ? "with random gradients: the layout alone makes this failure" : `with no gradient on any rank (regime ${cell.regime}), which alone makes this failure`,
+    budget: features.has("comm.budget") ? budget : null,
+  };
+}
+
+/**
+ * repro_template.py with its tagged lines kept or dropped for `features`, and its placeholders filled in.
+ * Template lines tagged `#? a b`, and blocks between `#?{ a b` and `#?}`, are kept only when the script makes one of
+ * those checks or uses that feature (`!f`: only when it does not); the tags themselves never reach the script.
+ */
+function fillTemplate(features: ReadonlySet<string>, parts: { doc: string; cellCode: string; call: string; supportCode: string }): string {
   const keep = (tags: string) => tags.split(" ").some((f) => (f.startsWith("!") ? !features.has(f.slice(1)) : features.has(f)));
   const skipping: boolean[] = [];
   const template = readFileSync(TEMPLATE, "utf8")
@@ -782,16 +846,43 @@ export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult |
       return !m ? [line] : keep(m[2]!) ? [m[1]!] : [];
     })
     .join("\n");
-  const script = template
-    .replace("@@DOC@@", () => doc)
-    .replace("@@CELL@@", () => cellCode)
-    .replace("@@CALL@@", () => call)
+  return template
+    .replace("@@DOC@@", () => parts.doc)
+    .replace("@@CELL@@", () => parts.cellCode)
+    .replace("@@CALL@@", () => parts.call)
     .replace("@@GENERATE@@", () => generatorText())
-    .replace("@@SUPPORT@@", () => supportCode)
+    .replace("@@SUPPORT@@", () => parts.supportCode)
     // the hang as clip-parity tells it from a raise (subject.ts), the same pattern (a Python raw string)
     .replace("@@TIMEOUT_RE@@", () => `r"${COLLECTIVE_TIMEOUT_RE.source}"`)
     .replace(/\n{4,}/g, "\n\n\n");
-  return { cell, script, fileName, minimised: minimal };
+}
+
+/**
+ * Everything the script needs, computed without running anything (the reference is the harness's own). `seen` is
+ * clip-parity's run of the cell, if it ran; otherwise the committed docs/frameworks.json record is used when it has
+ * the cell.
+ */
+export function buildExport(cell: Cell, subject: TorchSubject, run: CellResult | null, records?: FrameworksData, full = false, cost = false): ExportData {
+  const f = cellFacts(cell, subject, run, records, full);
+  const coef = clipCoefficient(f.maxNorm, f.reference.totalNorm);
+  const checks = scriptChecks(f, coef);
+  const readsGrads = checks.has("parity.tensors") || checks.has("scaling.nonempty");
+  const { code: call, used } = renderCallParts(subject.convention, { foreach: subject.options.foreach, expertsPresent: f.expertsPresent, taken: f.seen?.paths, readsGrads });
+  const supportCode = supportCodeFor(subject, used);
+  const tolerance = torchTolerance(cell.dtype, subject.options.tolerance);
+  const features = scriptFeatures(cell, subject, f, checks, used, cost);
+  const hasGrad = hasGradExpression(f, cell.regime);
+  const target = subject.framework ? `${subject.framework.name} ${subject.info.packageVersion ?? ""}`.trim() : subject.name.slice("torch:".length);
+  const kept = f.minimal ? minimalParams(f.model, f.layout, f.regime.hasGrad) : f.model.params;
+  const cellCode = cellCodeText(cell, f, { target, hasGrad, coef, tolerance, features, kept });
+  const fileName = reproFileName(f.id);
+  const doc = docText({
+    ...{ cell, layout: f.layout, world: f.world, model: f.model.name, regime: cell.regime, maxNorm: f.maxNorm, errorIfNonfinite: f.errorIfNonfinite, subject, target, unsupported: f.unsupported, outside: f.outside, seen: f.seen },
+    ...{ reference: f.reference.totalNorm, fileName, checks: ALL_CHECKS.filter((c) => checks.has(c)), cost: features.has("cost") },
+    minimised: minimisedSummary(cell, f, kept, features),
+  });
+  const script = fillTemplate(features, { doc, cellCode, call, supportCode });
+  return { cell, script, fileName, minimised: f.minimal };
 }
 
 const LAYOUT_AXES = ["pp", "dp_replicate", "dp_shard", "cp", "tp", "ep"] as const;
