@@ -24,7 +24,7 @@ import { applicability, FRAMEWORK_NAME_RE, getFramework, outsideConfigurations, 
 import { ADAPTER, SETUP_HINT, torchOptionsFromEnv, type TorchOptions } from "./options.ts";
 import { PROTOCOL_VERSION, TARGET_RE, type ClipJob, type Convention, type JobParam, type Result } from "./protocol.ts";
 import { environmentFor, NODEPS_REQUIREMENTS, normalizeName, PINNED_REQUIREMENTS, requirementPins, specPins, type Pin, type ReleaseEnvironment } from "./environments.ts";
-import { AdapterStartError, groupsOutOfStep, pythonPath, sessionFor, type TorchSession } from "./session.ts";
+import { AdapterStartError, groupsOutOfStep, pythonPath, sessionFor, type JobOutcome, type TorchSession } from "./session.ts";
 import { causeVerdict, isCollectiveTimeout } from "../causes.ts";
 
 export { closeTorchSessions } from "./session.ts";
@@ -254,27 +254,19 @@ export interface TorchSubject extends Subject, ReadsVerdict {
   lastRun: TorchCellLog | null;
 }
 
-async function runExternal(subject: TorchSubject, x: ExternalCell): Promise<ExternalRun> {
-  const { world, backend, layout } = x;
-  const o = subject.options;
-  const tolerance = torchTolerance(x.cell.dtype, o.tolerance);
-  const log: TorchCellLog = { paths: Array.from({ length: world }, () => null), notApplicable: null, jobSeconds: 0, sessionStartSeconds: 0, phases: {} };
-  subject.lastRun = log;
-  const fail = (message: string, liveness: string | null): ExternalRun => ({
+/** A run in which every rank failed with `message`: what the checks judge when the adapter never ran the cell. */
+function failedRun(world: number, tolerance: ToleranceClass, message: string, liveness: string | null): ExternalRun {
+  return {
     ranks: Array.from({ length: world }, (_, rank) => ({ rank, error: new Error(message) })),
     liveness,
     comm: Array.from({ length: world }, () => commRecord(undefined)),
     tolerance,
-  });
-  if (backend.isMeta) return fail("the meta backend holds no gradient values: torch subjects run on the cpu backend", null);
-  const regime = x.cell.regime;
-  // a cell the adapter cannot build is skipped with the reason, as one the convention cannot be asked (the run goes on)
-  const na = partialPlacement(x.params.flat()) ?? applicability(subject.convention, { layout, normType: x.normType, regime, errorIfNonfinite: x.errorIfNonfinite, dtype: x.cell.dtype });
-  if (na) {
-    log.notApplicable = na;
-    return { ...fail(`NotApplicable: ${subject.name}: ${na}`, null), notApplicable: na };
-  }
+  };
+}
 
+/** The session that runs the subject's cells of this world size: started once, reused by its next cells. */
+async function sessionOf(subject: TorchSubject, world: number): Promise<TorchSession> {
+  const o = subject.options;
   const key = {
     world,
     python: o.python,
@@ -283,17 +275,132 @@ async function runExternal(subject: TorchSubject, x: ExternalCell): Promise<Exte
     // import-time patch or process-wide state never reaches another's cells
     isolation: subject.name,
   };
+  return (await sessionFor(key, o, subject.convention.setup)) as TorchSession;
+}
+
+/** Rank `rank`'s job as the adapter's protocol states it: the cell, the convention, and where its shards go in and out. */
+function clipJob(subject: TorchSubject, x: ExternalCell, rank: number, files: { grads: string; result: string }, timeoutMs: number): ClipJob {
+  const o = subject.options;
+  return {
+    protocol: PROTOCOL_VERSION,
+    kind: "clip",
+    subject: subject.name,
+    rank,
+    world: x.world,
+    layout: { ...x.layout },
+    dtype: x.cell.dtype,
+    maxNorm: x.maxNorm,
+    normType: x.normType === Infinity ? "inf" : x.normType,
+    errorIfNonfinite: x.errorIfNonfinite,
+    foreach: o.foreach,
+    collectiveTimeoutS: Math.min(o.collectiveTimeoutS, timeoutMs / 1000),
+    convention: subject.convention,
+    grads: files.grads,
+    result: files.result,
+    params: x.params[rank]!.map((v) => jobParam(v, x.layout, rank)),
+  };
+}
+
+/** The adapter's phases into `phases`, each as the slowest rank reports it: the cell waits for its slowest rank. */
+function recordSlowestPhases(phases: Record<string, number>, results: JobOutcome["results"]): void {
+  for (const r of results) {
+    for (const [phase, s] of Object.entries(r?.timings ?? {})) if (phase !== "total") phases[phase] = Math.max(phases[phase] ?? 0, s);
+  }
+}
+
+/**
+ * A rank's norm or its error, with the liveness failure the error shows (the adapter itself failed, or the rank
+ * timed out in a collective) or null: a hang and a broken adapter fail liveness, a raise by the target does not.
+ */
+function rankOutcome(rank: number, r: Result, session: TorchSession): { outcome: ExternalRun["ranks"][number]; liveness: string | null } {
+  if (!r.error) return { outcome: { rank, value: parseNorm(r.norm) }, liveness: null };
+  const msg = `${r.error.type}: ${r.error.message}${whereRaised(r.error.traceback)}`;
+  const liveness = r.adapterError
+    ? `rank ${rank}: the PyTorch adapter failed: ${msg}\n${session.tail(12)}`
+    : isCollectiveTimeout(r.error.message)
+      ? `rank ${rank} timed out in a collective (a hang): ${msg}`
+      : null;
+  return { outcome: { rank, error: new Error(msg) }, liveness };
+}
+
+/**
+ * A rank's clipped shards (the adapter's output file) back into the cell's tensors, which the checks read: throws when
+ * the adapter returned a gradient the rank does not hold, or one of another dtype or size.
+ */
+function readBackClipped(x: ExternalCell, rank: number, file: string): void {
+  const { backend } = x;
+  const byFqn = new Map(x.params[rank]!.map((p) => [p.fqn, p]));
+  const ops = backend.opsFor(rank);
+  for (const { name, tensor } of backend.loadSafetensors(file, rank)) {
+    try {
+      const view = byFqn.get(name);
+      if (!view?.grad) throw new Error(`the adapter returned a gradient for ${name}, which has none here`);
+      if (tensor.dtype !== view.grad.dtype || tensor.numel !== view.grad.numel) {
+        throw new Error(`${name}: the adapter returned ${tensor.dtype} [${tensor.shape.join(", ")}], expected ${view.grad.dtype} [${view.grad.shape.join(", ")}]`);
+      }
+      ops.copy_(view.grad, tensor);
+    } finally {
+      backend.free(tensor);
+    }
+  }
+}
+
+/** Every rank's result as the checks read it (norm or error, memory, the clipped gradients in place) and the cell's liveness. */
+function readRanks(x: ExternalCell, session: TorchSession, outcome: JobOutcome, log: TorchCellLog, shardsFile: (rank: number) => string) {
+  const { results, failure } = outcome;
+  const ranks: ExternalRun["ranks"] = [];
+  const memory: NonNullable<ExternalRun["memory"]> = [];
+  let liveness = failure;
+  for (let rank = 0; rank < x.world; rank++) {
+    const r = results[rank];
+    memory.push({ scratchPeakBytes: r?.memory?.scratchPeakBytes ?? 0, leakedBytes: r?.memory?.leakedBytes ?? 0 });
+    log.paths[rank] = r?.path ?? null;
+    if (!r) {
+      ranks.push({ rank, error: new Error(failure ?? "no result") });
+      continue;
+    }
+    const seen = rankOutcome(rank, r, session);
+    ranks.push(seen.outcome);
+    liveness ??= seen.liveness;
+    // The clipped gradients go back into the cell's tensors, whatever the norm was.
+    const out = shardsFile(rank);
+    if (!existsSync(out)) continue;
+    try {
+      readBackClipped(x, rank, out);
+    } catch (err) {
+      liveness ??= `rank ${rank}: the clipped gradients could not be read back: ${(err as Error).message}`;
+    }
+  }
+  return { ranks, memory, liveness };
+}
+
+/**
+ * One cell of a torch subject: the cell refused where the adapter cannot run it, else every rank's job run in the
+ * subject's session and the results read back; `subject.lastRun` says where the time went.
+ */
+async function runExternal(subject: TorchSubject, x: ExternalCell): Promise<ExternalRun> {
+  const { world, backend, layout } = x;
+  const o = subject.options;
+  const tolerance = torchTolerance(x.cell.dtype, o.tolerance);
+  const log: TorchCellLog = { paths: Array.from({ length: world }, () => null), notApplicable: null, jobSeconds: 0, sessionStartSeconds: 0, phases: {} };
+  subject.lastRun = log;
+  if (backend.isMeta) return failedRun(world, tolerance, "the meta backend holds no gradient values: torch subjects run on the cpu backend", null);
+  // a cell the adapter cannot build is skipped with the reason, as one the convention cannot be asked (the run goes on)
+  const na = partialPlacement(x.params.flat()) ?? applicability(subject.convention, { layout, normType: x.normType, regime: x.cell.regime, errorIfNonfinite: x.errorIfNonfinite, dtype: x.cell.dtype });
+  if (na) {
+    log.notApplicable = na;
+    return { ...failedRun(world, tolerance, `NotApplicable: ${subject.name}: ${na}`, null), notApplicable: na };
+  }
+
   let session: TorchSession;
   const t0 = performance.now();
   try {
-    const fresh = (await sessionFor(key, o, subject.convention.setup)) as TorchSession;
-    session = fresh;
+    session = await sessionOf(subject, world);
   } catch (err) {
-    if (err instanceof AdapterStartError) return fail(err.message, err.message);
+    if (err instanceof AdapterStartError) return failedRun(world, tolerance, err.message, err.message);
     throw err;
   }
-  const startedNow = session.startedAt >= t0;
-  log.sessionStartSeconds = startedNow ? session.startSeconds : 0;
+  log.sessionStartSeconds = session.startedAt >= t0 ? session.startSeconds : 0;
 
   const cellStarted = performance.now(); // after the session start, which is counted apart
   const cellInfo = JSON.stringify({ ...x.cell, world, layout });
@@ -307,89 +414,27 @@ async function runExternal(subject: TorchSubject, x: ExternalCell): Promise<Exte
     (rank): ClipJob => {
       const t = performance.now();
       const entries = x.params[rank]!.filter((p) => p.grad !== null).map((p) => ({ name: p.fqn, tensor: p.grad as Tensor }));
-      const grads = shardsFile(rank);
-      backend.saveSafetensors(grads, entries, { rank: String(rank), cell: cellInfo });
+      backend.saveSafetensors(shardsFile(rank), entries, { rank: String(rank), cell: cellInfo });
       inputsMs += performance.now() - t;
-      return {
-        protocol: PROTOCOL_VERSION,
-        kind: "clip",
-        subject: subject.name,
-        rank,
-        world,
-        layout: { ...layout },
-        dtype: x.cell.dtype,
-        maxNorm: x.maxNorm,
-        normType: x.normType === Infinity ? "inf" : x.normType,
-        errorIfNonfinite: x.errorIfNonfinite,
-        foreach: o.foreach,
-        collectiveTimeoutS: Math.min(o.collectiveTimeoutS, timeoutMs / 1000),
-        convention: subject.convention,
-        grads,
-        result: join(dir, `result-${rank}.json`),
-        params: x.params[rank]!.map((v) => jobParam(v, layout, rank)),
-      };
+      return clipJob(subject, x, rank, { grads: shardsFile(rank), result: join(dir, `result-${rank}.json`) }, timeoutMs);
     },
     timeoutMs,
   );
   log.jobSeconds = outcome.seconds;
-  const { results, failure } = outcome;
   log.phases.inputs = inputsMs / 1000;
-  for (const r of results) {
-    for (const [phase, s] of Object.entries(r?.timings ?? {})) if (phase !== "total") log.phases[phase] = Math.max(log.phases[phase] ?? 0, s);
-  }
+  recordSlowestPhases(log.phases, outcome.results);
   const readStarted = performance.now();
-
-  const ranks: ExternalRun["ranks"] = [];
-  const memory: NonNullable<ExternalRun["memory"]> = [];
-  let liveness = failure;
-  for (let rank = 0; rank < world; rank++) {
-    const r = results[rank];
-    memory.push({ scratchPeakBytes: r?.memory?.scratchPeakBytes ?? 0, leakedBytes: r?.memory?.leakedBytes ?? 0 });
-    log.paths[rank] = r?.path ?? null;
-    if (!r) {
-      ranks.push({ rank, error: new Error(failure ?? "no result") });
-      continue;
-    }
-    if (r.error) {
-      const msg = `${r.error.type}: ${r.error.message}${whereRaised(r.error.traceback)}`;
-      if (r.adapterError) liveness ??= `rank ${rank}: the PyTorch adapter failed: ${msg}\n${session.tail(12)}`;
-      else if (isCollectiveTimeout(r.error.message)) liveness ??= `rank ${rank} timed out in a collective (a hang): ${msg}`;
-      ranks.push({ rank, error: new Error(msg) });
-    } else {
-      ranks.push({ rank, value: parseNorm(r.norm) });
-    }
-    // The clipped gradients go back into the cell's tensors, whatever the norm was.
-    const out = shardsFile(rank);
-    if (!existsSync(out)) continue;
-    try {
-      const byFqn = new Map(x.params[rank]!.map((p) => [p.fqn, p]));
-      const ops = backend.opsFor(rank);
-      for (const { name, tensor } of backend.loadSafetensors(out, rank)) {
-        try {
-          const view = byFqn.get(name);
-          if (!view?.grad) throw new Error(`the adapter returned a gradient for ${name}, which has none here`);
-          if (tensor.dtype !== view.grad.dtype || tensor.numel !== view.grad.numel) {
-            throw new Error(`${name}: the adapter returned ${tensor.dtype} [${tensor.shape.join(", ")}], expected ${view.grad.dtype} [${view.grad.shape.join(", ")}]`);
-          }
-          ops.copy_(view.grad, tensor);
-        } finally {
-          backend.free(tensor);
-        }
-      }
-    } catch (err) {
-      liveness ??= `rank ${rank}: the clipped gradients could not be read back: ${(err as Error).message}`;
-    }
-  }
+  const { ranks, memory, liveness } = readRanks(x, session, outcome, log, shardsFile);
   log.phases.results = (performance.now() - readStarted) / 1000;
   session.dropJob(dir);
   log.phases.total = (performance.now() - cellStarted) / 1000;
   // A group left out of step (a target raised half-way on some ranks) must not reach the next cell.
-  const outOfStep = failure ? null : groupsOutOfStep(results);
+  const outOfStep = outcome.failure ? null : groupsOutOfStep(outcome.results);
   if (outOfStep && session.alive) {
     log.sessionEnded = outOfStep;
     await session.close();
   }
-  return { ranks, liveness, comm: results.map(commRecord), memory, tolerance, ...declaredScratch(subject.framework, x.params, x.layout.dp_shard) };
+  return { ranks, liveness, comm: outcome.results.map(commRecord), memory, tolerance, ...declaredScratch(subject.framework, x.params, x.layout.dp_shard) };
 }
 
 const product = (dims: readonly number[]) => dims.reduce((a, b) => a * b, 1);
