@@ -17,8 +17,8 @@ import { join } from "node:path";
 import { Backend, type GenSpec } from "../backend/backend.ts";
 import { type DType } from "../subject/api.ts";
 import { clipCoefficient } from "../numerics/numerics.ts";
-import { computeReference } from "../gradients/reference.ts";
-import { maxNormOf, regimeSpec, type Regime } from "../gradients/regimes.ts";
+import { computeReference, type Reference } from "../gradients/reference.ts";
+import { maxNormOf, regimeSpec, type Regime, type RegimeSpec } from "../gradients/regimes.ts";
 import { PROJECT_ROOT, torchOptionsFromEnv } from "./torch/options.ts";
 import { probeTorch } from "./torch/subject.ts";
 import { SINGLE } from "../layout/layout.ts";
@@ -98,6 +98,157 @@ function relErr(a: number, b: number): number {
   return Math.abs(a - b) / Math.abs(b);
 }
 
+/** One cell made ready for agree.py: its gradients written, its job, and what its row is computed from. */
+interface PreparedCell {
+  cell: AgreementCell;
+  ref: Reference;
+  maxNorm: number;
+  plan: ReturnType<typeof planWorld>[number];
+  genOf: (p: { name: string; index: number }) => GenSpec;
+  job: { id: string; grads: string; out: string; maxNorm: number; normType: number | "inf"; params: unknown[] };
+}
+
+/** What agree.py writes: its versions, and per cell (in job order) what torch returned. */
+interface AgreeOutput {
+  torch: string;
+  numpy: string;
+  threads: number;
+  cells: {
+    id: string;
+    generator: { elements: number; mismatches: unknown[] };
+    float64: { norm: number | string };
+    native: { norm: number | string; dtype: string; coef: number | string; coefDtype: string };
+  }[];
+}
+
+/**
+ * The generator's input for each parameter of the cell: one function, so that the gradients written for torch, the
+ * ones numpy regenerates and the ones the clipped tensors are checked against are the same.
+ */
+function generatorOf(cell: AgreementCell, spec: RegimeSpec, firstWithGrad: number): PreparedCell["genOf"] {
+  return (p) => {
+    const g: GenSpec = { seed: BigInt(cell.seed), step: 0, name: p.name, dtype: cell.dtype, exp: spec.exp, mode: spec.mode };
+    if (spec.special !== null && p.index === firstWithGrad) {
+      g.specialIndex = 0;
+      g.specialValue = spec.special;
+    }
+    return g;
+  };
+}
+
+/** Cell `k`'s reference and job, its gradients written to `dir` by the native store (whose bits agree.py compares with numpy's). */
+function prepareCell(cell: AgreementCell, k: number, dir: string): PreparedCell {
+  const model = getModel(cell.model);
+  const spec = regimeSpec(cell.regime);
+  const ref = computeReference(model, cell.dtype, cell.normType, cell.regime, cell.seed, 0);
+  const maxNorm = maxNormOf({ ...cell, step: 0 }, ref.totalNorm);
+  const firstWithGrad = model.params.find((p) => spec.hasGrad(p.index))?.index ?? -1;
+  const genOf = generatorOf(cell, spec, firstWithGrad);
+  const plan = planWorld(model, SINGLE)[0]!; // one rank: every logical parameter, full, once
+  const backend = new Backend("cpu", 1);
+  const grads = join(dir, `in-${k}.safetensors`);
+  try {
+    const entries = plan
+      .filter((p) => spec.hasGrad(p.index))
+      .map((p) => {
+        const t = backend.alloc(0, cell.dtype, p.block.len);
+        backend.fillGrad(t, genOf(p), p.block);
+        return { name: p.name, tensor: t };
+      });
+    backend.saveSafetensors(grads, entries, { cell: agreementId(cell) });
+  } finally {
+    backend.freeAll();
+  }
+  return {
+    cell,
+    ref,
+    maxNorm,
+    plan,
+    genOf,
+    job: {
+      id: agreementId(cell),
+      grads,
+      out: join(dir, `out-${k}.safetensors`),
+      maxNorm,
+      normType: cell.normType === Infinity ? "inf" : cell.normType,
+      params: plan.map((p) => {
+        const g = genOf(p);
+        return {
+          name: p.name,
+          shape: p.block.globalShape,
+          hasGrad: spec.hasGrad(p.index),
+          gen: { ...g, seed: String(g.seed), specialValue: g.specialValue === undefined ? undefined : toJson(g.specialValue) },
+        };
+      }),
+    },
+  };
+}
+
+/** Runs adapters/torch/agree.py on every prepared cell at once (one Python start for the whole set); throws with its stderr's tail when it fails. */
+function runAgreePy(python: string, prepared: readonly PreparedCell[], dir: string): AgreeOutput {
+  const jobPath = join(dir, "job.json");
+  const resultPath = join(dir, "result.json");
+  writeFileSync(jobPath, JSON.stringify({ cells: prepared.map((p) => p.job), result: resultPath }));
+  const r = spawnSync(python, [join(PROJECT_ROOT, "adapters", "torch", "agree.py"), jobPath], {
+    encoding: "utf8",
+    env: { ...process.env, OMP_NUM_THREADS: ompThreads("2"), PYTHONDONTWRITEBYTECODE: "1" },
+    timeout: 30 * 60_000,
+  });
+  if (r.status !== 0 || !existsSync(resultPath)) {
+    throw new Error(`adapters/torch/agree.py failed (${r.error?.message ?? `exit ${r.status}`}):\n${(r.stderr ?? "").trim().split("\n").slice(-15).join("\n")}`);
+  }
+  return JSON.parse(readFileSync(resultPath, "utf8")) as AgreeOutput;
+}
+
+/** The clipped tensors, read back into a store and checked element by element against the generator: the first mismatch, if any. */
+function checkClipped(p: PreparedCell, coef: number): AgreementRow["tensors"] {
+  const backend = new Backend("cpu", 1);
+  let mismatch: string | null = null;
+  let checked = 0;
+  try {
+    const byName = new Map(p.plan.map((x) => [x.name, x]));
+    for (const { name, tensor } of backend.loadSafetensors(p.job.out, 0)) {
+      const lp = byName.get(name)!;
+      checked++;
+      const m = backend.verifyScaled(tensor, p.genOf(lp), lp.block, coef);
+      if (m && !mismatch) mismatch = `${name} element ${m.index}: torch ${m.actual}, expected ${m.expected} = round(g * ${coef})`;
+    }
+  } finally {
+    backend.freeAll();
+  }
+  return { checked, mismatch };
+}
+
+/** One cell's row: what torch returned set against the exact reference, the tolerance class and the float32 rule. */
+function agreementRow(p: PreparedCell, o: AgreeOutput["cells"][number]): AgreementRow {
+  // torch accumulates a float32 gradient's norm in float32 (fp32-accum) and returns a bf16/f16 one in its dtype
+  const tolerance = p.cell.dtype === "f32" ? "fp32-accum" : "bf16";
+  const n64 = fromJson(o.float64.norm);
+  const native = fromJson(o.native.norm);
+  const coef = fromJson(o.native.coef);
+  const ref64 = float64Norm(p.ref.powerSum, p.cell.normType);
+  const nativeErr = relErr(native, p.ref.totalNorm);
+  const rule = clipCoefficient(p.maxNorm, native);
+  const tensors = checkClipped(p, coef);
+  return {
+    id: o.id,
+    cell: p.cell,
+    maxNorm: p.maxNorm,
+    reference: { totalNorm: p.ref.totalNorm, powerSum: p.ref.powerSum, float64Norm: ref64 },
+    generator: o.generator,
+    float64: { norm: n64, asFloat32: Math.fround(n64), relErr: relErr(n64, ref64) },
+    native: {
+      norm: native,
+      dtype: o.native.dtype,
+      tolerance,
+      relErr: nativeErr,
+      within: Number.isFinite(p.ref.totalNorm) ? nativeErr <= normTolerance(tolerance, p.cell.normType, p.ref.elementsWithGrad) : relErr(native, p.ref.totalNorm) === 0,
+    },
+    coef: { torch: coef, dtype: o.native.coefDtype, rule, sameAsRule: relErr(coef, rule) === 0 },
+    tensors,
+  };
+}
+
 /** Runs the agreement for `cells` (one Python process). Throws InputError when torch is missing. */
 export function runAgreement(cells: readonly AgreementCell[] = AGREEMENT_CELLS): Agreement {
   const python = torchOptionsFromEnv().python;
@@ -105,124 +256,9 @@ export function runAgreement(cells: readonly AgreementCell[] = AGREEMENT_CELLS):
   const started = performance.now();
   const dir = mkdtempSync(join(existsSync("/dev/shm") ? "/dev/shm" : tmpdir(), "clip-parity-agree-"));
   try {
-    const prepared = cells.map((cell, k) => {
-      const model = getModel(cell.model);
-      const spec = regimeSpec(cell.regime);
-      const ref = computeReference(model, cell.dtype, cell.normType, cell.regime, cell.seed, 0);
-      const maxNorm = maxNormOf({ ...cell, step: 0 }, ref.totalNorm);
-      const firstWithGrad = model.params.find((p) => spec.hasGrad(p.index))?.index ?? -1;
-      const genOf = (p: { name: string; index: number }): GenSpec => {
-        const g: GenSpec = { seed: BigInt(cell.seed), step: 0, name: p.name, dtype: cell.dtype, exp: spec.exp, mode: spec.mode };
-        if (spec.special !== null && p.index === firstWithGrad) {
-          g.specialIndex = 0;
-          g.specialValue = spec.special;
-        }
-        return g;
-      };
-      const plan = planWorld(model, SINGLE)[0]!; // one rank: every logical parameter, full, once
-      const backend = new Backend("cpu", 1);
-      const grads = join(dir, `in-${k}.safetensors`);
-      try {
-        const entries = plan
-          .filter((p) => spec.hasGrad(p.index))
-          .map((p) => {
-            const t = backend.alloc(0, cell.dtype, p.block.len);
-            backend.fillGrad(t, genOf(p), p.block);
-            return { name: p.name, tensor: t };
-          });
-        backend.saveSafetensors(grads, entries, { cell: agreementId(cell) });
-      } finally {
-        backend.freeAll();
-      }
-      return {
-        cell,
-        ref,
-        maxNorm,
-        plan,
-        genOf,
-        job: {
-          id: agreementId(cell),
-          grads,
-          out: join(dir, `out-${k}.safetensors`),
-          maxNorm,
-          normType: cell.normType === Infinity ? "inf" : cell.normType,
-          params: plan.map((p) => {
-            const g = genOf(p);
-            return {
-              name: p.name,
-              shape: p.block.globalShape,
-              hasGrad: spec.hasGrad(p.index),
-              gen: { ...g, seed: String(g.seed), specialValue: g.specialValue === undefined ? undefined : toJson(g.specialValue) },
-            };
-          }),
-        },
-      };
-    });
-    const jobPath = join(dir, "job.json");
-    const resultPath = join(dir, "result.json");
-    writeFileSync(jobPath, JSON.stringify({ cells: prepared.map((p) => p.job), result: resultPath }));
-    const r = spawnSync(python, [join(PROJECT_ROOT, "adapters", "torch", "agree.py"), jobPath], {
-      encoding: "utf8",
-      env: { ...process.env, OMP_NUM_THREADS: ompThreads("2"), PYTHONDONTWRITEBYTECODE: "1" },
-      timeout: 30 * 60_000,
-    });
-    if (r.status !== 0 || !existsSync(resultPath)) {
-      throw new Error(`adapters/torch/agree.py failed (${r.error?.message ?? `exit ${r.status}`}):\n${(r.stderr ?? "").trim().split("\n").slice(-15).join("\n")}`);
-    }
-    const out = JSON.parse(readFileSync(resultPath, "utf8")) as {
-      torch: string;
-      numpy: string;
-      threads: number;
-      cells: {
-        id: string;
-        generator: { elements: number; mismatches: unknown[] };
-        float64: { norm: number | string };
-        native: { norm: number | string; dtype: string; coef: number | string; coefDtype: string };
-      }[];
-    };
-    const rows = prepared.map((p, k): AgreementRow => {
-      const o = out.cells[k]!;
-      // torch accumulates a float32 gradient's norm in float32 (fp32-accum) and returns a bf16/f16 one in its dtype
-      const tolerance = p.cell.dtype === "f32" ? "fp32-accum" : "bf16";
-      const n64 = fromJson(o.float64.norm);
-      const native = fromJson(o.native.norm);
-      const coef = fromJson(o.native.coef);
-      const ref64 = float64Norm(p.ref.powerSum, p.cell.normType);
-      const nativeErr = relErr(native, p.ref.totalNorm);
-      const rule = clipCoefficient(p.maxNorm, native);
-      // The clipped tensors, read back into a store and checked element by element against the generator.
-      const backend = new Backend("cpu", 1);
-      let mismatch: string | null = null;
-      let checked = 0;
-      try {
-        const byName = new Map(p.plan.map((x) => [x.name, x]));
-        for (const { name, tensor } of backend.loadSafetensors(p.job.out, 0)) {
-          const lp = byName.get(name)!;
-          checked++;
-          const m = backend.verifyScaled(tensor, p.genOf(lp), lp.block, coef);
-          if (m && !mismatch) mismatch = `${name} element ${m.index}: torch ${m.actual}, expected ${m.expected} = round(g * ${coef})`;
-        }
-      } finally {
-        backend.freeAll();
-      }
-      return {
-        id: o.id,
-        cell: p.cell,
-        maxNorm: p.maxNorm,
-        reference: { totalNorm: p.ref.totalNorm, powerSum: p.ref.powerSum, float64Norm: ref64 },
-        generator: o.generator,
-        float64: { norm: n64, asFloat32: Math.fround(n64), relErr: relErr(n64, ref64) },
-        native: {
-          norm: native,
-          dtype: o.native.dtype,
-          tolerance,
-          relErr: nativeErr,
-          within: Number.isFinite(p.ref.totalNorm) ? nativeErr <= normTolerance(tolerance, p.cell.normType, p.ref.elementsWithGrad) : relErr(native, p.ref.totalNorm) === 0,
-        },
-        coef: { torch: coef, dtype: o.native.coefDtype, rule, sameAsRule: relErr(coef, rule) === 0 },
-        tensors: { checked, mismatch },
-      };
-    });
+    const prepared = cells.map((cell, k) => prepareCell(cell, k, dir));
+    const out = runAgreePy(python, prepared, dir);
+    const rows = prepared.map((p, k) => agreementRow(p, out.cells[k]!));
     return { torch: out.torch, numpy: out.numpy, threads: out.threads, rows, seconds: (performance.now() - started) / 1000 };
   } finally {
     rmSync(dir, { recursive: true, force: true });
