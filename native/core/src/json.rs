@@ -76,110 +76,110 @@ impl<'a> P<'a> {
         }
         match self.peek() {
             None => self.err("unexpected end of JSON"),
-            Some(b'{') => {
-                self.i += 1;
-                let mut out: Vec<(String, Value)> = Vec::new();
-                self.ws();
-                if self.peek() == Some(b'}') {
-                    self.i += 1;
-                    return Ok(Value::Obj(out));
-                }
-                loop {
-                    self.ws();
-                    if self.peek() != Some(b'"') {
-                        return self.err("expected a string key");
-                    }
-                    let k = self.string()?;
-                    if out.iter().any(|(x, _)| *x == k) {
-                        return self.err(&format!("duplicate key \"{k}\""));
-                    }
-                    self.ws();
-                    if self.peek() != Some(b':') {
-                        return self.err("expected ':'");
-                    }
-                    self.i += 1;
-                    self.ws();
-                    let v = self.value(depth + 1)?;
-                    out.push((k, v));
-                    self.ws();
-                    match self.peek() {
-                        Some(b',') => self.i += 1,
-                        Some(b'}') => {
-                            self.i += 1;
-                            return Ok(Value::Obj(out));
-                        }
-                        _ => return self.err("expected ',' or '}'"),
-                    }
-                }
-            }
-            Some(b'[') => {
-                self.i += 1;
-                let mut out = Vec::new();
-                self.ws();
-                if self.peek() == Some(b']') {
-                    self.i += 1;
-                    return Ok(Value::Arr(out));
-                }
-                loop {
-                    self.ws();
-                    out.push(self.value(depth + 1)?);
-                    self.ws();
-                    match self.peek() {
-                        Some(b',') => self.i += 1,
-                        Some(b']') => {
-                            self.i += 1;
-                            return Ok(Value::Arr(out));
-                        }
-                        _ => return self.err("expected ',' or ']'"),
-                    }
-                }
-            }
+            Some(b'{') => self.object(depth),
+            Some(b'[') => self.array(depth),
             Some(b'"') => Ok(Value::Str(self.string()?)),
             Some(b't') => self.lit("true", Value::Bool(true)),
             Some(b'f') => self.lit("false", Value::Bool(false)),
             Some(b'n') => self.lit("null", Value::Null),
-            Some(b'-' | b'0'..=b'9') => {
-                let st = self.i;
-                if self.peek() == Some(b'-') {
-                    self.i += 1;
-                }
-                let ds = self.i;
-                while matches!(self.peek(), Some(b'0'..=b'9')) {
-                    self.i += 1;
-                }
-                if self.i == ds {
-                    return self.err("invalid number");
-                }
-                if self.s[ds] == b'0' && self.i - ds > 1 {
-                    return self.err("invalid number (leading zero)");
-                }
-                if self.peek() == Some(b'.') {
-                    self.i += 1;
-                    let f = self.i;
-                    while matches!(self.peek(), Some(b'0'..=b'9')) {
-                        self.i += 1;
-                    }
-                    if self.i == f {
-                        return self.err("invalid number");
-                    }
-                }
-                if matches!(self.peek(), Some(b'e' | b'E')) {
-                    self.i += 1;
-                    if matches!(self.peek(), Some(b'+' | b'-')) {
-                        self.i += 1;
-                    }
-                    let f = self.i;
-                    while matches!(self.peek(), Some(b'0'..=b'9')) {
-                        self.i += 1;
-                    }
-                    if self.i == f {
-                        return self.err("invalid number");
-                    }
-                }
-                Ok(Value::Num(String::from_utf8_lossy(&self.s[st..self.i]).into_owned()))
-            }
+            Some(b'-' | b'0'..=b'9') => self.number(),
             Some(_) => self.err("unexpected character"),
         }
+    }
+    /// `{ "key": value, ... }` at `{`; a key given twice is refused (a header must say one thing).
+    fn object(&mut self, depth: usize) -> Result<Value, String> {
+        self.i += 1;
+        let mut out: Vec<(String, Value)> = Vec::new();
+        self.ws();
+        if self.peek() == Some(b'}') {
+            self.i += 1;
+            return Ok(Value::Obj(out));
+        }
+        loop {
+            self.ws();
+            if self.peek() != Some(b'"') {
+                return self.err("expected a string key");
+            }
+            let k = self.string()?;
+            if out.iter().any(|(x, _)| *x == k) {
+                return self.err(&format!("duplicate key \"{k}\""));
+            }
+            self.ws();
+            if self.peek() != Some(b':') {
+                return self.err("expected ':'");
+            }
+            self.i += 1;
+            self.ws();
+            let v = self.value(depth + 1)?;
+            out.push((k, v));
+            self.ws();
+            match self.peek() {
+                Some(b',') => self.i += 1,
+                Some(b'}') => {
+                    self.i += 1;
+                    return Ok(Value::Obj(out));
+                }
+                _ => return self.err("expected ',' or '}'"),
+            }
+        }
+    }
+    /// `[ value, ... ]` at `[`.
+    fn array(&mut self, depth: usize) -> Result<Value, String> {
+        self.i += 1;
+        let mut out = Vec::new();
+        self.ws();
+        if self.peek() == Some(b']') {
+            self.i += 1;
+            return Ok(Value::Arr(out));
+        }
+        loop {
+            self.ws();
+            out.push(self.value(depth + 1)?);
+            self.ws();
+            match self.peek() {
+                Some(b',') => self.i += 1,
+                Some(b']') => {
+                    self.i += 1;
+                    return Ok(Value::Arr(out));
+                }
+                _ => return self.err("expected ',' or ']'"),
+            }
+        }
+    }
+    /// A JSON number, kept as its text: `-`? int (no leading zero) (`.` digits)? ([eE] [+-]? digits)?.
+    fn number(&mut self) -> Result<Value, String> {
+        let st = self.i;
+        if self.peek() == Some(b'-') {
+            self.i += 1;
+        }
+        let ds = self.i;
+        self.digits()?;
+        if self.s[ds] == b'0' && self.i - ds > 1 {
+            return self.err("invalid number (leading zero)");
+        }
+        if self.peek() == Some(b'.') {
+            self.i += 1;
+            self.digits()?;
+        }
+        if matches!(self.peek(), Some(b'e' | b'E')) {
+            self.i += 1;
+            if matches!(self.peek(), Some(b'+' | b'-')) {
+                self.i += 1;
+            }
+            self.digits()?;
+        }
+        Ok(Value::Num(String::from_utf8_lossy(&self.s[st..self.i]).into_owned()))
+    }
+    /// One or more decimal digits.
+    fn digits(&mut self) -> Result<(), String> {
+        let from = self.i;
+        while matches!(self.peek(), Some(b'0'..=b'9')) {
+            self.i += 1;
+        }
+        if self.i == from {
+            return self.err("invalid number");
+        }
+        Ok(())
     }
     fn hex4(&mut self) -> Result<u32, String> {
         if self.i + 4 > self.s.len() {

@@ -63,85 +63,104 @@ pub fn parse_header(path: &str, file_len: u64, head_len_bytes: [u8; 8], header: 
     let mut metadata = Vec::new();
     for (name, val) in items {
         if name == "__metadata__" {
-            let Value::Obj(m) = val else {
-                return fail(path, format!("__metadata__ must be an object of strings, found {}", val.kind()));
-            };
-            for (k, x) in m {
-                let Value::Str(s) = x else {
-                    return fail(path, format!("__metadata__ '{k}' must be a string, found {}", x.kind()));
-                };
-                metadata.push((k, s));
-            }
-            continue;
+            metadata = metadata_of(path, val)?;
+        } else {
+            entries.push(entry_of(path, name, val, data_len)?);
         }
-        let Value::Obj(fields) = val else {
-            return fail(path, format!("tensor '{name}': entry must be an object, found {}", val.kind()));
-        };
-        let (mut dtype, mut shape, mut offs) = (None, None, None);
-        for (k, x) in fields {
-            match k.as_str() {
-                "dtype" => {
-                    let Value::Str(s) = &x else {
-                        return fail(path, format!("tensor '{name}': dtype must be a string, found {}", x.kind()));
-                    };
-                    match DType::from_st_name(s) {
-                        Some(d) => dtype = Some(d),
-                        None => {
-                            return fail(path, format!("tensor '{name}': dtype \"{s}\" is not supported (supported: F32, BF16, F16)"))
-                        }
-                    }
-                }
-                "shape" => {
-                    let dims = match &x {
-                        Value::Arr(a) => a.iter().map(|d| d.as_u64()).collect::<Option<Vec<u64>>>(),
-                        _ => None,
-                    };
-                    match dims {
-                        Some(d) => shape = Some(d),
-                        None => return fail(path, format!("tensor '{name}': shape must be an array of non-negative integers")),
-                    }
-                }
-                "data_offsets" => {
-                    let o = match &x {
-                        Value::Arr(a) if a.len() == 2 => a[0].as_u64().zip(a[1].as_u64()),
-                        _ => None,
-                    };
-                    match o {
-                        Some(o) => offs = Some(o),
-                        None => return fail(path, format!("tensor '{name}': data_offsets must be [begin, end] (non-negative integers)")),
-                    }
-                }
-                other => return fail(path, format!("tensor '{name}': unknown field \"{other}\"")),
-            }
-        }
-        let Some(dtype) = dtype else { return fail(path, format!("tensor '{name}': missing dtype")) };
-        let Some(shape) = shape else { return fail(path, format!("tensor '{name}': missing shape")) };
-        let Some((begin, end)) = offs else { return fail(path, format!("tensor '{name}': missing data_offsets")) };
-        let need = checked_numel(&shape).and_then(|n| n.checked_mul(dtype.size() as u64));
-        let Some(need) = need else {
-            return fail(path, format!("tensor '{name}': shape {shape:?} is too large"));
-        };
-        if begin > end {
-            return fail(path, format!("tensor '{name}': data_offsets [{begin}, {end}] has begin > end"));
-        }
-        if end - begin != need {
-            return fail(
-                path,
-                format!(
-                    "tensor '{name}': data_offsets [{begin}, {end}] span {} bytes but shape {shape:?} x {} needs {need} bytes",
-                    end - begin,
-                    dtype.st_name()
-                ),
-            );
-        }
-        if end > data_len {
-            return fail(path, format!("tensor '{name}': data_offsets [{begin}, {end}] are beyond the data section ({data_len} bytes; file truncated?)"));
-        }
-        entries.push(Entry { name, dtype, shape, begin, end });
     }
+    check_contiguous(path, &mut entries, data_len)?;
+    Ok(Header { entries, metadata, data_start })
+}
+
+/// The `__metadata__` object: strings only.
+fn metadata_of(path: &str, val: Value) -> Result<Vec<(String, String)>> {
+    let Value::Obj(m) = val else {
+        return fail(path, format!("__metadata__ must be an object of strings, found {}", val.kind()));
+    };
+    let mut metadata = Vec::new();
+    for (k, x) in m {
+        let Value::Str(s) = x else {
+            return fail(path, format!("__metadata__ '{k}' must be a string, found {}", x.kind()));
+        };
+        metadata.push((k, s));
+    }
+    Ok(metadata)
+}
+
+/// One tensor's entry: its three fields, each checked, and a byte span that fits its shape and the file.
+fn entry_of(path: &str, name: String, val: Value, data_len: u64) -> Result<Entry> {
+    let Value::Obj(fields) = val else {
+        return fail(path, format!("tensor '{name}': entry must be an object, found {}", val.kind()));
+    };
+    let (mut dtype, mut shape, mut offs) = (None, None, None);
+    for (k, x) in fields {
+        match k.as_str() {
+            "dtype" => dtype = Some(dtype_field(path, &name, &x)?),
+            "shape" => {
+                let dims = match &x {
+                    Value::Arr(a) => a.iter().map(|d| d.as_u64()).collect::<Option<Vec<u64>>>(),
+                    _ => None,
+                };
+                match dims {
+                    Some(d) => shape = Some(d),
+                    None => return fail(path, format!("tensor '{name}': shape must be an array of non-negative integers")),
+                }
+            }
+            "data_offsets" => {
+                let o = match &x {
+                    Value::Arr(a) if a.len() == 2 => a[0].as_u64().zip(a[1].as_u64()),
+                    _ => None,
+                };
+                match o {
+                    Some(o) => offs = Some(o),
+                    None => return fail(path, format!("tensor '{name}': data_offsets must be [begin, end] (non-negative integers)")),
+                }
+            }
+            other => return fail(path, format!("tensor '{name}': unknown field \"{other}\"")),
+        }
+    }
+    let Some(dtype) = dtype else { return fail(path, format!("tensor '{name}': missing dtype")) };
+    let Some(shape) = shape else { return fail(path, format!("tensor '{name}': missing shape")) };
+    let Some((begin, end)) = offs else { return fail(path, format!("tensor '{name}': missing data_offsets")) };
+    let need = checked_numel(&shape).and_then(|n| n.checked_mul(dtype.size() as u64));
+    let Some(need) = need else {
+        return fail(path, format!("tensor '{name}': shape {shape:?} is too large"));
+    };
+    if begin > end {
+        return fail(path, format!("tensor '{name}': data_offsets [{begin}, {end}] has begin > end"));
+    }
+    if end - begin != need {
+        return fail(
+            path,
+            format!(
+                "tensor '{name}': data_offsets [{begin}, {end}] span {} bytes but shape {shape:?} x {} needs {need} bytes",
+                end - begin,
+                dtype.st_name()
+            ),
+        );
+    }
+    if end > data_len {
+        return fail(path, format!("tensor '{name}': data_offsets [{begin}, {end}] are beyond the data section ({data_len} bytes; file truncated?)"));
+    }
+    Ok(Entry { name, dtype, shape, begin, end })
+}
+
+/// A tensor's `dtype` field: one of the names this harness reads.
+fn dtype_field(path: &str, name: &str, x: &Value) -> Result<DType> {
+    let Value::Str(s) = x else {
+        return fail(path, format!("tensor '{name}': dtype must be a string, found {}", x.kind()));
+    };
+    match DType::from_st_name(s) {
+        Some(d) => Ok(d),
+        None => fail(path, format!("tensor '{name}': dtype \"{s}\" is not supported (supported: F32, BF16, F16)")),
+    }
+}
+
+/// The tensors, sorted by offset, tile the data section exactly: no overlap, no hole, nothing after.
+fn check_contiguous(path: &str, entries: &mut [Entry], data_len: u64) -> Result<()> {
     entries.sort_by_key(|e| (e.begin, e.end));
     let mut pos = 0u64;
-    for e in &entries {
+    for e in entries.iter() {
         if e.begin < pos {
             return fail(path, format!("tensor '{}': data_offsets [{}, {}] overlap the previous tensor (which ends at {pos})", e.name, e.begin, e.end));
         }
@@ -153,7 +172,7 @@ pub fn parse_header(path: &str, file_len: u64, head_len_bytes: [u8; 8], header: 
     if pos != data_len {
         return fail(path, format!("{} trailing bytes after the last tensor (data section is {data_len} bytes, tensors end at {pos})", data_len - pos));
     }
-    Ok(Header { entries, metadata, data_start })
+    Ok(())
 }
 
 /// Reads and validates the header of a file (the data itself is not read).
