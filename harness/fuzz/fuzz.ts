@@ -23,8 +23,7 @@ import { caseArb } from "./arbitraries.ts";
 import { caseToFile, checkOptimizerCase, describeCase, type FuzzCase, type Violation } from "./case.ts";
 import { minimize } from "./minimize.ts";
 import { runAnyCase } from "./run.ts";
-import { WorkerPool } from "../sandbox/pool.ts";
-import { subjectInfo } from "../sandbox/isolated.ts";
+import { WorkerPool, type SubjectInfo } from "../sandbox/pool.ts";
 import { CELL_JOB, type CellJobInput } from "../execute/cell-job.ts";
 import type { CellResult } from "../results/types.ts";
 import { jobKind, type JobHandlers, type JobTools } from "../execute/job.ts";
@@ -294,7 +293,6 @@ class IsolationFault extends Error {}
  * search with that fault, and no subject runs beside fast-check or the predicate (it could patch them).
  */
 export async function fuzzIsolated(input: FuzzJobInput, options: { heapMb?: number } = {}): Promise<{ result?: FuzzJobResult; fault: string | null }> {
-  const info = await subjectInfo(input.subject);
   const pool = new WorkerPool({ workers: 1, timeoutMs: 20_000, heapMb: options.heapMb });
   let fault: string | null = null;
   const submit = async (kind: { name: string; module: string }, jobInput: unknown): Promise<unknown> => {
@@ -303,6 +301,13 @@ export async function fuzzIsolated(input: FuzzJobInput, options: { heapMb?: numb
     if (o.fault !== null || o.result === undefined) throw new IsolationFault((fault = o.fault ?? "the worker handed back no result"));
     return o.result;
   };
+  // the subject is loaded once, in the worker its cases then run in (its name and shape name the cases)
+  const probed = await pool.submit({ index: 0, kind: "probe", module: null, input: input.subject, deadlineMs: PER_CASE_DEADLINE_MS });
+  if (probed.fault !== null || probed.result === undefined) {
+    await pool.close();
+    return { fault: probed.fault ?? "the worker handed back no result" };
+  }
+  const info = probed.result as SubjectInfo;
   const target: FuzzTarget = {
     name: info.name,
     shape: info.shape as Subject["shape"],
