@@ -36,18 +36,43 @@ import support  # noqa: E402 - one module per framework (adapters/torch/support/
 from support import JobError  # noqa: E402
 
 # Mirrors PROTOCOL_VERSION in harness/external/torch/protocol.ts (suites/torch/protocol.test.ts checks it).
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
 
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 DENSE_AXES = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
 SPARSE_AXES = ("pp", "dp_replicate", "efsdp", "ep")
 
 
+# What the adapter writes its results and reads /proc with, bound when it loads, before any target's code: a
+# target that patches json, open or os for its whole process does not reach what the adapter reports.
+_ENCODE = json.JSONEncoder(allow_nan=False).encode
+_OPEN = open
+_REPLACE = os.replace
+_GETPID = os.getpid
+
+
 def write_json(path: str, obj: object) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(obj, f, allow_nan=False)
-    os.replace(tmp, path)
+    text = _ENCODE(obj)
+    tmp = f"{path}.tmp-{_GETPID()}"
+    with _OPEN(tmp, "w") as f:
+        f.write(text)
+    _REPLACE(tmp, path)
+
+
+class _SealedModule(type(sys)):
+    """A module whose names cannot be rebound: the adapter's own and st_io's, sealed before any target loads,
+    so that a target cannot swap what measures it or writes its result (`__main__.count_unseen = ...`)."""
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"clip-parity's adapter module {self.__name__} is sealed: {name} cannot be replaced")
+
+    def __delattr__(self, name):
+        raise AttributeError(f"clip-parity's adapter module {self.__name__} is sealed: {name} cannot be removed")
+
+
+def seal_adapter_modules() -> None:
+    for module in (sys.modules[__name__], st_io):
+        module.__class__ = _SealedModule
 
 
 def num(x: float) -> float | str:
@@ -224,13 +249,28 @@ def c10d_counts(groups: list) -> dict:
     return counts
 
 
-def count_unseen(mon: "Monitor", groups: list, before: dict) -> None:
+def process_groups(meshes_groups: list) -> list:
+    """Every process group of this process: the meshes' and every group a target made itself (DeepSpeed and
+    Megatron build their own; a target may build one inside its call), from c10d's own registry, so that a
+    collective on any of them is counted, not only those on groups the adapter handed out."""
+    seen = {id(g): g for g in meshes_groups}
+    try:
+        for g in list(c10d._world.pg_map.keys()):
+            seen.setdefault(id(g), g)
+    except Exception:  # noqa: BLE001 - a torch without the registry: the meshes' groups only
+        pass
+    return list(seen.values())
+
+
+def count_unseen(mon: "Monitor", meshes_groups: list, before: dict) -> None:
     """Adds to the Monitor's calls the collectives the groups' backends started during the call beyond those
     the Monitor saw, so that the harness counts what ran, not what a dispatch mode was shown. Each collective
     advances exactly one group's sequence number, so the totals compare (groups with the same ranks too);
-    an unseen one is named by a group that ran more than the Monitor saw on its ranks."""
-    after = c10d_counts(groups)
-    ran = {key: after[key][1] - n0 for key, (g, n0) in before.items() if key in after}
+    an unseen one is named by a group that ran more than the Monitor saw on its ranks. A group made during
+    the call started at 0."""
+    after = c10d_counts(process_groups(meshes_groups))
+    ran = {key: n - (before[key][1] if key in before else 0) for key, (g, n) in after.items()}
+    before = {**before, **{key: (g, 0) for key, (g, _) in after.items() if key not in before}}
     unseen = sum(ran.values()) - len(mon.calls)
     if unseen <= 0:
         return
@@ -788,6 +828,44 @@ class AllocatorPeak:
         return False
 
 
+class ResidentPeak:
+    """Scratch memory counted by the operating system: the process's resident high-water mark during the call
+    (VmHWM, reset before it by writing 5 to /proc/self/clear_refs: the rank process serves cell after cell) less
+    its resident size before the call and less the mapped input shards (their pages become resident as the
+    target reads them). Memory no allocator sees (numpy, a C extension) counts here. None where Linux's /proc
+    is not there to ask."""
+
+    def __init__(self, mapped_bytes: int):
+        self.mapped_bytes = mapped_bytes
+        self.before = None
+        self.scratch = None
+
+    @staticmethod
+    def _status(field: str) -> int:
+        with _OPEN("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+        raise OSError(f"/proc/self/status has no {field}")
+
+    def __enter__(self):
+        try:
+            with _OPEN("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+            self.before = self._status("VmRSS")
+        except OSError:
+            self.before = None
+        return self
+
+    def __exit__(self, *exc):
+        if self.before is not None:
+            try:
+                self.scratch = max(0, self._status("VmHWM") - self.before - self.mapped_bytes)
+            except OSError:
+                self.scratch = None
+        return False
+
+
 def warm_allocator_profiler(device: torch.device) -> None:
     """The profiler's first start takes seconds: paid once per rank at start-up, not in a target's call."""
     with AllocatorPeak(device):
@@ -826,10 +904,11 @@ def run_job(job: dict, device: torch.device, meshes: dict, targets: Targets) -> 
     used_kwargs: set = set()
     t0 = time.perf_counter()
     set_collective_timeout(meshes["groups"], timedelta(seconds=float(job["collectiveTimeoutS"])))
-    issued = c10d_counts(meshes["groups"])
+    issued = c10d_counts(process_groups(meshes["groups"]))
+    resident = ResidentPeak(os.path.getsize(job["grads"]))
     try:
         try:
-            with mon, alloc:
+            with mon, alloc, resident:
                 ret = call_steps(path, cell, targets, calls[0], used_kwargs)
         finally:
             count_unseen(mon, meshes["groups"], issued)
@@ -883,6 +962,8 @@ def run_job(job: dict, device: torch.device, meshes: dict, targets: Targets) -> 
         "leakedBytes": int(mon.live_bytes()),
         "method": "torch.cuda.max_memory_allocated" if device.type == "cuda" else "the larger of dispatch-mode storage tracking and the allocator's profiler events",
     }
+    if resident.scratch is not None:
+        result["memory"]["osScratchBytes"] = int(resident.scratch)
     if alloc.stopped and result["error"] is None:
         result["error"] = {
             "type": "MonitorStopped",
@@ -974,6 +1055,18 @@ def _die_with_parent(parent: int) -> None:
         pass
 
 
+def take_private_dir(session: str, rank: int) -> str:
+    """This rank's private folder, named by a secret only the harness and this rank know: the harness wrote the
+    name to rank-R.secret in a session folder nobody may list, and the rank deletes that file before any target
+    code loads (serve waits for every rank). Its jobs, its input shards and its results live there, so a
+    target finds no other rank's input in a folder it can list or name."""
+    secret = os.path.join(session, f"rank-{rank}.secret")
+    with open(secret) as f:
+        name = f.read().strip()
+    os.unlink(secret)
+    return os.path.join(session, name)
+
+
 def adapter_error(rank: int, e: Exception) -> dict:
     return {
         "protocol": PROTOCOL_VERSION,
@@ -986,6 +1079,7 @@ def adapter_error(rank: int, e: Exception) -> dict:
 
 
 def serve(session: str) -> None:
+    seal_adapter_modules()
     parent = os.getppid()
     _die_with_parent(parent)
     # A rank stuck in a collective gives up after this long (the harness has ended the session by then).
@@ -1001,9 +1095,12 @@ def serve(session: str) -> None:
         device = torch.device("cpu")
         dist.init_process_group("gloo", timeout=c10d.default_pg_timeout)
     rank = dist.get_rank()
+    private = take_private_dir(session, rank)
     # The adapter's own group: never handed to a target, so a target that left the default group out of
     # step cannot confuse the adapter's goodbye.
     control = dist.new_group(backend="gloo")
+    # No target code loads on any rank before every rank has taken (and deleted) its secret.
+    dist.barrier(group=control)
     # A full collection walks every object torch's import made (about 0.2 s); frozen, they are skipped, and
     # the collections each job needs see only what the job made.
     warm_allocator_profiler(device)
@@ -1021,8 +1118,7 @@ def serve(session: str) -> None:
     cache = MeshCache()
     n = 0
     while True:
-        job_dir = os.path.join(session, f"job-{n}")
-        path = os.path.join(job_dir, f"job-{rank}.json")
+        path = os.path.join(private, f"job-{n}.json")
         try:
             wait_for(path, session, parent)
         except SessionGone:

@@ -99,6 +99,10 @@ def main(argv: list[str]) -> int:
     harness_gone = os.getppid() != harness
     kill_below(os.getpid())
     if harness_gone and os.environ.get("CLIP_PARITY_TORCH_KEEP") != "1":
+        try:
+            os.chmod(session, 0o700)  # the harness made it unlistable while the ranks ran
+        except OSError:
+            pass
         shutil.rmtree(session, ignore_errors=True)
     return code if code is not None else 0
 

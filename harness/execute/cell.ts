@@ -115,7 +115,7 @@ async function clipEveryRank(subject: Subject, c: ClipCall) {
   const external = subject.external ? await runExternal(subject.external.bind(subject), { cell, layout, world, params: views, maxNorm, normType: cell.normType, errorIfNonfinite, backend, timeoutMs }) : undefined;
   const meshes = meshesOf(layout);
   const run = external
-    ? { ranks: external.ranks, liveness: external.liveness, comm: external.comm, reach: null }
+    ? { ranks: external.ranks, liveness: external.liveness, comm: external.comm, reach: external.reach ?? null }
     : await sim.run((rank) => subject.clip(rankContext(rank, layout, meshes, sim, backend, plan), clipArgs(views[rank]!, { maxNorm, normType: cell.normType, errorIfNonfinite })), { timeoutMs });
   for (const o of run.ranks) if (o.value !== undefined && typeof o.value !== "number") o.value = describeValue(o.value) as never;
   return { run, external, collectiveMs: sim.collectiveMs };

@@ -231,6 +231,11 @@ export interface ExternalRun {
   /** A hang, a timeout or a crash of the external runtime (fails the liveness check), or null. */
   liveness: string | null;
   comm: CommRecord[];
+  /**
+   * Per rank, the ranks whose data can have reached it through the collectives that ran (comm.reach); absent
+   * where the runtime cannot tell, and comm.reach is then skipped.
+   */
+  reach?: number[][];
   /** Per rank, measured by the external runtime (the backend ledger does not see its memory). */
   memory?: { scratchPeakBytes: number; leakedBytes: number }[];
   /** The tolerance class the subject claims for this cell, when it depends on the cell (e.g. its dtype). */

@@ -122,6 +122,54 @@ describe(`PyTorch functions as subjects, through the adapter${torch.skipNote}`, 
     for (const m of r.memory) expect(m.scratchPeakBytes).toBeGreaterThanOrEqual(m.gradBytes);
   }, 300_000);
 
+  it.runIf(torch.run)("collectives hidden on a process group the target made itself are counted (issue 55)", async () => {
+    // the adapter counted c10d's sequence numbers on its meshes' groups only: this target's 13 all_gathers went unseen
+    const r = await run(cell("torch:clip_targets:own_group_hidden", "dp_shard2,tp2", "llama3-debug", "f32", 2, "active"));
+    expect(failed(r)).toContain("comm.budget");
+    for (const c of r.comm) expect(c.calls).toBeGreaterThan(10);
+  }, 300_000);
+
+  it.runIf(torch.run)("a target cannot silence what measures it: the adapter's modules are sealed and it writes with functions bound before any target loads (issue 55)", async () => {
+    const r = await run(cell("torch:clip_targets:wraps_writes", "dp_shard2,tp2", "llama3-debug", "f32", 2, "active"));
+    expect(failed(r)).toContain("comm.budget");
+    for (const c of r.comm) expect(c.calls).toBeGreaterThan(10);
+  }, 300_000);
+
+  it.runIf(torch.run)("memory no allocator sees (numpy copies of the gradients) is counted by the operating system (issue 55)", async () => {
+    const r = await run(cell("torch:clip_targets:numpy_scratch", "dp_shard2,tp2", "llama3-debug", "f32", 2, "active"));
+    expect(failed(r)).toEqual(["memory.peak"]);
+    expect(status(r, "parity.tensors")).toBe("pass");
+    for (const m of r.memory) expect(m.scratchPeakBytes).toBeGreaterThan(m.budgetBytes);
+  }, 300_000);
+
+  it.runIf(torch.run)("a rank finds no other rank's input in the session folder, or fails comm.reach where root reads it anyway (issue 55)", async () => {
+    // inactive: nothing is scaled, so a rank reading another's file reads its input, whenever it reads it
+    const r = await run(cell("torch:clip_targets:peeks", "dp_shard2,tp2", "llama3-debug", "f32", 2, "inactive"));
+    if (process.getuid?.() === 0) {
+      // root lists a folder of mode 0300 all the same: the right norm, from no collective
+      expect(status(r, "parity.norm")).toBe("pass");
+      expect(failed(r)).toContain("comm.reach");
+    } else {
+      expect(failed(r)).toContain("errors.raised");
+      expect(message(r, "errors.raised")).toMatch(/peeks found 0 input files in the session folder \(PermissionError/);
+    }
+  }, 300_000);
+
+  it.runIf(torch.run)("comm.reach is judged for torch cells: a norm right without any collective fails it (issue 55)", async () => {
+    // the session folder made listable again by the target itself: the norm is right, only comm.reach tells
+    const r = await run(cell("torch:clip_targets:peeks_unlocked", "dp_shard2,tp2", "llama3-debug", "f32", 2, "inactive"));
+    expect(status(r, "parity.norm")).toBe("pass");
+    expect(failed(r)).toContain("comm.reach");
+    expect(message(r, "comm.reach")).toMatch(/^rank \d returned a norm .* joined it only to ranks \[\d\]/);
+  }, 300_000);
+
+  it.runIf(torch.run)("two torch subjects in one run cannot affect each other: one's import-time patch of torch never reaches the other's cells (issue 55)", async () => {
+    const patcher = await run(cell("torch:patches_import:clip", "dp_shard2", "llama3-debug", "f32", 2, "active"));
+    expect(failed(patcher)).toContain("parity.norm");
+    const stock = await run(cell(STOCK, "dp_shard2", "llama3-debug", "f32", 2, "active"));
+    expect(failed(stock)).toEqual([]);
+  }, 300_000);
+
   it.runIf(torch.run)("a target that stops the profiler counting its memory fails instead of reading 0 bytes", async () => {
     const r = await run(cell("torch:clip_targets:stops_profiler", "dp_shard2,tp2", "llama3-debug", "f32", 2, "active"));
     expect(r.ranks.every((x) => /the target stopped torch's profiler during the call/.test(x.error ?? ""))).toBe(true);

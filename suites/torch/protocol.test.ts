@@ -84,10 +84,10 @@ describe(`the adapter's side of the protocol${torch.skipNote}`, () => {
     const options = { ...torchOptionsFromEnv(), cellTimeoutS: 60 };
     const session = await sessionFor({ world: 1, python: options.python, device: "cpu", isolation: "protocol-test" }, options);
     expect(session.info?.protocol).toBe(PROTOCOL_VERSION);
-    const dir = session.newJobDir();
-    const result = join(dir, "result-0.json");
+    const files = session.newJob();
+    const result = files.result(0);
     // Written by hand: runJob validates its jobs and would refuse this one before the adapter sees it.
-    writeFileSync(join(dir, "job-0.json"), JSON.stringify({ ...job(), protocol: 1, result }));
+    writeFileSync(files.job(0), JSON.stringify({ ...job(), protocol: 1, result }));
     const deadline = Date.now() + 60_000;
     while (!existsSync(result) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     const r = readProtocolFile(resultSchema, result);

@@ -7,21 +7,28 @@
  *
  *   ready-R.json             rank R is up: `readySchema` (its protocol version, pid, torch version, backend,
  *                            device). The harness refuses a session whose version differs from its own.
- *   job-N/in-R.safetensors   rank R's local gradient shards for cell N, named by physical FQN, written by the
+ *   rank-R.secret            the name of rank R's private folder P_R (128 random bits), written before torchrun
+ *                            starts; rank R reads and deletes it at start-up, and no rank loads target code
+ *                            before every rank has (a barrier on the adapter's own group). SESSION_DIR is then
+ *                            mode 0300 (nobody lists it), so a target finds no other rank's files in a folder
+ *                            it can list or name.
+ *   P_R/in-N.safetensors     rank R's local gradient shards for cell N, named by physical FQN, written by the
  *                            native store before the job file, and the clipped ones after it: the adapter maps
  *                            the file shared and the gradients are clipped in it (no copy in, none out); a
  *                            gradient the target replaced is copied into it, and one of another dtype or shape
  *                            makes the adapter write the file anew, as returned, for the harness to refuse.
  *                            The harness copies them back into the cell's tensors so that the ordinary checks
  *                            judge them.
- *   job-N/job-R.json         `jobSchema`, written last and atomically (temp file + rename): a clip job (the
+ *   P_R/job-N.json           `jobSchema`, written last and atomically (temp file + rename): a clip job (the
  *                            cell, the rank's physical copies and how to call the target: `conventionSchema`)
  *                            or `{"protocol": V, "kind": "quit"}`, which ends the session.
- *   job-N/result-R.json      `resultSchema`, written last and atomically: the returned norm (non-finite values
+ *   P_R/result-N.json        `resultSchema`, written last and atomically: the returned norm (non-finite values
  *                            as "NaN"/"Infinity"/"-Infinity": JSON has none) or the exception, the collectives
- *                            issued (per call: op, kind, group ranks, bytes), scratch memory, the convention
- *                            path taken and timings. `adapterError` marks a failure of the adapter itself (a
- *                            bad job, a protocol mismatch, a mesh that cannot be built), not of the target.
+ *                            issued (per call: op, kind, group ranks, bytes; on every process group of the
+ *                            process, those a target made itself included), scratch memory (the allocator's
+ *                            and the operating system's), the convention path taken and timings.
+ *                            `adapterError` marks a failure of the adapter itself (a bad job, a protocol
+ *                            mismatch, a mesh that cannot be built), not of the target.
  *
  * Per job every rank: builds (or reuses, for the same layout) the dense mesh (pp, dp_replicate, dp_shard, cp,
  * tp) and the sparse mesh (pp, dp_replicate, efsdp, ep) over the same ranks, row-major (SPEC §3), each
@@ -48,7 +55,8 @@
  *
  * Version history: 1 (implicit, never written) the prose protocol of issue 7; 2 adds the version, `kind`,
  * the call convention, `countedHere`, the result's `path` and `groupCalls`; 3 adds the job's `collectiveTimeoutS` and
- * clips in the `grads` file (the job's `out` is gone).
+ * clips in the `grads` file (the job's `out` is gone); 4 moves each rank's files into its private folder and
+ * adds the result's `memory.osScratchBytes`.
  */
 import { readFileSync } from "node:fs";
 import { z } from "zod";
@@ -56,7 +64,7 @@ import { LAYOUT_AXES } from "../../layout/layout.ts";
 import { layoutFields } from "../../layout/schema.ts";
 import { issuePath } from "../../util/json-file.ts";
 
-export const PROTOCOL_VERSION = 3;
+export const PROTOCOL_VERSION = 4;
 
 /** module:qualname, e.g. torch.nn.utils:clip_grad_norm_ or transformers.trainer:Trainer._mixed_mesh_grad_norm */
 export const TARGET_RE = /^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*$/;
@@ -276,7 +284,15 @@ export const resultSchema = z.strictObject({
       ops: z.array(z.strictObject({ op: z.string(), kind: z.string(), group: z.string(), bytes: nonneg })),
     })
     .optional(),
-  memory: z.strictObject({ scratchPeakBytes: nonneg, leakedBytes: z.number().int(), method: z.string() }).optional(),
+  memory: z
+    .strictObject({
+      scratchPeakBytes: nonneg,
+      leakedBytes: z.number().int(),
+      method: z.string(),
+      /** The resident high-water mark during the call less the resident size before it and the mapped shards (Linux). */
+      osScratchBytes: nonneg.optional(),
+    })
+    .optional(),
   /** Collectives per group ("0,2") this rank issued during the job, target and adapter together. */
   groupCalls: z.record(z.string(), nonneg).optional(),
   gradsMissing: z.array(z.string()).optional(),

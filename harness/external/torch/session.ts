@@ -7,7 +7,8 @@
  */
 import { onExitOrSignal } from "../../util/exit.ts";
 import { execa } from "execa";
-import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readSync, rmSync, statSync } from "node:fs";
+import { chmodSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readSync, rmSync, statSync } from "node:fs";
+import { randomBytes } from "node:crypto";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { writeFileAtomic } from "../../util/fs.ts";
@@ -65,8 +66,18 @@ export interface SessionKey {
 
 const sameKey = (a: SessionKey, b: SessionKey) => a.world === b.world && a.python === b.python && a.device === b.device && a.isolation === b.isolation;
 
+/**
+ * One job's files, each in its rank's private folder: the job, the rank's shards (in, and clipped in place by
+ * the adapter, out) and its result.
+ */
+export interface JobFiles {
+  job(rank: number): string;
+  grads(rank: number): string;
+  result(rank: number): string;
+}
+
 export interface JobOutcome {
-  dir: string;
+  files: JobFiles;
   /** Index = rank; undefined where the rank wrote nothing (hang, crash) or something unreadable. */
   results: (Result | undefined)[];
   /** A hang, a crash or an unreadable result: fails the cell's liveness. */
@@ -86,6 +97,14 @@ export class TorchSession {
   startSeconds = 0;
   info: Ready | null = null;
 
+  /**
+   * Each rank's private folder: a random name inside the session folder, which nobody may list once the ranks
+   * start (mode 0300). A rank learns its own name from `rank-R.secret` and deletes that file before any
+   * target code loads on any rank (the adapter waits for every rank first), so a target finds no other
+   * rank's input in a folder it can list or name.
+   */
+  private readonly rankDirs: string[];
+
   private constructor(
     readonly key: SessionKey,
     private readonly options: TorchOptions,
@@ -93,6 +112,12 @@ export class TorchSession {
     const base = existsSync("/dev/shm") ? "/dev/shm" : tmpdir();
     this.dir = mkdtempSync(join(base, "clip-parity-torch-"));
     this.log = join(this.dir, "adapter.log");
+    this.rankDirs = Array.from({ length: key.world }, (_, r) => {
+      const name = randomBytes(16).toString("hex");
+      mkdirSync(join(this.dir, name), { mode: 0o700 });
+      writeFileAtomic(join(this.dir, `rank-${r}.secret`), name);
+      return join(this.dir, name);
+    });
   }
 
   get world(): number {
@@ -107,6 +132,7 @@ export class TorchSession {
     const s = new TorchSession(key, options);
     if (setup.length) writeFileAtomic(join(s.dir, "setup.json"), JSON.stringify(setup));
     const fd = openSync(s.log, "a");
+    chmodSync(s.dir, 0o300); // after its last entry by name: from here on nobody lists it
     const env: Record<string, string> = {
       OMP_NUM_THREADS: ompThreads("1"),
       PYTHONUNBUFFERED: "1",
@@ -191,18 +217,19 @@ export class TorchSession {
     }
   }
 
-  /** A fresh job directory for the caller's input files. */
-  newJobDir(): string {
-    const dir = join(this.dir, `job-${this.next++}`);
-    mkdirSync(dir, { recursive: true });
-    return dir;
+  /** The next job's files, in each rank's private folder. */
+  newJob(): JobFiles {
+    const n = this.next++;
+    const at = (name: string) => (rank: number) => join(this.rankDirs[rank]!, `${name}-${n}`);
+    const [job, grads, result] = [at("job"), at("in"), at("result")];
+    return { job: (r) => `${job(r)}.json`, grads: (r) => `${grads(r)}.safetensors`, result: (r) => `${result(r)}.json` };
   }
 
   /** One cell: writes every rank's job (validated first), waits for every rank's result. */
-  async runJob(dir: string, jobs: (rank: number) => Job, timeoutMs: number): Promise<JobOutcome> {
+  async runJob(files: JobFiles, jobs: (rank: number) => Job, timeoutMs: number): Promise<JobOutcome> {
     const started = performance.now();
-    for (let r = 0; r < this.world; r++) writeFileAtomic(join(dir, `job-${r}.json`), JSON.stringify(checkJob(jobs(r))));
-    const paths = Array.from({ length: this.world }, (_, r) => join(dir, `result-${r}.json`));
+    for (let r = 0; r < this.world; r++) writeFileAtomic(files.job(r), JSON.stringify(checkJob(jobs(r))));
+    const paths = Array.from({ length: this.world }, (_, r) => files.result(r));
     const missing = await this.waitFor(paths, started + timeoutMs);
     let failure: string | null = null;
     const results = paths.map((p) => {
@@ -226,19 +253,20 @@ export class TorchSession {
       // A rank that cannot be understood may be out of step with the others: start afresh.
       this.kill();
     }
-    return { dir, results, failure, seconds: (performance.now() - started) / 1000 };
+    return { files, results, failure, seconds: (performance.now() - started) / 1000 };
   }
 
   /** Removes one job's files (unless asked to keep them). */
-  dropJob(dir: string): void {
-    if (!this.options.keep) rmSync(dir, { recursive: true, force: true });
+  dropJob(files: JobFiles): void {
+    if (this.options.keep) return;
+    for (let r = 0; r < this.world; r++) for (const f of [files.job(r), files.grads(r), files.result(r)]) rmSync(f, { force: true });
   }
 
   /** Asks the adapter to quit and waits a little; kills it otherwise. */
   async close(): Promise<void> {
     if (this.alive) {
-      const dir = this.newJobDir();
-      for (let r = 0; r < this.world; r++) writeFileAtomic(join(dir, `job-${r}.json`), JSON.stringify({ protocol: PROTOCOL_VERSION, kind: "quit" }));
+      const files = this.newJob();
+      for (let r = 0; r < this.world; r++) writeFileAtomic(files.job(r), JSON.stringify({ protocol: PROTOCOL_VERSION, kind: "quit" }));
       const deadline = performance.now() + 10_000;
       while (this.alive && performance.now() < deadline) await sleep(20);
     }
@@ -276,6 +304,11 @@ export class TorchSession {
     if (pid !== undefined && this.exit === null) {
       for (const p of pids) if (Number.isInteger(p) && p > 1) signal(p, "SIGKILL");
       signal(pid, "SIGTERM");
+    }
+    try {
+      chmodSync(this.dir, 0o700); // listable again: to be removed, or read when kept
+    } catch {
+      // the launcher removed it first
     }
     if (!this.options.keep) rmSync(this.dir, { recursive: true, force: true });
   }

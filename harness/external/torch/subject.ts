@@ -13,7 +13,7 @@
  */
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { resolve } from "node:path";
 import { InputError } from "../../errors.ts";
 import { axisIndex, coordsOf, meshOf, type AxisName } from "../../layout/mesh.ts";
 import type { ValidLayout } from "../../layout/layout.ts";
@@ -345,6 +345,47 @@ function readBackClipped(x: ExternalCell, rank: number, file: string): void {
   }
 }
 
+/**
+ * What the interpreter itself may grow by during a call without any tensor or array of the target's (a first
+ * call's lazy imports, Python's own arenas), above which the operating system's count of the call's resident
+ * growth is judged as scratch; measured on the stock clip's first cells (README, "Isolation").
+ */
+export const OS_SCRATCH_SLACK_BYTES = 32 * 1024 * 1024;
+
+/**
+ * A rank's judged scratch: the allocator's peak, or the operating system's resident growth less
+ * OS_SCRATCH_SLACK_BYTES where that is larger (memory no allocator sees: numpy, a C extension).
+ */
+export function judgedScratch(m: { scratchPeakBytes: number; osScratchBytes?: number | undefined }): number {
+  return Math.max(m.scratchPeakBytes, (m.osScratchBytes ?? 0) - OS_SCRATCH_SLACK_BYTES);
+}
+
+/**
+ * Whose gradients can have reached each rank (comm.reach): the ranks it is joined to, directly or through
+ * others, by the process groups its collectives and its peers' ran on during the cell (`groupCalls`, on every
+ * group of the process). Over-approximated, as the adapter sees groups and counts but not the order of the
+ * collectives nor whose data each carried: a rank fails only when it returned a norm with no collective path
+ * at all to gradients it needed (a target that read another rank's input instead). A barrier joins no one;
+ * a group the adapter could not name joins every rank.
+ */
+export function torchReach(results: readonly (Result | undefined)[], world: number): number[][] {
+  const root = Array.from({ length: world }, (_, r) => r);
+  const find = (r: number): number => (root[r] === r ? r : (root[r] = find(root[r]!)));
+  const join = (members: readonly number[]) => {
+    for (const m of members.slice(1)) root[find(m)] = find(members[0]!);
+  };
+  for (const r of results) {
+    const barriers = new Map<string, number>();
+    for (const op of r?.comm?.ops ?? []) if (op.kind === "barrier") barriers.set(op.group, (barriers.get(op.group) ?? 0) + 1);
+    for (const [group, calls] of Object.entries(r?.groupCalls ?? {})) {
+      if (calls - (barriers.get(group) ?? 0) <= 0) continue; // a barrier moves no data
+      const members = /^\d+(,\d+)*$/.test(group) ? group.split(",").map(Number).filter((m) => m < world) : root.map((_, i) => i);
+      if (members.length) join(members);
+    }
+  }
+  return root.map((_, r) => root.flatMap((__, q) => (find(q) === find(r) ? [q] : [])));
+}
+
 /** Every rank's result as the checks read it (norm or error, memory, the clipped gradients in place) and the cell's liveness. */
 function readRanks(x: ExternalCell, session: TorchSession, outcome: JobOutcome, log: TorchCellLog, shardsFile: (rank: number) => string) {
   const { results, failure } = outcome;
@@ -353,7 +394,7 @@ function readRanks(x: ExternalCell, session: TorchSession, outcome: JobOutcome, 
   let liveness = failure;
   for (let rank = 0; rank < x.world; rank++) {
     const r = results[rank];
-    memory.push({ scratchPeakBytes: r?.memory?.scratchPeakBytes ?? 0, leakedBytes: r?.memory?.leakedBytes ?? 0 });
+    memory.push({ scratchPeakBytes: r?.memory ? judgedScratch(r.memory) : 0, leakedBytes: r?.memory?.leakedBytes ?? 0 });
     log.paths[rank] = r?.path ?? null;
     if (!r) {
       ranks.push({ rank, error: new Error(failure ?? "no result") });
@@ -404,19 +445,18 @@ async function runExternal(subject: TorchSubject, x: ExternalCell): Promise<Exte
 
   const cellStarted = performance.now(); // after the session start, which is counted apart
   const cellInfo = JSON.stringify({ ...x.cell, world, layout });
-  const dir = session.newJobDir();
+  const files = session.newJob();
   const timeoutMs = x.timeoutMs ?? o.cellTimeoutS * 1000;
   let inputsMs = 0;
-  // rank's shards, in and (clipped in place by the adapter) out
-  const shardsFile = (rank: number) => join(dir, `in-${rank}.safetensors`);
+  const shardsFile = files.grads;
   const outcome = await session.runJob(
-    dir,
+    files,
     (rank): ClipJob => {
       const t = performance.now();
       const entries = x.params[rank]!.filter((p) => p.grad !== null).map((p) => ({ name: p.fqn, tensor: p.grad as Tensor }));
       backend.saveSafetensors(shardsFile(rank), entries, { rank: String(rank), cell: cellInfo });
       inputsMs += performance.now() - t;
-      return clipJob(subject, x, rank, { grads: shardsFile(rank), result: join(dir, `result-${rank}.json`) }, timeoutMs);
+      return clipJob(subject, x, rank, { grads: shardsFile(rank), result: files.result(rank) }, timeoutMs);
     },
     timeoutMs,
   );
@@ -426,7 +466,7 @@ async function runExternal(subject: TorchSubject, x: ExternalCell): Promise<Exte
   const readStarted = performance.now();
   const { ranks, memory, liveness } = readRanks(x, session, outcome, log, shardsFile);
   log.phases.results = (performance.now() - readStarted) / 1000;
-  session.dropJob(dir);
+  session.dropJob(files);
   log.phases.total = (performance.now() - cellStarted) / 1000;
   // A group left out of step (a target raised half-way on some ranks) must not reach the next cell.
   const outOfStep = outcome.failure ? null : groupsOutOfStep(outcome.results);
@@ -434,7 +474,15 @@ async function runExternal(subject: TorchSubject, x: ExternalCell): Promise<Exte
     log.sessionEnded = outOfStep;
     await session.close();
   }
-  return { ranks, liveness, comm: outcome.results.map(commRecord), memory, tolerance, ...declaredScratch(subject.framework, x.params, x.layout.dp_shard) };
+  return {
+    ranks,
+    liveness,
+    comm: outcome.results.map(commRecord),
+    reach: torchReach(outcome.results, world),
+    memory,
+    tolerance,
+    ...declaredScratch(subject.framework, x.params, x.layout.dp_shard),
+  };
 }
 
 const product = (dims: readonly number[]) => dims.reduce((a, b) => a * b, 1);
