@@ -23,7 +23,7 @@ export const BRANCHES = [
  *
  * A lower bound, never a demand for a collective a correct subject would skip: replicas and Partial
  * copies count as the coordinates they hold, so ranks that hold everything (one rank, pure replication)
- * need none. An external runtime reports no reach, and a meta cell no values: both are skipped.
+ * need none. An external runtime that reports no reach (the torch adapter reports one) and a meta cell: skipped.
  */
 export default defineCheck({
   id: "comm.reach",
