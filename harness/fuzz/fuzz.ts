@@ -260,13 +260,13 @@ export async function fuzzSubject(subject: Subject | FuzzTarget, p: FuzzParams, 
 }
 
 /** A fuzz run of `clip-parity fuzz`: the subject by name, the parameters as plain data. */
-export interface FuzzJobInput {
+export interface FuzzRunInput {
   subject: string;
   params: Omit<FuzzParams, "onRun">;
 }
 
 /** What a fuzz run hands back: the run's figures and its counterexample, if any. */
-export interface FuzzJobResult {
+export interface FuzzRunResult {
   numRuns: number;
   numShrinks: number;
   ms: number;
@@ -292,7 +292,7 @@ class IsolationFault extends Error {}
  * a worker of the pool like every cell, so a subject that exits, hangs or exhausts its heap ends the
  * search with that fault, and no subject runs beside fast-check or the predicate (it could patch them).
  */
-export async function fuzzIsolated(input: FuzzJobInput, options: { heapMb?: number } = {}): Promise<{ result?: FuzzJobResult; fault: string | null }> {
+export async function fuzzIsolated(input: FuzzRunInput, options: { heapMb?: number } = {}): Promise<{ result?: FuzzRunResult; fault: string | null }> {
   const pool = new WorkerPool({ workers: 1, timeoutMs: 20_000, heapMb: options.heapMb });
   let fault: string | null = null;
   const submit = async (kind: { name: string; module: string }, jobInput: unknown): Promise<unknown> => {

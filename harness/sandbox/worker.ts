@@ -19,7 +19,7 @@
 import { workerData, type MessagePort } from "node:worker_threads";
 import type { Subject } from "../subject/api.ts";
 import { isSubjectPath, loadSubject } from "../registry/registry.ts";
-import type { JobHandlers, JobTools } from "../execute/job.ts";
+import type { JobHandler, JobHandlers, JobTools } from "../execute/job.ts";
 import { watchSubject } from "../util/watch.ts";
 import { installJudge, startJudgeThread } from "../judge/client.ts";
 import type { Job, SubjectInfo, WorkerMessage } from "./pool.ts";
@@ -98,10 +98,10 @@ async function probe(spec: string): Promise<SubjectInfo> {
 const HARNESS_URL = new URL("..", import.meta.url).href;
 
 /** A registered kind's handler (execute/job.ts): its module is the harness's, loaded and sealed before any subject code. */
-async function handlerOf(job: Job): Promise<(input: never, tools: JobTools) => Promise<unknown>> {
+async function handlerOf(job: Job): Promise<JobHandler> {
   if (job.module === null) {
     if (job.kind !== "probe") throw new Error(`internal: job kind "${job.kind}" names no module`);
-    return probe as (input: never) => Promise<unknown>;
+    return probe as JobHandler;
   }
   if (!job.module.startsWith(HARNESS_URL)) throw new Error(`internal: job kind "${job.kind}" names a module outside the harness: ${job.module}`);
   const handlers = ((await import(job.module)) as { jobs?: JobHandlers }).jobs;
