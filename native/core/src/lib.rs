@@ -4,7 +4,8 @@
 //! safetensors I/O.
 //!
 //! Layers, bottom up (a module uses only modules of lower layers; no circle):
-//! - error, dtype, json, genq (splitmix64, fnv1a64, q); biguint, hash, pool; abspow (|x|^p of one element)
+//! - error, dtype, json, genq (splitmix64, fnv1a64, q) < genlanes (the SIMD generators' per-lane
+//!   tables, portable); biguint, hash, pool; abspow (|x|^p of one element)
 //! - simd (the AVX2 / AVX-512 kernels) < path (KernelPath, multiversion!) < exact < kernels < gen
 //! - optim, reference, safetensors
 //! - ledger (tensor table, ids, ranks, live/peak bytes, argument checks) < store_api (TensorStore,
@@ -18,6 +19,7 @@ pub mod dtype;
 pub mod error;
 pub mod exact;
 pub mod gen;
+pub mod genlanes;
 pub mod genq;
 pub mod hash;
 pub mod json;

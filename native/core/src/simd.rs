@@ -6,7 +6,8 @@
 use std::arch::x86_64::*;
 
 use crate::dtype::{pow2, DType, Elem};
-use crate::genq::{GAMMA, MIX1, MIX2};
+use crate::genlanes::{self, table_s, w_mix1, Lanes};
+use crate::genq::MIX2;
 
 /// Whether the AVX2 + F16C kernels can run on this CPU (cached by std).
 #[inline]
@@ -429,10 +430,12 @@ trait QStream {
 /// i32x8 halves in index order (m <= 24, so q fits), with AVX2's 32-bit lanes: each 64-bit value is
 /// held as its low and high 32-bit halves in two registers.
 ///
-/// The first multiply is the table of [`GenQ16`] (see there): with x = key + gamma + i = X + t, X a
-/// multiple of 16, (x ^ (x >> 30)) * MIX1 = W(X) * MIX1 + T(t ^ (S & 15)) (mod 2^64), a scalar product
-/// per step shared by the lanes in X (and one for those in X + 16), plus a table per lane made again
-/// when S & 15 changes (every 2^26 steps; the step where it changes is computed directly). The
+/// The first multiply is the table of [`GenQ16`] (genlanes.rs explains it): with x = key + gamma + i
+/// = X + t, X a multiple of 16, (x ^ (x >> 30)) * MIX1 = W(X) * MIX1 + T(t ^ (S & 15)) (mod 2^64), a
+/// scalar product per step shared by the lanes in X (and one for those in X + 16), plus a table per
+/// lane made again when S & 15 changes (every 2^26 steps; the step where it changes is computed
+/// directly). genlanes.rs builds the tables; its scalar model of this lane loop is tested against
+/// the generator's definition on every machine. The
 /// 64-bit add of the two parts on 32-bit halves takes its carry from a signed compare of the low
 /// halves with their top bits flipped.
 ///
@@ -448,10 +451,8 @@ struct GenQ8 {
     /// W * MIX1 for X (`low`) and X + 16 (`high`)
     low: u64,
     high: u64,
-    /// the lanes (bit j: lane j) that fall in X + 16
-    in_high: u16,
-    /// t per lane
-    t: [u64; 16],
+    /// the lanes: t per lane, and which fall in X + 16
+    lanes: Lanes,
     /// S & 15 of the tables
     s: u64,
     /// per lane, lanes 0..8 (`a`) and 8..16 (`b`): the low and high halves of T
@@ -476,31 +477,26 @@ impl GenQ8 {
     #[inline(always)]
     unsafe fn new(key: u64, m: u32, start: u64) -> GenQ8 {
         debug_assert!((2..=24).contains(&m));
-        let x0 = key.wrapping_add(GAMMA).wrapping_add(start);
-        let r = x0 & 15;
-        // lane j holds t = (r + j) & 15, in X + 16 when r + j >= 16
-        let in_high = (0xffff_u32 << (16 - r)) as u16;
-        let t: [u64; 16] = std::array::from_fn(|j| (r + j as u64) & 15);
-        let idx = |lanes: std::ops::Range<usize>, hi: i32| {
-            let v: [i32; 8] = std::array::from_fn(|k| 2 * ((in_high >> (lanes.start + k)) & 1) as i32 + hi);
+        let lanes = Lanes::new(key, start);
+        let idx = |from: usize, hi: i32| {
+            let v: [i32; 8] = std::array::from_fn(|k| 2 * lanes.high(from + k) as i32 + hi);
             _mm256_loadu_si256(v.as_ptr() as *const __m256i)
         };
-        let x = x0 & !15;
+        let x = lanes.x;
         let mut g = GenQ8 {
             x,
             low: w_mix1(x),
             high: w_mix1(x.wrapping_add(16)),
-            in_high,
-            t,
+            lanes,
             s: u64::MAX,
             tl_a: _mm256_setzero_si256(),
             th_a: _mm256_setzero_si256(),
             tl_b: _mm256_setzero_si256(),
             th_b: _mm256_setzero_si256(),
-            il_a: idx(0..8, 0),
-            ih_a: idx(0..8, 1),
-            il_b: idx(8..16, 0),
-            ih_b: idx(8..16, 1),
+            il_a: idx(0, 0),
+            ih_a: idx(0, 1),
+            il_b: idx(8, 0),
+            ih_b: idx(8, 1),
             m2l: _mm256_set1_epi32(MIX2 as u32 as i32),
             m2h: _mm256_set1_epi32((MIX2 >> 32) as u32 as i32),
             shift: _mm_cvtsi32_si128(32 - m as i32),
@@ -513,7 +509,7 @@ impl GenQ8 {
     #[inline(always)]
     unsafe fn tables_for(&mut self, s: u64) {
         self.s = s;
-        let tab: [u64; 16] = std::array::from_fn(|j| (self.t[j] ^ s).wrapping_mul(MIX1));
+        let tab = genlanes::table(&self.lanes, s);
         let lo: [u32; 16] = std::array::from_fn(|j| tab[j] as u32);
         let hi: [u32; 16] = std::array::from_fn(|j| (tab[j] >> 32) as u32);
         self.tl_a = _mm256_loadu_si256(lo.as_ptr() as *const __m256i);
@@ -527,12 +523,8 @@ impl GenQ8 {
     #[cold]
     #[inline(never)]
     #[target_feature(enable = "avx2")]
-    unsafe fn first_mix_direct(x: u64, t: &[u64; 16], in_high: u16) -> [__m256i; 4] {
-        let z: [u64; 16] = std::array::from_fn(|j| {
-            let base = if (in_high >> j) & 1 == 1 { x.wrapping_add(16) } else { x };
-            let x = base.wrapping_add(t[j]);
-            (x ^ (x >> 30)).wrapping_mul(MIX1)
-        });
+    unsafe fn first_mix_direct(x: u64, lanes: &Lanes) -> [__m256i; 4] {
+        let z = genlanes::first_mix_direct(x, lanes);
         let lo: [u32; 16] = std::array::from_fn(|j| z[j] as u32);
         let hi: [u32; 16] = std::array::from_fn(|j| (z[j] >> 32) as u32);
         let ld = |p: *const u32| _mm256_loadu_si256(p as *const __m256i);
@@ -572,7 +564,7 @@ impl QStream for GenQ8 {
     #[inline(always)]
     unsafe fn next16(&mut self) -> (__m256i, __m256i) {
         let x = self.x;
-        let (s_low, s_high) = ((x >> 30) & 15, (x.wrapping_add(16) >> 30) & 15);
+        let (s_low, s_high) = table_s(x);
         let r = if s_low == self.s && s_high == self.s {
             // from general registers (vmovq, vpinsrq): not a 16-byte load of two 8-byte stores,
             // which store forwarding cannot serve (twice as slow, measured)
@@ -582,7 +574,7 @@ impl QStream for GenQ8 {
             let (zlb, zhb) = Self::first_mix(w, self.il_b, self.ih_b, self.tl_b, self.th_b, self.flip);
             (self.finish(zla, zha), self.finish(zlb, zhb))
         } else {
-            let [zla, zha, zlb, zhb] = Self::first_mix_direct(x, &self.t, self.in_high);
+            let [zla, zha, zlb, zhb] = Self::first_mix_direct(x, &self.lanes);
             if s_low == s_high {
                 self.tables_for(s_low);
             }
@@ -606,6 +598,9 @@ impl QStream for GenQ8 {
 /// (mod 2^64). A lane's t never changes (x steps by 16), nor does S & 15 but once every 2^26 steps:
 /// the second term is a table per lane, made again when S & 15 changes; the first is one scalar
 /// product per multiple of 16, shared by the lanes that fall in it (the 16 lanes span X and X + 16).
+/// genlanes.rs builds the tables (and the lanes, and the direct first multiply of the steps the
+/// tables do not hold); its scalar model of this lane loop is tested against the generator's
+/// definition on every machine, and against this code where the CPU has AVX-512.
 struct GenQ16 {
     /// X of the lanes' lower multiple of 16, this step
     x: u64,
@@ -619,9 +614,8 @@ struct GenQ16 {
     s: u64,
     table_a: __m512i,
     table_b: __m512i,
-    /// t per lane
-    t_a: __m512i,
-    t_b: __m512i,
+    /// the lanes: t per lane, and which fall in X + 16
+    lanes: Lanes,
     mix2: __m512i,
     /// picks the odd (high) 32-bit halves of a then b
     high_halves: __m512i,
@@ -630,35 +624,22 @@ struct GenQ16 {
     flip: __m512i,
 }
 
-/// W * MIX1 of a multiple of 16 (see GenQ16).
-#[inline(always)]
-fn w_mix1(x: u64) -> u64 {
-    ((x ^ (x >> 30)) & !15).wrapping_mul(MIX1)
-}
-
 impl GenQ16 {
     #[inline(always)]
     unsafe fn new(key: u64, m: u32, start: u64) -> GenQ16 {
         debug_assert!((2..=24).contains(&m));
-        let x0 = key.wrapping_add(GAMMA).wrapping_add(start);
-        let r = x0 & 15;
-        // lane j holds t = (r + j) & 15, in X + 16 when r + j >= 16
-        let in_high = (0xffff_u32 << (16 - r)) as u16;
-        let t = |j: i64| (r as i64 + j) & 15;
-        let t_a = _mm512_setr_epi64(t(0), t(1), t(2), t(3), t(4), t(5), t(6), t(7));
-        let t_b = _mm512_setr_epi64(t(8), t(9), t(10), t(11), t(12), t(13), t(14), t(15));
-        let x = x0 & !15;
+        let lanes = Lanes::new(key, start);
+        let x = lanes.x;
         let mut g = GenQ16 {
             x,
             low: _mm512_set1_epi64(w_mix1(x) as i64),
             high: _mm512_set1_epi64(w_mix1(x.wrapping_add(16)) as i64),
-            in_high_a: in_high as u8,
-            in_high_b: (in_high >> 8) as u8,
+            in_high_a: lanes.in_high as u8,
+            in_high_b: (lanes.in_high >> 8) as u8,
             s: u64::MAX,
             table_a: _mm512_setzero_si512(),
             table_b: _mm512_setzero_si512(),
-            t_a,
-            t_b,
+            lanes,
             mix2: _mm512_set1_epi64(MIX2 as i64),
             high_halves: _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31),
             shift: _mm_cvtsi32_si128(32 - m as i32),
@@ -670,10 +651,10 @@ impl GenQ16 {
 
     #[inline(always)]
     unsafe fn tables_for(&mut self, s: u64) {
-        let (sv, mix1) = (_mm512_set1_epi64(s as i64), _mm512_set1_epi64(MIX1 as i64));
         self.s = s;
-        self.table_a = _mm512_mullo_epi64(_mm512_xor_si512(self.t_a, sv), mix1);
-        self.table_b = _mm512_mullo_epi64(_mm512_xor_si512(self.t_b, sv), mix1);
+        let tab = genlanes::table(&self.lanes, s);
+        self.table_a = _mm512_loadu_si512(tab.as_ptr() as *const __m512i);
+        self.table_b = _mm512_loadu_si512(tab.as_ptr().add(8) as *const __m512i);
     }
 
     /// (x ^ (x >> 30)) * MIX1 of the 16 lanes of this step, the direct way: for the step where
@@ -681,13 +662,9 @@ impl GenQ16 {
     #[cold]
     #[inline(never)]
     #[target_feature(enable = "avx2,avx512f,avx512dq,avx512bw,avx512vl")]
-    unsafe fn first_mix_direct(x: u64, t_a: __m512i, t_b: __m512i, in_high_a: __mmask8, in_high_b: __mmask8) -> (__m512i, __m512i) {
-        let mix1 = _mm512_set1_epi64(MIX1 as i64);
-        let lane = |t: __m512i, in_high: __mmask8| {
-            let x = _mm512_add_epi64(_mm512_mask_blend_epi64(in_high, _mm512_set1_epi64(x as i64), _mm512_set1_epi64(x.wrapping_add(16) as i64)), t);
-            _mm512_mullo_epi64(_mm512_xor_si512(x, _mm512_srli_epi64::<30>(x)), mix1)
-        };
-        (lane(t_a, in_high_a), lane(t_b, in_high_b))
+    unsafe fn first_mix_direct(x: u64, lanes: &Lanes) -> (__m512i, __m512i) {
+        let z = genlanes::first_mix_direct(x, lanes);
+        (_mm512_loadu_si512(z.as_ptr() as *const __m512i), _mm512_loadu_si512(z.as_ptr().add(8) as *const __m512i))
     }
 }
 
@@ -696,14 +673,14 @@ impl GenQ16 {
     #[inline(always)]
     unsafe fn next16_512(&mut self) -> __m512i {
         let x = self.x;
-        let (s_low, s_high) = ((x >> 30) & 15, (x.wrapping_add(16) >> 30) & 15);
+        let (s_low, s_high) = table_s(x);
         let (za, zb) = if s_low == self.s && s_high == self.s {
             (
                 _mm512_add_epi64(_mm512_mask_blend_epi64(self.in_high_a, self.low, self.high), self.table_a),
                 _mm512_add_epi64(_mm512_mask_blend_epi64(self.in_high_b, self.low, self.high), self.table_b),
             )
         } else {
-            let z = Self::first_mix_direct(x, self.t_a, self.t_b, self.in_high_a, self.in_high_b);
+            let z = Self::first_mix_direct(x, &self.lanes);
             if s_low == s_high {
                 self.tables_for(s_low);
             }
