@@ -528,6 +528,11 @@ mod tests {
     }
 }
 
+/// The scalar model of the SIMD generators' per-lane tables and boundaries (genlanes/model.rs)
+/// against the definition on every machine, and against the SIMD paths this CPU runs.
+#[cfg(test)]
+mod lane_model;
+
 /// The SIMD generator (simd.rs, through the `_with` methods and KernelPath::detect) against the
 /// portable reference: bitwise the same values and the same first mismatch for every dtype, e,
 /// mode, special index, start and length.

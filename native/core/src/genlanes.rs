@@ -1,5 +1,7 @@
 //! The per-lane tables of the SIMD generators (simd.rs: `GenQ8` on AVX2, `GenQ16` on AVX-512), in
-//! portable code that simd.rs builds its tables with.
+//! portable code that simd.rs builds its tables with; and, for tests, a scalar model of their lane
+//! loop (genlanes/model.rs), checked against the generator's definition by gen/lane_model.rs on
+//! every machine, AVX-512 or not.
 //!
 //! The trick: write x = key + gamma + i (the splitmix64 input of index i, SPEC section 5) as X + t,
 //! X a multiple of 16 and t < 16. Then x >> 30 = X >> 30 = S, and x ^ S = W + (t ^ (S & 15)) with
@@ -13,6 +15,9 @@
 //! tables are for the previous S) is computed directly ([`first_mix_direct`]).
 
 use crate::genq::{GAMMA, MIX1};
+
+#[cfg(test)]
+pub(crate) mod model;
 
 /// Indices per step of the SIMD generators (one AVX-512 register of 64-bit lanes per 8 of them).
 pub const LANES: usize = 16;
