@@ -18,6 +18,14 @@
  */
 
 import { harden, hardenHandedOut, hiddenIntrinsics, INTRINSIC_GLOBALS } from "../util/harden.ts";
+import Module, { syncBuiltinESMExports } from "node:module";
+import { dirname, join, sep } from "node:path";
+import { fileURLToPath } from "node:url";
+// @ts-expect-error -- an .mjs module of plain JavaScript (the loader hooks): typed where it is used
+import { JUDGE_ONLY as JUDGE_ONLY_FILES, judgeOnlyRefusal as refusal } from "../subject/loader-hooks.mjs";
+
+const JUDGE_ONLY = JUDGE_ONLY_FILES as readonly string[];
+const judgeOnlyRefusal = refusal as (specifier: string, path: string) => string;
 
 /** Names ordinary code assigns on its own objects although a prototype holds them. */
 const OVERRIDABLE = new Set<PropertyKey>(["constructor", "name", "message", "toString", "valueOf", "toLocaleString", "toJSON", "cause"]);
@@ -103,6 +111,35 @@ function hardenPlain(value: unknown, seen: Set<unknown>): void {
       Object.freeze(proto);
     }
   }
+}
+
+/**
+ * The module loader as a subject's worker holds it (issue 57: both were seen to reach the judge's code).
+ * `require` does not pass through the ESM hooks of loader-hooks.mjs, so the judge's modules are refused to
+ * any `require` from outside the harness here, at the CommonJS resolver; and `module.register` is refused,
+ * since hooks a subject installs run before the harness's and could hide from it which module imports.
+ */
+export function sealModuleLoading(): void {
+  const loader = Module as unknown as { _resolveFilename: (request: string, parent: { filename?: string | null } | undefined, ...rest: unknown[]) => string };
+  const resolveFilename = loader._resolveFilename;
+  const harness = join(dirname(fileURLToPath(import.meta.url)), "..") + sep;
+  Object.defineProperty(loader, "_resolveFilename", {
+    value: function (this: unknown, request: string, parent: { filename?: string | null } | undefined, ...rest: unknown[]) {
+      const file = resolveFilename.call(this, request, parent, ...rest);
+      if (JUDGE_ONLY.includes(file) && !(parent?.filename ?? "").startsWith(harness)) throw new Error(judgeOnlyRefusal(request, file));
+      return file;
+    },
+    writable: false,
+    configurable: false,
+  });
+  Object.defineProperty(Module, "register", {
+    value: () => {
+      throw new Error("module.register: loader hooks cannot be installed in a subject's worker");
+    },
+    writable: false,
+    configurable: false,
+  });
+  syncBuiltinESMExports();
 }
 
 /**

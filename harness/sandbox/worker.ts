@@ -23,7 +23,7 @@ import type { JobHandler, JobHandlers, JobTools } from "../execute/job.ts";
 import { watchSubject } from "../util/watch.ts";
 import { installJudge, startJudgeThread } from "../judge/client.ts";
 import type { Job, SubjectInfo, WorkerMessage } from "./pool.ts";
-import { sealAddon, sealWorker } from "./seal.ts";
+import { sealAddon, sealModuleLoading, sealWorker } from "./seal.ts";
 import { native, REFERENCE_EXPORTS } from "../backend/native.ts";
 import { harnessModules } from "./harness-modules.ts";
 import { describeThrown, withoutRankQuery } from "../util/thrown.ts";
@@ -137,6 +137,7 @@ watchSubject((on) => index.running(on));
 installJudge(startJudgeThread());
 sealWorker(await harnessModules());
 sealAddon(native(), REFERENCE_EXPORTS);
+sealModuleLoading();
 
 port.on("message", (m: { type: "run"; job: Job }) => {
   if (m.type === "run") void run(m.job);

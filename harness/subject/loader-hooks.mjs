@@ -33,18 +33,22 @@ function rankOf(parentURL) {
  * in a thread of its own), so the rule reads the importing module: one of a rank's instance of a subject
  * module (the rank query below), which every module of a subject's own files is.
  */
-const JUDGE_ONLY = [
+export const JUDGE_ONLY = [
   join(ROOT, "harness", "gradients", "reference.ts"),
   join(ROOT, "harness", "judge", "judge.ts"),
   join(ROOT, "harness", "judge", "judge-worker.ts"),
   join(ROOT, "harness", "backend", "native.ts"), // it holds the reference's kernels
 ];
 
+/** Why `specifier` (a subject's import of `path`, one of JUDGE_ONLY) is refused. */
+export function judgeOnlyRefusal(specifier, path) {
+  return `${specifier}: ${relativeToRoot(path)} is the judge's code (the reference a cell is judged against); a subject module may not import it`;
+}
+
 export async function resolve(specifier, context, next) {
   const resolved = await resolveOwn(specifier, context, next);
   if (resolved.url.startsWith("file:") && JUDGE_ONLY.includes(fileURLToPath(new URL(resolved.url))) && rankOf(context.parentURL) !== null) {
-    const what = relativeToRoot(fileURLToPath(new URL(resolved.url)));
-    throw new Error(`${specifier}: ${what} is the judge's code (the reference a cell is judged against); a subject module may not import it`);
+    throw new Error(judgeOnlyRefusal(specifier, fileURLToPath(new URL(resolved.url))));
   }
   const rank = rankOf(context.parentURL);
   if (rank === null || !resolved.url.startsWith("file:")) return resolved;

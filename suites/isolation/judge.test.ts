@@ -70,6 +70,35 @@ describe("the judge's realm: a subject's thread cannot change the verdict", () =
   });
 });
 
+describe("the judge's code, by every import form a subject could write (issue 57)", () => {
+  const refused = /harness\/(gradients\/reference|judge\/judge|backend\/native)\.ts is the judge's code \(the reference a cell is judged against\); a subject module may not import it/;
+  // create-require and registers-hook imported the reference on db1239f (seen): require() does not pass the
+  // ESM hooks, and a hook a subject registers runs before the harness's and hid the rank query from it
+  it.each([
+    ["dynamic-package.js", refused],
+    ["dynamic-relative.js", refused],
+    ["dynamic-url-query.js", refused],
+    ["dynamic-symlink.js", refused],
+    ["create-require.js", refused],
+    ["native-module.js", refused],
+    ["judge-module.js", refused],
+    ["registers-hook.js", /module\.register: loader hooks cannot be installed in a subject's worker/],
+  ])("imports/%s, in its clip: refused, its own cell fails; bucketed after it in the same worker passes", { timeout: 180_000 }, async (file, message) => {
+    const r = await run([S(`imports/${file}`), "bucketed"], [FSDP], ["--jobs", "1"]);
+    expect(r.cells.length, r.stdout + r.stderr).toBe(2);
+    expect(r.failing(S(`imports/${file}`))).toMatch(/errors\.raised: /);
+    expect(r.failing(S(`imports/${file}`))).toMatch(message);
+    expect(r.failing("bucketed")).toBe("");
+  });
+
+  it("imports/create-require-at-load.js: refused when the module loads, one line, exit 2", { timeout: 120_000 }, async () => {
+    const r = await run([S("imports/create-require-at-load.js"), "bucketed"], [FSDP]);
+    expect(r.code, r.stdout + r.stderr).toBe(2);
+    expect(r.stderr).toMatch(refused);
+    expect(r.stderr).not.toMatch(/\n\s+at /);
+  });
+});
+
 describe("train.parity and resume.equal compare states in the judge's realm", () => {
   it("patches-compare.js (init-unsynced, with the addon's compare made to find nothing) is refused when it loads: the addon is frozen", { timeout: 120_000 }, async () => {
     const r = await cli(["train", "--subject", S("patches-compare.js"), "--layouts", "pp2,dp_shard2,ep2", "pp4", "--model", "deepseek-v3-debug", "--steps", "2", "--timeout-s", "20"]);

@@ -1,0 +1,2 @@
+import { subject } from "./_attempt.js";
+export default subject("imports-dynamic-relative", () => import("../../../../harness/gradients/reference.ts"));
