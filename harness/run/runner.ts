@@ -9,12 +9,13 @@
 import type { Subject } from "../subject/api.ts";
 import { isExternalSpec, isSubjectPath, loadSubject } from "../registry/registry.ts";
 import type { BackendKind } from "../backend/backend.ts";
-import type { Budgets, Cell, Matrix } from "../cell/cell.ts";
+import { cellId, type Budgets, type Cell, type Matrix } from "../cell/cell.ts";
 import type { CellResult, RunSummary } from "../results/types.ts";
 import { summarize } from "../results/summary.ts";
 import { runCell } from "../execute/cell.ts";
 import { goldenSession, type GoldenSession } from "./golden.ts";
 import { JOB_DEADLINE_PHASES, DEFAULT_TIMEOUT_MS, probeSubjects, runJobs, type Job } from "../sandbox/pool.ts";
+import { runJobsSupervised } from "../sandbox/supervisor.ts";
 import { CELL_JOB, cellOutcome, estimateCellBytes, referenceKey, type CellJobInput } from "../execute/cell-job.ts";
 import { resolveBackend, selectCells, subjectsOf, type RunLimits } from "./policy.ts";
 import type { Shard } from "./shard.ts";
@@ -68,6 +69,12 @@ export interface RunMatrixOptions {
   memoryBudgetBytes?: number;
   /** V8 heap of a worker in MiB (default 2048). */
   workerHeapMb?: number;
+  /**
+   * Run the pool in a child process under a supervisor (harness/sandbox/supervisor.ts; `clip-parity run`
+   * does): a subject that ends the whole process (SIGKILL, a native crash) fails its own cell's
+   * `isolation` check and the run goes on, where without it the caller's process ends with it.
+   */
+  supervise?: boolean;
   /** Live bytes one cell's backend may hold (a subject asking for more gets an error). */
   maxLiveBytes?: number;
   /** How the caller reruns a matrix, for messages: "clip-parity run --matrix cpu". */
@@ -194,9 +201,10 @@ export async function executeRun(run: PreparedRun, options: RunMatrixOptions = {
     bytes: estimateCellBytes(cells[i]!),
     affinity: referenceKey(cells[i]!),
     deadlineMs: timeoutMs * JOB_DEADLINE_PHASES,
+    label: `subject ${cells[i]!.subject} on cell ${cellId(cells[i]!)}`,
   }));
   await Promise.all([
-    runJobs(jobs, {
+    (options.supervise ? runJobsSupervised : runJobs)(jobs, {
       workers: options.workers,
       timeoutMs,
       memoryBudgetBytes: options.memoryBudgetBytes,

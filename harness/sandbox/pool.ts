@@ -38,6 +38,8 @@ export interface Job {
   affinity?: string;
   /** Wall-clock limit of the whole job from its start, in ms, that nothing in the worker can cancel. */
   deadlineMs?: number;
+  /** How a fault names the job, e.g. "subject S on cell ID" (supervisor.ts); default "job <index>". */
+  label?: string;
 }
 
 /** How a job ended: its result, or the fault that kept it from one; a fault may come with a result. */
