@@ -130,6 +130,8 @@ export async function run(argv: string[]): Promise<number> {
   if (jsonPath !== undefined) assertWritableFile(jsonPath, "--json");
   if (str(v, "out") !== undefined) assertWritableDir(str(v, "out")!, "--out");
   options.rerun = `clip-parity run --matrix ${str(v, "matrix")!}`;
+  // the cells run in a child process: a subject that kills it fails its cell, and the run goes on (issue 55)
+  options.supervise = true;
   const out = humanOutput(jsonPath);
   options.goldenOut = out; // with --json - the golden's verdict lines must not land in the JSON
   // known-bad subjects fail on purpose: only another subject's failure is one to stop at
