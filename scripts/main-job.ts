@@ -1,8 +1,9 @@
 /**
  * `npm run main-job`: runs the README's main job (the cpu matrix through the command line, its sections included)
  * and the README's `plan` example as a user runs them, each a child process under /usr/bin/time, and writes what
- * they took to docs/main-job.json: wall seconds, the peak resident set (the harness and its worker threads are one
- * process), the machine's cores and load average at the start, the commit. The README's durations and memory are
+ * they took to docs/main-job.json: wall seconds, the peak resident set (of the largest process, as /usr/bin/time
+ * reports it: the child that runs the cells and their worker threads under `run`'s supervisor), the machine's
+ * cores and load average at the start, the commit. The README's durations and memory are
  * figures read from that file (scripts/readme-figures.ts), so they are always the last measured run, never typed.
  */
 import { execFileSync, spawnSync } from "node:child_process";
