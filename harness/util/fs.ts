@@ -177,7 +177,8 @@ export function humanOutput(jsonPath: string | undefined): NodeJS.WriteStream {
 
 /**
  * Refuses, before any work, an output path that cannot be written: a directory where a file is
- * wanted, a parent that is a file, or a folder without write permission. `flag` names the option.
+ * wanted, a parent that is a file, or a folder without write permission (for a dangling symlink, those of
+ * the file it names, where the write will land). `flag` names the option.
  * `-` (standard output) is always writable.
  */
 export function assertWritableFile(path: string, flag: string): void {
@@ -193,7 +194,8 @@ export function assertWritableFile(path: string, flag: string): void {
     }
     return;
   }
-  assertWritableDir(dirname(abs), flag, path);
+  // nothing there yet, or a dangling link: the folder that must take the new file is the one where the links end
+  assertWritableDir(dirname(writeTarget(abs).path), flag, path);
 }
 
 /** The same for an output folder (it may not exist yet: its nearest existing ancestor must be a writable folder). */

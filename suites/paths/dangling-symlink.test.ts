@@ -10,7 +10,7 @@
  * at the link's path) fails "a relative dangling link: the link stays, the file it names is created".
  */
 import { afterAll, describe, expect, it } from "vitest";
-import { lstatSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, statSync } from "node:fs";
+import { lstatSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { assertWritableFile, writeFileAtomic, writeOutputFile } from "../../harness/util/fs.ts";
@@ -74,11 +74,21 @@ describe("a write through a dangling symlink", () => {
     expect(() => assertWritableFile(join(d, "link.json"), "--json")).not.toThrow();
   });
 
+  it("the checks before any work refuse a dangling link whose file cannot be created (a file where its folder would be)", () => {
+    // seen on 4a1331f: assertWritableFile checked the link's own folder, so the run went ahead and its write failed at the end
+    const d = tmp();
+    writeFileSync(join(d, "plain"), "");
+    symlinkSync("plain/result.json", join(d, "link.json"));
+    expect(() => assertWritableFile(join(d, "link.json"), "--json")).toThrow(`--json: ${join(d, "link.json")} cannot be written: ${join(d, "plain")} is a file, not a directory`);
+    expect(() => writeFileAtomic(join(d, "link.json"), "x")).toThrow(/link\.json: could not write it \(E[A-Z]+: .*\); it is left as it was$/); // found only at the end of the work
+  });
+
   it("a loop of links is refused in words, not followed forever", () => {
     const d = tmp();
     symlinkSync("b", join(d, "a"));
     symlinkSync("a", join(d, "b"));
     expect(() => writeFileAtomic(join(d, "a"), "x")).toThrow(/too many levels of symbolic links/);
+    expect(() => assertWritableFile(join(d, "a"), "--json")).toThrow(/too many levels of symbolic links/);
     expect(tree(d)).toEqual(["a", "b"]);
   });
 });
