@@ -31,6 +31,7 @@ export const OTHER_ENV_VARS = {
   CLIP_PARITY_REQUIRE_TORCH: "suites: the torch suites fail instead of skipping when torch is missing (CI sets it)",
   CLIP_PARITY_UPDATE_GOLDEN: "suites/torch/agreement.test.ts rewrites its golden (never in CI)",
   CLIP_PARITY_FUZZ_RUNS: "suites/fuzz/subjects.test.ts: cases per subject (default 300)",
+  CLIP_PARITY_WEAKENINGS: "suites/weakenings/weakenings.test.ts: set (not 0), each kept weakening is applied in a temporary copy of the tree and its test seen to fail (a minute or so); unset, each is only checked to apply",
   CLIP_PARITY_PARITY: "suites/cuda: full or quick (default full on a GPU, quick on the emulation)",
   CLIP_PARITY_CUDA_EMU: "native addon: its cuda backend runs its kernels on the CPU emulation at this path (scripts/cuda-emu.mjs)",
   CLIP_PARITY_NVRTC: "native addon: where libnvrtc is (CI sets it to the PyPI copy)",
