@@ -366,8 +366,9 @@ export const EXPLANATIONS: readonly Explanation[] = [
     line: "return g.axes.size ? `${rankSet(key)} (${[...g.axes].join(\" / \")})` : rankSet(key);",
     replacements: ['""'],
     why:
-      "Not equivalent, a gap left: the separator shows only where two meshes' axes span one group (a dense and an expert mesh reducing " +
-      "over the same ranks, an MoE cell); no fast test builds one yet. Message text only; the verdict and the budget do not depend on it.",
+      "Not equivalent, killed after this measurement: suites/paths/groups.test.ts 'a clip that all_reduces once per mesh over the same " +
+      "ranks goes over' (issue 57: pp2,dp_shard2 on deepseek-v3-debug, where the dense and the expert mesh reduce over the same ranks, " +
+      "names `{0,1} (dp_shard / efsdp)`; suites/weakenings/comm-budget-axes-separator.patch is this mutant). Not re-measured.",
   },
   {
     file: "harness/checks/comm-budget.ts",
