@@ -19,7 +19,6 @@ import { getModel } from "../../harness/model/models.ts";
 import { planWorld } from "../../harness/model/plan.ts";
 import { parseLayout, validateLayout } from "../../harness/layout/layout.ts";
 import commBudget, { neededGroups } from "../../harness/checks/comm-budget.ts";
-import type { CheckContext } from "../../harness/checks/types.ts";
 import type { CommRecord } from "../../harness/subject/api.ts";
 import { runCell } from "../../harness/execute/cell.ts";
 import { BUILTIN_SUBJECTS } from "../../harness/registry/registry.ts";
