@@ -25,7 +25,8 @@ const requested = process.env.CLIP_PARITY_BACKEND;
 const requestedBackend = requested === undefined ? undefined : parseBackend(requested, "CLIP_PARITY_BACKEND");
 // a golden drift fails the suite on a developer's machine as in CI (cli/test.ts decides the mode for npm test)
 const golden = suiteGoldenMode(matrix.name, resolveBackend(matrix, requestedBackend, `npm test -- --matrix ${matrixArg}`));
-const options = { backend: requestedBackend, rerun: `npm test -- --matrix ${matrixArg}`, golden };
+// supervised as `clip-parity run` is: a subject that kills the process fails its cell, the others are kept
+const options = { backend: requestedBackend, rerun: `npm test -- --matrix ${matrixArg}`, golden, supervise: true };
 const prepared = await prepareRun(matrix, options);
 const backend = prepared.backend;
 // `npm test -- --report json,junit,md,html --out DIR` writes the run's cells as reports.
