@@ -831,9 +831,10 @@ class AllocatorPeak:
 class ResidentPeak:
     """Scratch memory counted by the operating system: the process's resident high-water mark during the call
     (VmHWM, reset before it by writing 5 to /proc/self/clear_refs: the rank process serves cell after cell) less
-    its resident size before the call and less the mapped input shards (their pages become resident as the
-    target reads them). Memory no allocator sees (numpy, a C extension) counts here. None where Linux's /proc
-    is not there to ask."""
+    the larger of its resident size before the call plus the mapped input shards (their pages become resident
+    as the target reads them) and its resident size after the call. What the call still holds when it returns
+    (a first call's lazy imports, a framework's caches) is not scratch: leaks are counted apart. Memory no
+    allocator sees (numpy, a C extension) counts here. None where Linux's /proc is not there to ask."""
 
     def __init__(self, mapped_bytes: int):
         self.mapped_bytes = mapped_bytes
@@ -860,7 +861,8 @@ class ResidentPeak:
     def __exit__(self, *exc):
         if self.before is not None:
             try:
-                self.scratch = max(0, self._status("VmHWM") - self.before - self.mapped_bytes)
+                peak, after = self._status("VmHWM"), self._status("VmRSS")
+                self.scratch = max(0, peak - max(self.before + self.mapped_bytes, after))
             except OSError:
                 self.scratch = None
         return False

@@ -289,7 +289,7 @@ export const resultSchema = z.strictObject({
       scratchPeakBytes: nonneg,
       leakedBytes: z.number().int(),
       method: z.string(),
-      /** The resident high-water mark during the call less the resident size before it and the mapped shards (Linux). */
+      /** The resident high-water mark during the call less the larger of the resident size before it plus the mapped shards and the resident size after it (Linux). */
       osScratchBytes: nonneg.optional(),
     })
     .optional(),
