@@ -10,6 +10,7 @@ import { mkdtempSync, readdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { until } from "../processes.ts";
 import { ROOT } from "./run-cli.ts";
 
 const S = (name: string) => `./suites/isolation/subjects/${name}`;
@@ -50,14 +51,6 @@ function filesBelow(dir: string): string[] {
     .map((e) => join(e.parentPath, e.name).slice(dir.length + 1));
 }
 
-async function until(cond: () => boolean, ms: number): Promise<boolean> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (cond()) return true;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return cond();
-}
 
 describe("resume's scratch checkpoint is removed however the job ends", () => {
   it("a subject that exits after the save: isolation fails, the scratch folder is empty", { timeout: 120_000 }, async () => {

@@ -7,10 +7,11 @@
  */
 import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { processesWith, until } from "../processes.ts";
 import { cli, ROOT } from "./run-cli.ts";
 
 const S = (name: string) => `./suites/isolation/subjects/${name}`;
@@ -66,32 +67,11 @@ describe("a subject that ends the whole process fails its own cell, and the run 
   });
 });
 
-/** Pids of live processes whose environment holds `marker` (a zombie has no environment left; threads are no processes). */
-function processesWith(marker: string): number[] {
-  const out: number[] = [];
-  for (const e of readdirSync("/proc")) {
-    if (!/^\d+$/.test(e) || Number(e) === process.pid) continue;
-    try {
-      if (readFileSync(`/proc/${e}/environ`, "utf8").includes(marker)) out.push(Number(e));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return out;
-}
 
-async function until(what: () => boolean, ms: number): Promise<boolean> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (what()) return true;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return what();
-}
 
 const markers: string[] = [];
 afterAll(() => {
-  for (const m of markers) for (const pid of processesWith(m)) process.kill(pid, "SIGKILL");
+  for (const m of markers) for (const pid of processesWith(m, "environ")) process.kill(pid, "SIGKILL");
 });
 
 describe("no process outlives the harness", () => {
@@ -105,9 +85,9 @@ describe("no process outlives the harness", () => {
     const ended = new Promise((r) => harness.on("close", r));
     // a cell's clip runs (in a worker of the cells' process, a process apart from the harness's)
     expect(await until(() => existsSync(mark), 60_000), "the subject's clip started").toBe(true);
-    expect(processesWith(id).length).toBe(2);
+    expect(processesWith(id, "environ").length).toBe(2);
     harness.kill(signal);
     await ended;
-    expect(await until(() => processesWith(id).length === 0, 10_000), `left running: ${processesWith(id).join(", ")}`).toBe(true);
+    expect(await until(() => processesWith(id, "environ").length === 0, 10_000), `left running: ${processesWith(id, "environ").join(", ")}`).toBe(true);
   });
 });

@@ -6,9 +6,10 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { processesWith, until } from "../processes.ts";
 import { PROJECT_ROOT } from "../../harness/external/torch/options.ts";
 import { torchAvailability } from "./torch-available.ts";
 
@@ -16,28 +17,7 @@ const torch = torchAvailability();
 const SHM = existsSync("/dev/shm") ? "/dev/shm" : "/tmp";
 const sessions = () => new Set(readdirSync(SHM).filter((d) => d.startsWith("clip-parity-torch-")));
 
-/** Pids whose command line holds `text`. */
-function processesWith(text: string): number[] {
-  const out: number[] = [];
-  for (const e of readdirSync("/proc")) {
-    if (!/^\d+$/.test(e) || Number(e) === process.pid) continue;
-    try {
-      if (readFileSync(`/proc/${e}/cmdline`, "utf8").includes(text)) out.push(Number(e));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return out;
-}
 
-async function until(what: () => boolean, ms: number): Promise<boolean> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (what()) return true;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return what();
-}
 
 const started: { marker: string; child?: ChildProcess }[] = [];
 afterAll(() => {
