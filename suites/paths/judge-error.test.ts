@@ -21,8 +21,8 @@ import { sharedState } from "../../harness/judge/states.ts";
 import { Backend } from "../../harness/backend/backend.ts";
 import { parseLayout } from "../../harness/layout/layout.ts";
 import { freeState, initState, type TrainConfig } from "../../harness/training/train.ts";
-import { fuzzManifest, fuzzPlan, singleRankPlan, validateCase, type FuzzCase } from "../../harness/fuzz/case.ts";
-import { Shard } from "../../harness/model/plan.ts";
+import { fuzzManifest, fuzzPlan, singleRankPlan } from "../../harness/fuzz/case.ts";
+import { SHARDED_CASE } from "./sharded-case.ts";
 import { testCell } from "../checks-branches/subjects.ts";
 
 const dirs: string[] = [];
@@ -50,16 +50,7 @@ async function dumpThatFails(): Promise<Error> {
   return err!;
 }
 
-/** dp_shard2: one parameter of 8 elements sharded over two ranks; the same on one rank. */
-const shardedCase: FuzzCase = validateCase({
-  subject: "x",
-  layout: parseLayout("dp_shard2"),
-  dtype: "f32",
-  normType: 2,
-  regime: "active",
-  seed: 0,
-  params: [{ name: "w", shape: [8], stage: 0, mesh: "dense", axes: ["dp_shard"], placements: [Shard(0)], replicas: [] }],
-});
+const shardedCase = SHARDED_CASE;
 
 /**
  * A cross-layout comparison whose expected state is missing rank 1's copies: the judge allocates the scratch block of

@@ -14,19 +14,10 @@ import { runTrain, type TrainCell } from "../../harness/training/train-parity.ts
 import { BUILTIN_SUBJECTS } from "../../harness/registry/registry.ts";
 import type { Subject } from "../../harness/subject/api.ts";
 import { parseLayout } from "../../harness/layout/layout.ts";
-import { fuzzManifest, fuzzPlan, singleRankPlan, validateCase, type FuzzCase } from "../../harness/fuzz/case.ts";
-import { Shard } from "../../harness/model/plan.ts";
+import { fuzzManifest, fuzzPlan, singleRankPlan } from "../../harness/fuzz/case.ts";
+import { SHARDED_CASE } from "./sharded-case.ts";
 
-/** dp_shard2: one parameter of 8 elements sharded over two ranks (against the same on one rank). */
-const sharded: FuzzCase = validateCase({
-  subject: "x",
-  layout: parseLayout("dp_shard2"),
-  dtype: "f32",
-  normType: 2,
-  regime: "active",
-  seed: 0,
-  params: [{ name: "w", shape: [8], stage: 0, mesh: "dense", axes: ["dp_shard"], placements: [Shard(0)], replicas: [] }],
-});
+const sharded = SHARDED_CASE;
 const model = fuzzManifest(sharded);
 const plans = [fuzzPlan(sharded), singleRankPlan(sharded)];
 
