@@ -541,13 +541,14 @@ mod simd_parity {
     use super::*;
     use half::{bf16, f16};
 
-    struct Rng(u64);
+    /// The tests' own deterministic stream (also the lane model's: gen/lane_model.rs).
+    pub(super) struct Rng(pub(super) u64);
     impl Rng {
-        fn next(&mut self) -> u64 {
+        pub(super) fn next(&mut self) -> u64 {
             self.0 = self.0.wrapping_add(1);
             splitmix64(self.0.wrapping_mul(0x2545_F491_4F6C_DD1D))
         }
-        fn below(&mut self, n: u64) -> u64 {
+        pub(super) fn below(&mut self, n: u64) -> u64 {
             self.next() % n
         }
     }

@@ -184,16 +184,7 @@ fn lane_model_fill_equals_definition_at_every_boundary() {
     for_boundary_fills(|s, key, start, n, t| check_fill_into(t, s, key, start, n, &paths));
 }
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(1);
-        splitmix64(self.0.wrapping_mul(0x2545_F491_4F6C_DD1D))
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use super::simd_parity::Rng;
 
 /// A random case: any key, a start anywhere (or near u64::MAX, or small), any length up to 1000
 /// (or a few vectors and a part), any (spec dtype, e) of the SIMD fill, any element type.
