@@ -269,14 +269,13 @@ def count_unseen(mon: "Monitor", meshes_groups: list, before: dict) -> None:
     an unseen one is named by a group that ran more than the Monitor saw on its ranks. A group made during
     the call started at 0."""
     after = c10d_counts(process_groups(meshes_groups))
-    ran = {key: n - (before[key][1] if key in before else 0) for key, (g, n) in after.items()}
-    before = {**before, **{key: (g, 0) for key, (g, _) in after.items() if key not in before}}
+    ran = {key: n - before.get(key, (g, 0))[1] for key, (g, n) in after.items()}
     unseen = sum(ran.values()) - len(mon.calls)
     if unseen <= 0:
         return
     named = []
     for key, n in ran.items():
-        ranks = ",".join(str(r) for r in sorted(dist.get_process_group_ranks(before[key][0])))
+        ranks = ",".join(str(r) for r in sorted(dist.get_process_group_ranks(after[key][0])))
         named += [ranks] * max(0, n - sum(1 for c in mon.calls if c["group"] == ranks))
     for i in range(unseen):
         group = named[i] if i < len(named) else "?"
