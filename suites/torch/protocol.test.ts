@@ -10,6 +10,7 @@ import { ADAPTER, DEFAULT_TORCH_OPTIONS, torchOptionsFromEnv } from "../../harne
 import { checkJob, PROTOCOL_VERSION, readProtocolFile, resultSchema, type Job } from "../../harness/external/torch/protocol.ts";
 import { closeTorchSessions, groupsOutOfStep, liveSessionCount, sessionFor } from "../../harness/external/torch/session.ts";
 import { plainConvention } from "../../harness/external/torch/frameworks.ts";
+import { judgedScratch, OS_SCRATCH_SLACK_BYTES, torchReach } from "../../harness/external/torch/subject.ts";
 import { torchAvailability } from "./torch-available.ts";
 
 const torch = torchAvailability();
@@ -76,6 +77,35 @@ describe("groups in step after a cell", () => {
     expect(groupsOutOfStep([res(0, { "?": 1 }), res(1, { "?": 1 })])).toMatch(/could not name/);
     expect(groupsOutOfStep([res(0, {}), res(1, {}, true)])).toBe("rank 1 failed in the adapter");
     expect(groupsOutOfStep([res(0, {}), undefined])).toBe("a rank wrote no result");
+  });
+});
+
+describe("what a torch cell's results tell the checks", () => {
+  const res = (rank: number, groupCalls: Record<string, number>, barriers: string[] = []) =>
+    ({
+      protocol: PROTOCOL_VERSION,
+      rank,
+      norm: 1,
+      error: null,
+      path: "p",
+      groupCalls,
+      comm: { calls: 0, bytes: 0, byKind: {}, byGroup: {}, ops: barriers.map((group) => ({ op: "barrier", kind: "barrier", group, bytes: 0 })) },
+    }) as const;
+
+  it("comm.reach: ranks joined through groups that carried data, directly or through others; a barrier joins no one; an unnamed group joins all", () => {
+    // 0-1 carry data, 1-2 carry data: 0 reaches 2 through 1; 3 only met the others at a barrier
+    const r = torchReach([res(0, { "0,1": 1 }), res(1, { "0,1": 1, "1,2": 1 }), res(2, { "1,2": 1 }), res(3, { "0,3": 1 }, ["0,3"])], 4);
+    expect(r).toEqual([[0, 1, 2], [0, 1, 2], [0, 1, 2], [3]]);
+    expect(torchReach([res(0, {}), res(1, {})], 2)).toEqual([[0], [1]]);
+    expect(torchReach([res(0, { "?": 1 }), undefined], 2)).toEqual([[0, 1], [0, 1]]);
+    // a group that ran only barriers on one rank still carried data if another op ran on it
+    expect(torchReach([res(0, { "0,1": 2 }, ["0,1"]), res(1, { "0,1": 2 }, ["0,1"])], 2)).toEqual([[0, 1], [0, 1]]);
+  });
+
+  it("memory.peak: the allocator's peak, or the operating system's count less its slack where that is larger", () => {
+    expect(judgedScratch({ scratchPeakBytes: 100 })).toBe(100);
+    expect(judgedScratch({ scratchPeakBytes: 100, osScratchBytes: OS_SCRATCH_SLACK_BYTES })).toBe(100);
+    expect(judgedScratch({ scratchPeakBytes: 100, osScratchBytes: OS_SCRATCH_SLACK_BYTES + 5000 })).toBe(5000);
   });
 });
 
